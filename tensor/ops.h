@@ -1,0 +1,120 @@
+// The math of the tensor engine: every op an MLP needs, on CPU and CUDA tensors alike.
+//
+// Each function checks its inputs (same device, dtypes, shapes), allocates its output on the input's
+// device and dispatches to a CPU kernel (Eigen for matmul, loops elsewhere: tensor/internal/cpu_*.cc)
+// or a CUDA kernel (cuBLAS/cuBLASLt for matmul, our own kernels elsewhere: tensor/internal/cuda_*.cu).
+// CUDA kernels run on the device's current stream (tensor/stream.h) and never synchronise the host.
+// A misuse stops the program with one message naming the op, the shapes/dtypes and a hint, e.g.
+//   MatMul: inner dimensions differ: a is [64, 784] (trans_a=0), b is [512, 700] (trans_b=1); ...
+// Functions ending in `Into`/`_` write into an existing tensor instead of allocating (the optimizer and
+// gradient accumulation use them, so a steady-state training step allocates nothing new).
+// None of these record gradients: autograd/ wraps them.
+#ifndef TINYDDP_TENSOR_OPS_H_
+#define TINYDDP_TENSOR_OPS_H_
+
+#include <cstdint>
+
+#include "absl/types/span.h"
+#include "tensor/tensor.h"
+
+namespace tinyddp::ops {
+
+// --- Linear algebra --------------------------------------------------------------------------------
+/// op(a) @ op(b), where op transposes a 2-D operand when its flag is set. float32 or float64.
+Tensor MatMul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+/// x @ w^T + bias: the forward of nn::Linear (x [N, in], w [out, in], bias [out] or undefined).
+/// On CUDA the bias add is fused into the GEMM (cuBLASLt epilogue).
+Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& bias);
+/// out = alpha * op(a) @ op(b) + beta * out, in place (the backward of Linear accumulates with beta=1).
+void MatMulInto(Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha = 1.f,
+                float beta = 0.f);
+
+// --- Elementwise (same shapes; AddRowVector broadcasts a [C] vector over the rows of [N, C]) -------
+Tensor Add(const Tensor& a, const Tensor& b);
+Tensor Sub(const Tensor& a, const Tensor& b);
+Tensor Mul(const Tensor& a, const Tensor& b);
+Tensor Div(const Tensor& a, const Tensor& b);
+Tensor Scale(const Tensor& a, double s);
+Tensor AddRowVector(const Tensor& x, const Tensor& row);
+Tensor Relu(const Tensor& x);
+/// grad * (y > 0), where y = Relu(x) (or x itself).
+Tensor ReluBackward(const Tensor& grad, const Tensor& y);
+/// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch's approximate='tanh'.
+Tensor Gelu(const Tensor& x);
+Tensor GeluBackward(const Tensor& grad, const Tensor& x);
+
+// --- In place --------------------------------------------------------------------------------------
+/// dst += alpha * src (gradient accumulation into a leaf's .grad, which may be a view into a bucket).
+void AddInto(Tensor& dst, const Tensor& src, double alpha = 1.0);
+/// dst *= s.
+void ScaleInPlace(Tensor& dst, double s);
+/// Every element = value.
+void Fill(Tensor& dst, double value);
+/// dst = src, element for element (same numel and dtype; any devices: host<->device copies too).
+void CopyInto(Tensor& dst, const Tensor& src);
+
+// --- Reductions ------------------------------------------------------------------------------------
+/// Sum of all elements: a scalar tensor (shape []).
+Tensor Sum(const Tensor& x);
+/// Sum along `dim` (negative counts from the end); keepdim keeps it as size 1.
+Tensor Sum(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor Mean(const Tensor& x);
+Tensor Mean(const Tensor& x, int64_t dim, bool keepdim = false);
+/// Index of the largest element along the last dim of [N, C]: int64 [N] (first one on ties).
+Tensor ArgMax(const Tensor& x);
+
+// --- Losses ----------------------------------------------------------------------------------------
+/// log_softmax along the last dim of [N, C], computed stably (max subtracted).
+Tensor LogSoftmax(const Tensor& x);
+/// Fused softmax + cross-entropy, mean over the batch: logits [N, C] float, labels [N] int64 in [0, C).
+/// Returns the scalar loss; `softmax_out`, if given, receives softmax(logits) for the backward.
+Tensor CrossEntropy(const Tensor& logits, const Tensor& labels, Tensor* softmax_out = nullptr);
+/// d loss / d logits = (softmax - onehot(labels)) * grad_loss / N, with grad_loss a scalar tensor.
+Tensor CrossEntropyBackward(const Tensor& softmax, const Tensor& labels, const Tensor& grad_loss);
+/// mean((a - b)^2) as a scalar tensor.
+Tensor MseLoss(const Tensor& a, const Tensor& b);
+
+// --- Indexing and casts ----------------------------------------------------------------------------
+/// Rows of x [N, ...] picked by indices (int64 [B]): the way a batch is gathered from a dataset.
+Tensor IndexSelectRows(const Tensor& x, const Tensor& indices);
+/// Converts to `dtype`, multiplying by `scale` on the way (uint8 pixels -> float32 with scale 1/255).
+Tensor Cast(const Tensor& x, DType dtype, double scale = 1.0);
+/// dst = cast(src) without allocating (the bf16 gradient-compression hook uses it both ways).
+void CastInto(Tensor& dst, const Tensor& src);
+
+// --- Random initialisation (Philox 4x32-10, counter based) -----------------------------------------
+// Element i of a tensor is drawn from Philox(key = seed, counter = offset + i), so the same (seed, offset)
+// gives bit-identical numbers on CPU and CUDA, in any launch configuration.
+void UniformInit(Tensor& dst, double low, double high, uint64_t seed, uint64_t offset = 0);
+void NormalInit(Tensor& dst, double mean, double stddev, uint64_t seed, uint64_t offset = 0);
+
+// --- Fused optimizer steps ------------------------------------------------------------------------
+// PyTorch's exact update rules, applied to many parameters at once (one CUDA launch for the whole list
+// where possible). params, grads and state tensors are matched by position; all on one device.
+
+struct SgdConfig {
+  double lr = 0.01, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
+  bool nesterov = false;
+  /// True on the first step with momentum: the buffer is set to the gradient instead of updated.
+  bool first_step = true;
+};
+/// torch.optim.SGD: g = grad + wd*p; if momentum: buf = first ? g : momentum*buf + (1-dampening)*g,
+/// g = nesterov ? g + momentum*buf : buf; p -= lr*g. momentum_bufs may be empty when momentum == 0.
+void SgdStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> momentum_bufs,
+             const SgdConfig& config);
+
+struct AdamConfig {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  /// true: AdamW (p *= 1 - lr*wd); false: Adam (g += wd*p).
+  bool decoupled_weight_decay = true;
+  /// 1 on the first step (bias correction uses it).
+  int64_t step = 1;
+};
+/// torch.optim.Adam / AdamW: m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
+/// p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps).
+void AdamStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> exp_avgs,
+              absl::Span<Tensor> exp_avg_sqs, const AdamConfig& config);
+
+}  // namespace tinyddp::ops
+
+#endif  // TINYDDP_TENSOR_OPS_H_

@@ -1,0 +1,48 @@
+// Storage: one reference-counted block of bytes on one device. Tensors share it: views (Reshape, Rows)
+// point into the same Storage at an offset, and the bytes are returned to their allocator when the
+// last Tensor referring to them goes away.
+#ifndef TINYDDP_TENSOR_STORAGE_H_
+#define TINYDDP_TENSOR_STORAGE_H_
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "tensor/device.h"
+
+namespace tinyddp {
+
+class Storage {
+ public:
+  /// Takes ownership of `data` (nbytes on `device`); `deleter(data)` runs when the Storage dies.
+  Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter)
+      : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
+  ~Storage() {
+    if (deleter_) deleter_(data_);
+  }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_;
+  size_t nbytes_;
+  Device device_;
+  std::function<void(void*)> deleter_;
+};
+
+/// Allocates `nbytes` on `device`: 64-byte aligned host memory for the CPU, the CUDA caching allocator
+/// (tensor/cuda_allocator.h, on the device's current stream) for a GPU. Contents are uninitialised.
+/// Stops with a clear message on out-of-memory or on a CUDA device in a build without CUDA.
+std::shared_ptr<Storage> AllocateStorage(size_t nbytes, Device device);
+
+/// Page-locked host memory, so host<->device copies can run asynchronously on a stream.
+/// Falls back to ordinary host memory in a build without CUDA or on a machine without a GPU.
+std::shared_ptr<Storage> AllocatePinnedStorage(size_t nbytes);
+
+}  // namespace tinyddp
+
+#endif  // TINYDDP_TENSOR_STORAGE_H_
