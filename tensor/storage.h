@@ -43,6 +43,13 @@ std::shared_ptr<Storage> AllocateStorage(size_t nbytes, Device device);
 /// Falls back to ordinary host memory in a build without CUDA or on a machine without a GPU.
 std::shared_ptr<Storage> AllocatePinnedStorage(size_t nbytes);
 
+/// Copies `nbytes` from `src` (on `src_device`) to `dst` (on `dst_device`), any pair of devices.
+/// Host<->host is a memcpy. Anything touching a GPU goes through cuda::MemcpyAsync on the current stream
+/// of the GPU involved (the destination's for device->device), so it is ordered after the kernels that
+/// produced `src`. When the destination is the host, the copy has finished when this returns; a copy
+/// into device memory may still be in flight (stream-ordered), like any kernel.
+void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
+
 }  // namespace tinyddp
 
 #endif  // TINYDDP_TENSOR_STORAGE_H_
