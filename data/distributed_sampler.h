@@ -1,0 +1,73 @@
+// DistributedSampler: which dataset indices each rank reads in an epoch, with the exact semantics of
+// PyTorch's torch.utils.data.distributed.DistributedSampler, so a training script ports one to one.
+//
+// Sits between a Dataset (only its size matters) and the DataLoader (data_loader.h), which turns this
+// rank's index list into batches. Every rank builds the same sampler with its own `rank`; each gets
+// num_samples() indices per epoch, so every rank runs the same number of steps and DDP's collectives
+// line up.
+//
+// One epoch, for N examples and R replicas (as in PyTorch):
+//   num_samples = drop_last && N % R != 0 ? ceil((N - R) / R) : ceil(N / R)      (== N / R in the first case)
+//   total_size  = num_samples * R
+//   indices     = shuffle ? permutation of [0, N) drawn from (seed + epoch) : [0, 1, ..., N-1]
+//   drop_last:   indices = indices[:total_size]                       (the tail is dropped)
+//   otherwise:   indices += indices repeated from the front, cyclically, up to total_size
+//   this rank:   indices[rank : total_size : R]
+// The permutation is identical on every rank (it depends only on seed + epoch), which is what makes the
+// rank shards disjoint. It is our own generator (splitmix64 + Fisher-Yates), NOT torch.randperm: the
+// sizes, padding and striding match PyTorch exactly, the shuffled order does not.
+#ifndef TINYDDP_DATA_DISTRIBUTED_SAMPLER_H_
+#define TINYDDP_DATA_DISTRIBUTED_SAMPLER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tinyddp::data {
+
+struct DistributedSamplerOptions {
+  int64_t num_replicas = 1;  // world size
+  int64_t rank = 0;          // in [0, num_replicas)
+  bool shuffle = true;
+  uint64_t seed = 0;         // must be the same on every rank
+  bool drop_last = false;
+};
+
+/// Not thread-safe (SetEpoch mutates); cheap to copy.
+class DistributedSampler {
+ public:
+  /// InvalidArgument unless dataset_size >= 0, num_replicas >= 1 and 0 <= rank < num_replicas.
+  static absl::StatusOr<DistributedSampler> Create(int64_t dataset_size, const DistributedSamplerOptions& options);
+
+  /// Selects the shuffle of the coming epoch. Call it before each epoch, as in PyTorch, or every epoch
+  /// repeats the order of epoch 0.
+  void SetEpoch(int64_t epoch) { epoch_ = epoch; }
+  int64_t epoch() const { return epoch_; }
+
+  /// This rank's indices for the current epoch: num_samples() of them, each in [0, dataset_size).
+  std::vector<int64_t> Indices() const;
+
+  /// Indices per rank per epoch (PyTorch's len(sampler)).
+  int64_t num_samples() const { return num_samples_; }
+  /// num_samples() * num_replicas: the padded or truncated length of the global index list.
+  int64_t total_size() const { return num_samples_ * options_.num_replicas; }
+  int64_t dataset_size() const { return dataset_size_; }
+  const DistributedSamplerOptions& options() const { return options_; }
+
+ private:
+  DistributedSampler(int64_t dataset_size, const DistributedSamplerOptions& options, int64_t num_samples)
+      : dataset_size_(dataset_size), options_(options), num_samples_(num_samples) {}
+  int64_t dataset_size_;
+  DistributedSamplerOptions options_;
+  int64_t num_samples_;
+  int64_t epoch_ = 0;
+};
+
+/// A permutation of [0, n) that depends only on `seed` (Fisher-Yates driven by splitmix64, with
+/// unbiased bounded draws). Identical on every machine and compiler.
+std::vector<int64_t> RandomPermutation(int64_t n, uint64_t seed);
+
+}  // namespace tinyddp::data
+
+#endif  // TINYDDP_DATA_DISTRIBUTED_SAMPLER_H_
