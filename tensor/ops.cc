@@ -1,0 +1,434 @@
+// ops.h: the checks, the output allocation and the dispatch to a backend, for every op.
+//
+// Each function reads the same way: check the inputs (one TINYDDP_CHECK_OP per rule, each message naming
+// the op, both shapes/dtypes and a hint), allocate the output on the input's device, and call the
+// kernel of that device: cpu::X (tensor/internal/cpu_*.cc) or cuda::X (tensor/internal/cuda_*.cu). The
+// kernels trust these checks and do none of their own, except what only they can see: data-dependent
+// errors such as an out-of-range label, which the CPU kernels report.
+#include "tensor/ops.h"
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "tensor/internal/check.h"
+#include "tensor/internal/kernels.h"
+
+namespace tinyddp::ops {
+namespace {
+
+// Calls the kernel `fn` of the backend that owns `device`.
+#define TINYDDP_DISPATCH(device, fn, ...) \
+  ((device).is_cpu() ? ::tinyddp::cpu::fn(__VA_ARGS__) : ::tinyddp::cuda::fn(__VA_ARGS__))
+
+// "[64, 784] float32 cuda:0", the way every message below shows a tensor.
+std::string Describe(const Tensor& t) {
+  if (!t.defined()) return "undefined";
+  return absl::StrCat(ShapeToString(t.shape()), " ", DTypeName(t.dtype()), " ", t.device().ToString());
+}
+
+void CheckDefined(const char* op, const char* name, const Tensor& t) {
+  TINYDDP_CHECK_OP(t.defined(), op, name, " is an undefined tensor; hint: create it (Tensor::Empty/Zeros) first");
+}
+
+// The math ops compute in float32 or float64; other dtypes get there through Cast.
+void CheckFloat(const char* op, const char* name, const Tensor& t) {
+  CheckDefined(op, name, t);
+  TINYDDP_CHECK_OP(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64, op, name, " must be float32 or "
+                   "float64, got ", Describe(t), "; hint: ops::Cast(", name, ", DType::kFloat32) first");
+}
+
+void CheckSameDevice(const char* op, const char* na, const Tensor& a, const char* nb, const Tensor& b) {
+  TINYDDP_CHECK_OP(a.device() == b.device(), op, na, " is ", Describe(a), " but ", nb, " is ", Describe(b),
+                   "; hint: move one with .To(device) so both are on the same device");
+}
+
+void CheckSameDType(const char* op, const char* na, const Tensor& a, const char* nb, const Tensor& b) {
+  TINYDDP_CHECK_OP(a.dtype() == b.dtype(), op, na, " is ", Describe(a), " but ", nb, " is ", Describe(b),
+                   "; hint: ops::Cast one of them so the dtypes match");
+}
+
+void CheckSameShape(const char* op, const char* na, const Tensor& a, const char* nb, const Tensor& b) {
+  TINYDDP_CHECK_OP(a.shape() == b.shape(), op, "shapes differ: ", na, " is ", Describe(a), ", ", nb, " is ",
+                   Describe(b), "; hint: elementwise ops take equal shapes (use AddRowVector to broadcast a bias)");
+}
+
+// Two float tensors of one dtype on one device: the precondition of every binary math op.
+void CheckPair(const char* op, const char* na, const Tensor& a, const char* nb, const Tensor& b) {
+  CheckFloat(op, na, a);
+  CheckFloat(op, nb, b);
+  CheckSameDevice(op, na, a, nb, b);
+  CheckSameDType(op, na, a, nb, b);
+}
+
+// True when the bytes of a and b overlap (views into one storage may, e.g. Rows of one tensor).
+bool Overlaps(const Tensor& a, const Tensor& b) {
+  if (!a.SharesStorageWith(b)) return false;
+  const size_t a0 = a.byte_offset(), a1 = a0 + a.nbytes(), b0 = b.byte_offset(), b1 = b0 + b.nbytes();
+  return a0 < b1 && b0 < a1;
+}
+
+int64_t NormalizeDim(const char* op, const Tensor& x, int64_t dim) {
+  const int64_t n = x.dim();
+  TINYDDP_CHECK_OP(dim >= -n && dim < n, op, "dim ", dim, " is out of range for ", Describe(x),
+                   "; hint: dims go from ", -n, " to ", n - 1);
+  return dim < 0 ? dim + n : dim;
+}
+
+Tensor Binary(const char* op, BinaryKind kind, const Tensor& a, const Tensor& b) {
+  CheckPair(op, "a", a, "b", b);
+  CheckSameShape(op, "a", a, "b", b);
+  Tensor out = Tensor::Empty(a.shape(), a.dtype(), a.device());
+  TINYDDP_DISPATCH(a.device(), BinaryOp, kind, a, b, out);
+  return out;
+}
+
+// The [m, n] shape of op(a) @ op(b), after checking both are 2-D with matching inner dimensions.
+Shape MatMulShape(const char* op, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  CheckPair(op, "a", a, "b", b);
+  TINYDDP_CHECK_OP(a.dim() == 2 && b.dim() == 2, op, "needs 2-D operands, a is ", Describe(a), ", b is ",
+                   Describe(b), "; hint: View a batch as [N, features] first");
+  const int64_t m = trans_a ? a.size(1) : a.size(0), k_a = trans_a ? a.size(0) : a.size(1);
+  const int64_t k_b = trans_b ? b.size(1) : b.size(0), n = trans_b ? b.size(0) : b.size(1);
+  TINYDDP_CHECK_OP(k_a == k_b, op, "inner dimensions differ: a is ", ShapeToString(a.shape()), " (trans_a=", trans_a,
+                   "), b is ", ShapeToString(b.shape()), " (trans_b=", trans_b, "); op(a) has ", k_a,
+                   " columns but op(b) has ", k_b, " rows; hint: check the transpose flags");
+  return Shape{m, n};
+}
+
+}  // namespace
+
+// --- Linear algebra --------------------------------------------------------------------------------
+
+Tensor MatMul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  Tensor out = Tensor::Empty(MatMulShape("MatMul", a, b, trans_a, trans_b), a.dtype(), a.device());
+  TINYDDP_DISPATCH(a.device(), MatMul, a, b, trans_a, trans_b, 1.f, 0.f, out);
+  return out;
+}
+
+Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  Shape shape = MatMulShape("Linear", x, w, false, true);
+  if (bias.defined()) {
+    CheckPair("Linear", "x", x, "bias", bias);
+    TINYDDP_CHECK_OP(bias.dim() == 1 && bias.size(0) == w.size(0), "Linear", "bias must be [", w.size(0),
+                     "] for weight ", Describe(w), ", got ", Describe(bias), "; hint: bias has one entry per output");
+  }
+  Tensor out = Tensor::Empty(shape, x.dtype(), x.device());
+  TINYDDP_DISPATCH(x.device(), Linear, x, w, bias, out);
+  return out;
+}
+
+void MatMulInto(Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha, float beta) {
+  Shape shape = MatMulShape("MatMulInto", a, b, trans_a, trans_b);
+  CheckPair("MatMulInto", "out", out, "a", a);
+  TINYDDP_CHECK_OP(out.shape() == shape, "MatMulInto", "out is ", Describe(out), " but op(a) @ op(b) is ",
+                   ShapeToString(shape), " (a ", ShapeToString(a.shape()), " trans_a=", trans_a, ", b ",
+                   ShapeToString(b.shape()), " trans_b=", trans_b, "); hint: allocate out with that shape");
+  TINYDDP_CHECK_OP(!Overlaps(out, a) && !Overlaps(out, b), "MatMulInto",
+                   "out overlaps an operand (out ", Describe(out), "); hint: write into a separate tensor");
+  TINYDDP_DISPATCH(a.device(), MatMul, a, b, trans_a, trans_b, alpha, beta, out);
+}
+
+// --- Elementwise -----------------------------------------------------------------------------------
+
+Tensor Add(const Tensor& a, const Tensor& b) { return Binary("Add", BinaryKind::kAdd, a, b); }
+Tensor Sub(const Tensor& a, const Tensor& b) { return Binary("Sub", BinaryKind::kSub, a, b); }
+Tensor Mul(const Tensor& a, const Tensor& b) { return Binary("Mul", BinaryKind::kMul, a, b); }
+Tensor Div(const Tensor& a, const Tensor& b) { return Binary("Div", BinaryKind::kDiv, a, b); }
+
+Tensor Scale(const Tensor& a, double s) {
+  CheckFloat("Scale", "a", a);
+  Tensor out = Tensor::Empty(a.shape(), a.dtype(), a.device());
+  TINYDDP_DISPATCH(a.device(), Axpby, s, a, 0.0, Tensor(), out);
+  return out;
+}
+
+Tensor AddRowVector(const Tensor& x, const Tensor& row) {
+  CheckPair("AddRowVector", "x", x, "row", row);
+  TINYDDP_CHECK_OP(x.dim() == 2 && row.dim() == 1 && row.size(0) == x.size(1), "AddRowVector",
+                   "needs x [N, C] and row [C], got x ", Describe(x), ", row ", Describe(row),
+                   "; hint: row has one entry per column of x");
+  Tensor out = Tensor::Empty(x.shape(), x.dtype(), x.device());
+  TINYDDP_DISPATCH(x.device(), AddRowVector, x, row, out);
+  return out;
+}
+
+Tensor Relu(const Tensor& x) {
+  CheckFloat("Relu", "x", x);
+  Tensor out = Tensor::Empty(x.shape(), x.dtype(), x.device());
+  TINYDDP_DISPATCH(x.device(), Relu, x, out);
+  return out;
+}
+
+Tensor ReluBackward(const Tensor& grad, const Tensor& y) {
+  CheckPair("ReluBackward", "grad", grad, "y", y);
+  CheckSameShape("ReluBackward", "grad", grad, "y", y);
+  Tensor out = Tensor::Empty(grad.shape(), grad.dtype(), grad.device());
+  TINYDDP_DISPATCH(grad.device(), ReluBackward, grad, y, out);
+  return out;
+}
+
+Tensor Gelu(const Tensor& x) {
+  CheckFloat("Gelu", "x", x);
+  Tensor out = Tensor::Empty(x.shape(), x.dtype(), x.device());
+  TINYDDP_DISPATCH(x.device(), Gelu, x, out);
+  return out;
+}
+
+Tensor GeluBackward(const Tensor& grad, const Tensor& x) {
+  CheckPair("GeluBackward", "grad", grad, "x", x);
+  CheckSameShape("GeluBackward", "grad", grad, "x", x);
+  Tensor out = Tensor::Empty(grad.shape(), grad.dtype(), grad.device());
+  TINYDDP_DISPATCH(grad.device(), GeluBackward, grad, x, out);
+  return out;
+}
+
+// --- In place --------------------------------------------------------------------------------------
+
+void AddInto(Tensor& dst, const Tensor& src, double alpha) {
+  CheckPair("AddInto", "dst", dst, "src", src);
+  CheckSameShape("AddInto", "dst", dst, "src", src);
+  TINYDDP_DISPATCH(dst.device(), Axpby, 1.0, dst, alpha, src, dst);
+}
+
+void ScaleInPlace(Tensor& dst, double s) {
+  CheckFloat("ScaleInPlace", "dst", dst);
+  TINYDDP_DISPATCH(dst.device(), Axpby, s, dst, 0.0, Tensor(), dst);
+}
+
+void Fill(Tensor& dst, double value) {
+  CheckDefined("Fill", "dst", dst);
+  TINYDDP_DISPATCH(dst.device(), Fill, dst, value);
+}
+
+void CopyInto(Tensor& dst, const Tensor& src) {
+  CheckDefined("CopyInto", "dst", dst);
+  CheckDefined("CopyInto", "src", src);
+  CheckSameDType("CopyInto", "dst", dst, "src", src);
+  TINYDDP_CHECK_OP(dst.numel() == src.numel(), "CopyInto", "element counts differ: dst is ", Describe(dst),
+                   ", src is ", Describe(src), "; hint: View one of them so the sizes match");
+  if (dst.data_ptr() == src.data_ptr() && dst.device() == src.device()) return;  // copying onto itself
+  TINYDDP_CHECK_OP(!Overlaps(dst, src), "CopyInto", "dst and src overlap in one storage (dst ", Describe(dst),
+                   ", src ", Describe(src), "); hint: copy through a Clone()");
+  if (dst.device() == src.device()) {
+    TINYDDP_DISPATCH(dst.device(), Copy, src, dst);
+  } else {
+    // Host<->device or GPU<->GPU: the stream-ordered byte copy (synchronous when dst is the host).
+    CopyBytes(dst.data_ptr(), dst.device(), src.data_ptr(), src.device(), src.nbytes());
+  }
+}
+
+// --- Reductions ------------------------------------------------------------------------------------
+
+Tensor Sum(const Tensor& x) {
+  CheckFloat("Sum", "x", x);
+  Tensor out = Tensor::Empty({}, x.dtype(), x.device());
+  TINYDDP_DISPATCH(x.device(), SumAll, x, out);
+  return out;
+}
+
+Tensor Sum(const Tensor& x, int64_t dim, bool keepdim) {
+  CheckFloat("Sum", "x", x);
+  const int64_t d = NormalizeDim("Sum", x, dim);
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= x.size(i);
+  for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
+  Shape shape;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (i != d) shape.push_back(x.size(i));
+    else if (keepdim) shape.push_back(1);
+  }
+  Tensor out = Tensor::Empty(shape, x.dtype(), x.device());
+  TINYDDP_DISPATCH(x.device(), SumDim, x, outer, x.size(d), inner, out);
+  return out;
+}
+
+Tensor Mean(const Tensor& x) {
+  Tensor out = Sum(x);
+  TINYDDP_CHECK_OP(x.numel() > 0, "Mean", "of an empty tensor ", Describe(x), " is undefined");
+  ScaleInPlace(out, 1.0 / static_cast<double>(x.numel()));
+  return out;
+}
+
+Tensor Mean(const Tensor& x, int64_t dim, bool keepdim) {
+  Tensor out = Sum(x, dim, keepdim);
+  const int64_t n = x.size(NormalizeDim("Mean", x, dim));
+  TINYDDP_CHECK_OP(n > 0, "Mean", "over dim ", dim, " of size 0 in ", Describe(x), " is undefined");
+  ScaleInPlace(out, 1.0 / static_cast<double>(n));
+  return out;
+}
+
+Tensor ArgMax(const Tensor& x) {
+  CheckFloat("ArgMax", "x", x);
+  TINYDDP_CHECK_OP(x.dim() == 2 && x.size(1) > 0, "ArgMax", "needs [N, C] with C > 0, got ", Describe(x),
+                   "; hint: View the scores as [N, C]");
+  Tensor out = Tensor::Empty({x.size(0)}, DType::kInt64, x.device());
+  TINYDDP_DISPATCH(x.device(), ArgMax, x, out);
+  return out;
+}
+
+// --- Losses ----------------------------------------------------------------------------------------
+
+Tensor LogSoftmax(const Tensor& x) {
+  CheckFloat("LogSoftmax", "x", x);
+  TINYDDP_CHECK_OP(x.dim() == 2 && x.size(1) > 0, "LogSoftmax", "needs [N, C] with C > 0, got ", Describe(x),
+                   "; hint: View the logits as [N, C]");
+  Tensor out = Tensor::Empty(x.shape(), x.dtype(), x.device());
+  TINYDDP_DISPATCH(x.device(), LogSoftmax, x, out);
+  return out;
+}
+
+namespace {
+void CheckLogitsAndLabels(const char* op, const char* logits_name, const Tensor& logits, const Tensor& labels) {
+  CheckFloat(op, logits_name, logits);
+  CheckDefined(op, "labels", labels);
+  CheckSameDevice(op, logits_name, logits, "labels", labels);
+  TINYDDP_CHECK_OP(logits.dim() == 2 && logits.size(0) > 0 && logits.size(1) > 0, op, logits_name,
+                   " must be [N, C] with N, C > 0, got ", Describe(logits));
+  TINYDDP_CHECK_OP(labels.dtype() == DType::kInt64 && labels.dim() == 1 && labels.size(0) == logits.size(0), op,
+                   "labels must be int64 [", logits.size(0), "] (one class index per row of ", logits_name, " ",
+                   Describe(logits), "), got ", Describe(labels), "; hint: ops::Cast(labels, DType::kInt64)");
+}
+}  // namespace
+
+Tensor CrossEntropy(const Tensor& logits, const Tensor& labels, Tensor* softmax_out) {
+  CheckLogitsAndLabels("CrossEntropy", "logits", logits, labels);
+  Tensor loss = Tensor::Empty({}, logits.dtype(), logits.device());
+  Tensor softmax = Tensor::Empty(logits.shape(), logits.dtype(), logits.device());
+  TINYDDP_DISPATCH(logits.device(), CrossEntropy, logits, labels, loss, softmax);
+  if (softmax_out != nullptr) *softmax_out = softmax;
+  return loss;
+}
+
+Tensor CrossEntropyBackward(const Tensor& softmax, const Tensor& labels, const Tensor& grad_loss) {
+  CheckLogitsAndLabels("CrossEntropyBackward", "softmax", softmax, labels);
+  CheckPair("CrossEntropyBackward", "softmax", softmax, "grad_loss", grad_loss);
+  TINYDDP_CHECK_OP(grad_loss.numel() == 1, "CrossEntropyBackward", "grad_loss must be a scalar, got ",
+                   Describe(grad_loss), "; hint: the loss is a mean, its gradient one number");
+  Tensor out = Tensor::Empty(softmax.shape(), softmax.dtype(), softmax.device());
+  TINYDDP_DISPATCH(softmax.device(), CrossEntropyBackward, softmax, labels, grad_loss, out);
+  return out;
+}
+
+Tensor MseLoss(const Tensor& a, const Tensor& b) {
+  CheckPair("MseLoss", "a", a, "b", b);
+  CheckSameShape("MseLoss", "a", a, "b", b);
+  TINYDDP_CHECK_OP(a.numel() > 0, "MseLoss", "of empty tensors ", Describe(a), " is undefined");
+  Tensor out = Tensor::Empty({}, a.dtype(), a.device());
+  TINYDDP_DISPATCH(a.device(), MseLoss, a, b, out);
+  return out;
+}
+
+// --- Indexing and casts ----------------------------------------------------------------------------
+
+Tensor IndexSelectRows(const Tensor& x, const Tensor& indices) {
+  CheckDefined("IndexSelectRows", "x", x);
+  CheckDefined("IndexSelectRows", "indices", indices);
+  CheckSameDevice("IndexSelectRows", "x", x, "indices", indices);
+  TINYDDP_CHECK_OP(x.dim() >= 1, "IndexSelectRows", "x must have a row dimension, got ", Describe(x));
+  TINYDDP_CHECK_OP(indices.dtype() == DType::kInt64 && indices.dim() == 1, "IndexSelectRows",
+                   "indices must be int64 [B], got ", Describe(indices), "; hint: ops::Cast(indices, kInt64)");
+  Shape shape = x.shape();
+  shape[0] = indices.size(0);
+  Tensor out = Tensor::Empty(shape, x.dtype(), x.device());
+  TINYDDP_DISPATCH(x.device(), IndexSelectRows, x, indices, out);
+  return out;
+}
+
+Tensor Cast(const Tensor& x, DType dtype, double scale) {
+  CheckDefined("Cast", "x", x);
+  Tensor out = Tensor::Empty(x.shape(), dtype, x.device());
+  TINYDDP_DISPATCH(x.device(), Cast, x, scale, out);
+  return out;
+}
+
+void CastInto(Tensor& dst, const Tensor& src) {
+  CheckDefined("CastInto", "dst", dst);
+  CheckDefined("CastInto", "src", src);
+  CheckSameDevice("CastInto", "dst", dst, "src", src);
+  TINYDDP_CHECK_OP(dst.numel() == src.numel(), "CastInto", "element counts differ: dst is ", Describe(dst),
+                   ", src is ", Describe(src), "; hint: View one of them so the sizes match");
+  TINYDDP_CHECK_OP(!Overlaps(dst, src), "CastInto", "dst ", Describe(dst), " overlaps src ", Describe(src),
+                   "; hint: cast into a separate buffer");
+  TINYDDP_DISPATCH(dst.device(), Cast, src, 1.0, dst);
+}
+
+// --- Random initialisation -------------------------------------------------------------------------
+
+namespace {
+void CheckRandomTarget(const char* op, const Tensor& dst) {
+  CheckDefined(op, "dst", dst);
+  TINYDDP_CHECK_OP(IsFloatingPoint(dst.dtype()), op, "dst must be floating point, got ", Describe(dst),
+                   "; hint: initialise a float32 tensor and Cast it");
+}
+}  // namespace
+
+void UniformInit(Tensor& dst, double low, double high, uint64_t seed, uint64_t offset) {
+  CheckRandomTarget("UniformInit", dst);
+  TINYDDP_CHECK_OP(low <= high, "UniformInit", "low ", low, " > high ", high, "; hint: swap them");
+  TINYDDP_DISPATCH(dst.device(), UniformInit, dst, low, high, seed, offset);
+}
+
+void NormalInit(Tensor& dst, double mean, double stddev, uint64_t seed, uint64_t offset) {
+  CheckRandomTarget("NormalInit", dst);
+  TINYDDP_CHECK_OP(stddev >= 0, "NormalInit", "stddev ", stddev, " is negative");
+  TINYDDP_DISPATCH(dst.device(), NormalInit, dst, mean, stddev, seed, offset);
+}
+
+// --- Fused optimizer steps ------------------------------------------------------------------------
+
+namespace {
+// params[i] and each state list's [i] agree in shape, dtype and device, and all share one device.
+// Runs every step, so nothing here allocates unless a check fails (messages are built only then).
+void CheckOptimizerLists(const char* op, absl::Span<Tensor> params, absl::Span<const Tensor> grads,
+                         std::initializer_list<std::pair<const char*, absl::Span<Tensor>>> states) {
+  TINYDDP_CHECK_OP(params.size() == grads.size(), op, params.size(), " params but ", grads.size(),
+                   " grads; hint: one gradient per parameter, in the same order");
+  for (const auto& [name, list] : states) {
+    TINYDDP_CHECK_OP(list.size() == params.size(), op, params.size(), " params but ", list.size(), " ", name,
+                     "; hint: one state tensor per parameter, in the same order");
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    TINYDDP_CHECK_OP(p.defined() && (p.dtype() == DType::kFloat32 || p.dtype() == DType::kFloat64), op, "params[",
+                     i, "] must be a float32 or float64 tensor, got ", Describe(p));
+    TINYDDP_CHECK_OP(p.device() == params[0].device(), op, "params[", i, "] is ", Describe(p), " but params[0] is ",
+                     Describe(params[0]), "; hint: one optimizer step covers one device");
+    auto matches = [&p](const Tensor& t) {
+      return t.defined() && t.dtype() == p.dtype() && t.device() == p.device() && t.shape() == p.shape();
+    };
+    TINYDDP_CHECK_OP(matches(grads[i]), op, "grads[", i, "] is ", Describe(grads[i]), " but params[", i, "] is ",
+                     Describe(p), "; hint: a gradient has its parameter's shape, dtype and device (parameters "
+                     "without a gradient must be left out of the lists)");
+    for (const auto& [name, list] : states) {
+      TINYDDP_CHECK_OP(matches(list[i]), op, name, "[", i, "] is ", Describe(list[i]), " but params[", i, "] is ",
+                       Describe(p), "; hint: create optimizer state with Tensor::Zeros(param.shape(), ...)");
+    }
+  }
+}
+}  // namespace
+
+void SgdStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> momentum_bufs,
+             const SgdConfig& config) {
+  if (config.momentum != 0.0) {
+    CheckOptimizerLists("SgdStep", params, grads, {{"momentum_bufs", momentum_bufs}});
+  } else {
+    CheckOptimizerLists("SgdStep", params, grads, {});
+  }
+  TINYDDP_CHECK_OP(!config.nesterov || (config.momentum > 0 && config.dampening == 0), "SgdStep",
+                   "nesterov needs momentum > 0 and dampening 0 (got momentum ", config.momentum, ", dampening ",
+                   config.dampening, "), as in torch.optim.SGD");
+  if (params.empty()) return;
+  TINYDDP_DISPATCH(params[0].device(), SgdStep, params, grads, momentum_bufs, config);
+}
+
+void AdamStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> exp_avgs,
+              absl::Span<Tensor> exp_avg_sqs, const AdamConfig& config) {
+  CheckOptimizerLists("AdamStep", params, grads, {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
+  TINYDDP_CHECK_OP(config.step >= 1, "AdamStep", "step is ", config.step, "; hint: steps count from 1");
+  if (params.empty()) return;
+  TINYDDP_DISPATCH(params[0].device(), AdamStep, params, grads, exp_avgs, exp_avg_sqs, config);
+}
+
+}  // namespace tinyddp::ops
