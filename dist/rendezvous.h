@@ -1,0 +1,27 @@
+// Rendezvous: from a WorkerEnv (env.h) to the job's shared TCPStore. Rank 0 starts the store server on
+// MASTER_PORT unless the launcher already hosts one (kLauncherStoreEnv); every rank then connects.
+// Process groups (process_group*.h) are built on top of the store this returns.
+#ifndef TINYDDP_DIST_RENDEZVOUS_H_
+#define TINYDDP_DIST_RENDEZVOUS_H_
+
+#include <chrono>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "dist/env.h"
+#include "dist/store.h"
+#include "dist/tcp_store.h"
+
+namespace tinyddp::dist {
+
+/// Connects to (and, for rank 0 without a launcher-hosted store, starts) the job's TCPStore at
+/// env.master_addr:env.master_port. `timeout` bounds the connection and becomes the store's timeout.
+/// Precondition: env came from ReadWorkerEnv (ranges checked). When rank 0 hosts the server, the
+/// store lives as long as rank 0 keeps the returned object: other ranks must be done with it first
+/// (end with a StoreBarrier).
+absl::StatusOr<std::shared_ptr<TCPStore>> ConnectToJobStore(const WorkerEnv& env,
+                                                           std::chrono::milliseconds timeout = kDefaultStoreTimeout);
+
+}  // namespace tinyddp::dist
+
+#endif  // TINYDDP_DIST_RENDEZVOUS_H_
