@@ -36,6 +36,7 @@ class Stream {
   struct Handle {
     void* raw = nullptr;
     bool owned = false;
+    int device = 0;  // where `raw` lives, so the destructor can make it current
     ~Handle();
   };
   std::shared_ptr<Handle> handle_;
@@ -61,8 +62,11 @@ class Event {
   void* handle() const { return raw_; }
 
  private:
+  // Created lazily by the first Record, on the recorded stream's device: an Event can be declared on a
+  // machine without a GPU, and CUDA events belong to one device.
   void* raw_ = nullptr;
   int device_ = -1;
+  bool timing_ = false;
 };
 
 }  // namespace tinyddp::cuda
