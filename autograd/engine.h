@@ -1,0 +1,55 @@
+// The backward engine: Backward(loss) walks the graph recorded by the ops in functions.h from the loss
+// back to the leaves, calling each node's backward once all gradients flowing into it are summed, and
+// accumulates the result into the leaves' .grad. It is micrograd's backward() (a topological sort and a
+// loop) plus the three things real training needs: dependency counting, leaf hooks, and freeing the graph.
+//
+// ## The post-accumulate-grad hook contract (the seam DistributedDataParallel is built on)
+//
+// DDP registers one hook per parameter (Variable::RegisterPostAccumulateGradHook) and launches a
+// bucket's all_reduce from the hook of the bucket's last parameter. The engine guarantees:
+//
+//  1. Once per backward. During one Backward call, the hooks of a leaf run exactly once if the graph
+//     reaches the leaf, and not at all otherwise (DDP's find_unused_parameters handles those).
+//  2. When final. They run right after the leaf's gradient for this backward has been accumulated into
+//     leaf.grad(), with every contribution summed first: a parameter used by two ops gets its hooks
+//     after both contributions, never between them.
+//  3. As early as possible. A leaf's accumulation runs the moment its last contribution is produced,
+//     before any other pending node, so the last layer's hooks fire while earlier layers are still
+//     being differentiated. That is what lets communication overlap the rest of backward.
+//  4. In production order. Leaves are accumulated, and their hooks run, in the order backward produces
+//     their final gradients; among the inputs of one op, in the op's input order. Ready nodes run newest
+//     op first, so the order is a deterministic function of the graph. For an MLP built by nn::MLP it
+//     is the reverse of registration order by layer: 2.weight, 2.bias, 0.weight, 0.bias.
+//  5. In place. When leaf.grad() is already defined (for DDP: a view into a bucket, set with
+//     set_grad), the gradient is added into it in place (ops::AddInto), so the view stays a view and
+//     the bucket holds the sum. When it is undefined the new gradient is stored without a copy if the
+//     engine holds the only reference to it, and copied otherwise.
+//  6. Same thread, enqueued work. Hooks run on the thread calling Backward, inside it; Backward returns
+//     after the last hook returns. On CUDA the accumulation is only enqueued on the current stream when
+//     the hook runs: a hook that hands the gradient to another stream (NCCL) must first make that stream
+//     wait on an event recorded on the current stream.
+//
+// A hook must not register or remove hooks on its own leaf, and should not capture its own leaf's
+// Variable (that is a reference cycle; the leaf is passed as the argument).
+#ifndef TINYDDP_AUTOGRAD_ENGINE_H_
+#define TINYDDP_AUTOGRAD_ENGINE_H_
+
+#include "autograd/variable.h"
+#include "tensor/tensor.h"
+
+namespace tinyddp::autograd {
+
+/// Computes d(root)/d(leaf), weighted by `seed`, for every leaf that requires grad and that root
+/// depends on, and accumulates it into leaf.grad(); runs post-accumulate-grad hooks as stated above.
+///   seed:         the gradient of the final objective w.r.t. root; undefined means 1, which is allowed
+///                 only for a one-element root (a scalar loss). Otherwise root's shape, dtype and device.
+///   retain_graph: keep the tensors the graph saved, so Backward may run through it again; by default
+///                 they are freed as each node finishes, and a second Backward through the same nodes
+///                 stops with a message saying so.
+/// Preconditions: root requires grad (it was computed with grad mode on from something that requires
+/// grad, or it is such a leaf). Misuse stops the program with a message naming the problem.
+void Backward(const Variable& root, const Tensor& seed = Tensor(), bool retain_graph = false);
+
+}  // namespace tinyddp::autograd
+
+#endif  // TINYDDP_AUTOGRAD_ENGINE_H_

@@ -1,0 +1,39 @@
+// Linear and MatMul with their backwards (autograd/functions.h). The gradients of a GEMM are GEMMs:
+// for y = x @ w^T, dx = dy @ w and dw = dy^T @ x; the bias gradient is the column sum of dy.
+#include <utility>
+
+#include "autograd/functions.h"
+#include "autograd/node.h"
+#include "tensor/ops.h"
+
+namespace tinyddp::autograd {
+
+Variable Linear(const Variable& x, const Variable& w, const Variable& bias) {
+  const Tensor xd = x.data(), wd = w.data();
+  Tensor y = ops::Linear(xd, wd, bias.defined() ? bias.data() : Tensor());
+  // x and w are saved for the backward (x for dw, w for dx); the bias needs nothing.
+  BackwardFn backward = [xd, wd](const Tensor& g, const NeedsGrad& needs) -> Grads {
+    Grads grads(needs.size());
+    if (needs[0]) grads[0] = ops::MatMul(g, wd);                                       // [N,out] @ [out,in]
+    if (needs[1]) grads[1] = ops::MatMul(g, xd, /*trans_a=*/true, /*trans_b=*/false);  // [out,N] @ [N,in]
+    if (needs.size() > 2 && needs[2]) grads[2] = ops::Sum(g, 0);                       // [out]
+    return grads;
+  };
+  if (bias.defined()) return Record("Linear", std::move(y), {x, w, bias}, std::move(backward));
+  return Record("Linear", std::move(y), {x, w}, std::move(backward));
+}
+
+Variable MatMul(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {
+  const Tensor ad = a.data(), bd = b.data();
+  Tensor y = ops::MatMul(ad, bd, trans_a, trans_b);
+  return Record("MatMul", std::move(y), {a, b}, [ad, bd, trans_a, trans_b](const Tensor& g, const NeedsGrad& needs) {
+    // With A = op(a), B = op(b), y = A @ B: dA = g @ B^T and dB = A^T @ g. When an operand was used
+    // transposed, its gradient is the transpose of that, which a flag swap computes without a copy.
+    Grads grads(2);
+    if (needs[0]) grads[0] = trans_a ? ops::MatMul(bd, g, trans_b, true) : ops::MatMul(g, bd, false, !trans_b);
+    if (needs[1]) grads[1] = trans_b ? ops::MatMul(g, ad, true, trans_a) : ops::MatMul(ad, g, !trans_a, false);
+    return grads;
+  });
+}
+
+}  // namespace tinyddp::autograd

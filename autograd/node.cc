@@ -1,0 +1,94 @@
+// Nodes and recording (autograd/node.h), including leaf gradient accumulation (AccumulateGrad::Apply).
+#include "autograd/node.h"
+
+#include <atomic>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "autograd/grad_mode.h"
+#include "tensor/internal/check.h"
+#include "tensor/ops.h"
+
+namespace tinyddp::autograd {
+namespace {
+// Process-wide, so nodes built on different threads still get distinct, increasing numbers.
+std::atomic<uint64_t> next_sequence_nr{0};
+}  // namespace
+
+Node::Node(const char* name, std::vector<std::shared_ptr<Node>> next, const Tensor& value)
+    : name_(name),
+      sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)),
+      next_(std::move(next)),
+      shape_(value.shape()),
+      dtype_(value.dtype()),
+      device_(value.device()) {}
+
+FunctionNode::FunctionNode(const char* name, std::vector<std::shared_ptr<Node>> next, NeedsGrad needs_grad,
+                           const Tensor& value, BackwardFn backward)
+    : Node(name, std::move(next), value), needs_grad_(std::move(needs_grad)), backward_(std::move(backward)) {}
+
+Grads FunctionNode::Apply(Tensor grad, bool /*grad_is_exclusive*/) {
+  Grads grads = backward_(grad, needs_grad_);
+  TINYDDP_CHECK_OP(grads.size() == next().size(), name(), "backward returned ", grads.size(),
+                   " gradients for an op with ", next().size(), " inputs; hint: return one per input");
+  return grads;
+}
+
+AccumulateGrad::AccumulateGrad(std::shared_ptr<internal::VariableState> leaf)
+    : Node("AccumulateGrad", {}, leaf->data), leaf_(std::move(leaf)) {}
+
+Grads AccumulateGrad::Apply(Tensor grad, bool grad_is_exclusive) {
+  internal::VariableState& leaf = *leaf_;
+  if (!leaf.requires_grad) return {};  // frozen after the graph was recorded: nothing to accumulate
+  if (!leaf.grad.defined()) {
+    // The first gradient: keep the engine's tensor when nobody else holds it; otherwise copy, so that a
+    // later in-place accumulation cannot change another leaf's gradient through shared memory.
+    leaf.grad = grad_is_exclusive ? std::move(grad) : grad.Clone();
+  } else {
+    // In place: when .grad is a view into a DDP bucket, the bucket sees the sum without a copy.
+    ops::AddInto(leaf.grad, grad);
+  }
+  // The gradient of this leaf is final for this backward: tell whoever listens (DDP marks it ready).
+  // Index loop so a hook may read the list; hooks must not add or remove hooks on this leaf.
+  const Variable handle(leaf_);
+  for (size_t i = 0; i < leaf.hooks.size(); ++i) leaf.hooks[i].second(handle);
+  return {};
+}
+
+std::shared_ptr<Node> GradientEdge(const Variable& v) {
+  TINYDDP_CHECK_OP(v.defined(), "autograd", "an op input is an undefined Variable");
+  if (!v.requires_grad()) return nullptr;
+  if (v.grad_fn() != nullptr) return v.grad_fn();
+  internal::VariableState& s = *v.state();
+  std::shared_ptr<AccumulateGrad> acc = s.accumulator.lock();
+  if (acc == nullptr) {
+    // Held strongly by the graph only, so it dies with the last graph that uses this leaf.
+    acc = std::make_shared<AccumulateGrad>(v.state());
+    s.accumulator = acc;
+  }
+  return acc;
+}
+
+Variable Record(const char* name, Tensor output, std::initializer_list<Variable> inputs, BackwardFn backward) {
+  bool record = false;
+  if (GradModeEnabled()) {
+    for (const Variable& v : inputs) record = record || v.requires_grad();
+  }
+  if (!record) return Variable(std::move(output));
+
+  std::vector<std::shared_ptr<Node>> next;
+  NeedsGrad needs_grad;
+  next.reserve(inputs.size());
+  for (const Variable& v : inputs) {
+    next.push_back(GradientEdge(v));
+    needs_grad.push_back(next.back() != nullptr);
+  }
+  auto state = std::make_shared<internal::VariableState>();
+  state->grad_fn =
+      std::make_shared<FunctionNode>(name, std::move(next), std::move(needs_grad), output, std::move(backward));
+  state->data = std::move(output);
+  state->requires_grad = true;
+  return Variable(std::move(state));
+}
+
+}  // namespace tinyddp::autograd
