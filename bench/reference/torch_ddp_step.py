@@ -1,0 +1,97 @@
+"""PyTorch reference for //bench:ddp_step_bench: the same MLP step, timed the same way.
+
+Run on a GPU machine with PyTorch (never part of the product):
+    python3 bench/reference/torch_ddp_step.py --dims=784,512,512,10 --batch=64 --no_ddp      # 1 GPU
+    torchrun --nproc_per_node=2 bench/reference/torch_ddp_step.py --dims=784,512,512,10 --batch=64
+Prints one readable line and one JSON line with the fields ddp_step_bench prints (step_ms_median_synced,
+step_ms_burst, samples_per_s, params, world), so a script can put the two side by side.
+"""
+import argparse
+import json
+import os
+import statistics
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+def build_mlp(dims):
+    layers = []
+    for i in range(len(dims) - 1):
+        layers.append(nn.Linear(dims[i], dims[i + 1]))
+        if i + 2 < len(dims):
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--dims", default="784,512,512,10")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--no_ddp", action="store_true")
+    args = p.parse_args()
+    dims = [int(d) for d in args.dims.split(",")]
+
+    distributed = not args.no_ddp and "RANK" in os.environ
+    rank, world = 0, 1
+    if distributed:
+        dist.init_process_group("nccl")
+        rank, world = dist.get_rank(), dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(local_rank)
+    dev = torch.device("cuda", local_rank)
+    torch.manual_seed(0)
+    model = build_mlp(dims).to(dev)
+    if distributed:
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[local_rank])
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    x = torch.randn(args.batch, dims[0], device=dev)
+    y = torch.randint(0, dims[-1], (args.batch,), device=dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(args.warmup):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(args.steps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    if distributed:
+        dist.barrier()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(args.steps):
+        step()
+    end.record()
+    end.synchronize()
+    burst = start.elapsed_time(end) / args.steps
+    med = statistics.median(times)
+    params = sum(p.numel() for p in model.parameters())
+    if rank == 0:
+        result = {
+            "impl": "pytorch", "dims": args.dims, "batch": args.batch, "world": world,
+            "step_ms_median_synced": round(med, 4), "step_ms_burst": round(burst, 4),
+            "samples_per_s": round(args.batch * world * 1000.0 / burst, 1), "params": params,
+        }
+        print(f"pytorch {'DDP' if distributed else '1-GPU'} dims={args.dims} batch={args.batch} world={world}: "
+              f"median {med:.3f} ms/step (synced), burst {burst:.3f} ms/step", flush=True)
+        print(json.dumps(result), flush=True)
+    if distributed:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
