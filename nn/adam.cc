@@ -1,0 +1,131 @@
+// nn::Adam and nn::AdamW (nn/adam.h).
+#include "nn/adam.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "tensor/internal/check.h"
+#include "tensor/ops.h"
+
+namespace tinyddp::nn {
+
+Adam::Adam(std::vector<Variable> params, const AdamOptions& options) : Adam(std::move(params), options, false, "Adam") {}
+
+Adam::Adam(std::vector<Variable> params, const AdamOptions& options, bool decoupled_weight_decay, const char* name)
+    : Optimizer(std::move(params), options.lr, name),
+      options_(options),
+      decoupled_weight_decay_(decoupled_weight_decay),
+      exp_avgs_(params_.size()),
+      exp_avg_sqs_(params_.size()),
+      steps_(params_.size(), 0) {
+  TINYDDP_CHECK_OP(options.eps >= 0 && options.weight_decay >= 0, name, "eps (", options.eps, ") and weight_decay (",
+                   options.weight_decay, ") must be >= 0");
+  TINYDDP_CHECK_OP(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1, name,
+                   "betas must be in [0, 1), got (", options.beta1, ", ", options.beta2, ")");
+}
+
+AdamW::AdamW(std::vector<Variable> params, const AdamWOptions& options) : Adam(std::move(params), options, true, "AdamW") {}
+
+void Adam::Step() {
+  const std::vector<size_t>& indices = ParamsWithGrad();
+  for (size_t i : indices) {
+    if (!exp_avgs_[i].defined()) {  // first step of this parameter: zero moments
+      const Tensor& p = params_[i].data();
+      exp_avgs_[i] = Tensor::Empty(p.shape(), p.dtype(), p.device());
+      exp_avg_sqs_[i] = Tensor::Empty(p.shape(), p.dtype(), p.device());
+      ops::Fill(exp_avgs_[i], 0.0);
+      ops::Fill(exp_avg_sqs_[i], 0.0);
+    }
+    ++steps_[i];
+  }
+  ops::AdamConfig config;
+  config.lr = lr_;
+  config.beta1 = options_.beta1;
+  config.beta2 = options_.beta2;
+  config.eps = options_.eps;
+  config.weight_decay = options_.weight_decay;
+  config.decoupled_weight_decay = decoupled_weight_decay_;
+  // Bias correction depends on each parameter's own step count; one fused call per distinct count
+  // (one call in all, unless some parameters skipped steps without a gradient).
+  pending_.assign(indices.begin(), indices.end());
+  while (!pending_.empty()) {
+    config.step = steps_[pending_.front()];
+    step_params_.clear();
+    step_grads_.clear();
+    step_exp_avgs_.clear();
+    step_exp_avg_sqs_.clear();
+    size_t kept = 0;
+    for (size_t i : pending_) {
+      if (steps_[i] != config.step) {
+        pending_[kept++] = i;
+        continue;
+      }
+      step_params_.push_back(params_[i].data());
+      step_grads_.push_back(params_[i].grad());
+      step_exp_avgs_.push_back(exp_avgs_[i]);
+      step_exp_avg_sqs_.push_back(exp_avg_sqs_[i]);
+    }
+    pending_.resize(kept);
+    ops::AdamStep(absl::MakeSpan(step_params_), step_grads_, absl::MakeSpan(step_exp_avgs_),
+                  absl::MakeSpan(step_exp_avg_sqs_), config);
+  }
+}
+
+TensorMap Adam::StateTensors() const {
+  TensorMap state;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!exp_avgs_[i].defined()) continue;
+    state[absl::StrCat("state.", i, ".step")] = Tensor::Full({}, static_cast<double>(steps_[i]), DType::kFloat32);
+    state[absl::StrCat("state.", i, ".exp_avg")] = exp_avgs_[i];
+    state[absl::StrCat("state.", i, ".exp_avg_sq")] = exp_avg_sqs_[i];
+  }
+  return state;
+}
+
+absl::Status Adam::LoadStateTensors(const TensorMap& state) {
+  // Validate everything first, so a bad file changes nothing.
+  std::vector<Tensor> avgs(params_.size()), avg_sqs(params_.size());
+  std::vector<int64_t> steps(params_.size(), -1);
+  for (const auto& [name, t] : state) {
+    size_t i;
+    std::string field;
+    if (absl::Status s = ParseStateName(name, &i, &field); !s.ok()) return s;
+    if (field == "step") {
+      const bool scalar = t.numel() == 1 && IsFloatingPoint(t.dtype()) && t.device().is_cpu();
+      const double v = scalar ? t.Item() : -1.0;
+      if (!scalar || v < 1 || v != std::floor(v)) {
+        return absl::InvalidArgumentError(absl::StrCat(name_, " state: '", name,
+                                                       "' must be a CPU floating-point scalar holding a step >= 1"));
+      }
+      steps[i] = static_cast<int64_t>(v);
+    } else if (field == "exp_avg" || field == "exp_avg_sq") {
+      if (absl::Status s = CheckLike(name, t, i); !s.ok()) return s;
+      (field == "exp_avg" ? avgs : avg_sqs)[i] = t;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(name_, " state: unknown field in '", name, "'"));
+    }
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int present = (steps[i] >= 0) + avgs[i].defined() + avg_sqs[i].defined();
+    if (present != 0 && present != 3) {
+      return absl::InvalidArgumentError(absl::StrCat(name_, " state: parameter ", i,
+                                                     " needs all of step, exp_avg and exp_avg_sq, or none"));
+    }
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (steps[i] < 0) {
+      exp_avgs_[i] = exp_avg_sqs_[i] = Tensor();
+      steps_[i] = 0;
+      continue;
+    }
+    const Tensor& p = params_[i].data();
+    exp_avgs_[i] = Tensor::Empty(p.shape(), p.dtype(), p.device());
+    exp_avg_sqs_[i] = Tensor::Empty(p.shape(), p.dtype(), p.device());
+    ops::CopyInto(exp_avgs_[i], avgs[i]);
+    ops::CopyInto(exp_avg_sqs_[i], avg_sqs[i]);
+    steps_[i] = steps[i];
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tinyddp::nn

@@ -1,0 +1,41 @@
+// nn::Linear (nn/linear.h).
+#include "nn/linear.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "autograd/functions.h"
+#include "tensor/internal/check.h"
+#include "tensor/ops.h"
+
+namespace tinyddp::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& options)
+    : in_features_(in_features), out_features_(out_features) {
+  TINYDDP_CHECK_OP(in_features > 0 && out_features > 0, "nn::Linear", "sizes must be positive, got in_features=",
+                   in_features, " out_features=", out_features);
+  TINYDDP_CHECK_OP(IsFloatingPoint(options.dtype), "nn::Linear", "parameters must be floating point, got ",
+                   DTypeName(options.dtype));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  Tensor w = Tensor::Empty({out_features, in_features}, options.dtype, options.device);
+  ops::UniformInit(w, -bound, bound, options.seed, options.rng_offset);
+  weight_ = RegisterParameter("weight", w);
+  if (options.bias) {
+    Tensor b = Tensor::Empty({out_features}, options.dtype, options.device);
+    ops::UniformInit(b, -bound, bound, options.seed, options.rng_offset + w.numel());
+    bias_ = RegisterParameter("bias", b);
+  }
+}
+
+Variable Linear::Forward(const Variable& x) { return autograd::Linear(x, weight_, bias_); }
+
+std::string Linear::ToString() const {
+  return absl::StrCat("Linear(in_features=", in_features_, ", out_features=", out_features_,
+                      ", bias=", bias_.defined() ? "True" : "False", ")");
+}
+
+uint64_t Linear::NumRandomDraws(int64_t in_features, int64_t out_features, bool bias) {
+  return static_cast<uint64_t>(out_features) * (in_features + (bias ? 1 : 0));
+}
+
+}  // namespace tinyddp::nn

@@ -1,0 +1,71 @@
+// Optimizer: the base of SGD and Adam/AdamW (nn/sgd.h, nn/adam.h). Holds the parameters (the same
+// Variables the model holds), the learning rate, and per-parameter state exposed by name for
+// checkpoints. Updates run through the fused ops::SgdStep / ops::AdamStep: on CUDA one launch updates
+// every parameter, and a steady-state Step() allocates nothing (state buffers are made on the first).
+//
+// Typical step:  ZeroGrad(); Backward(loss); optimizer.set_lr(schedule.LrAt(step)); optimizer.Step();
+#ifndef TINYDDP_NN_OPTIMIZER_H_
+#define TINYDDP_NN_OPTIMIZER_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "autograd/variable.h"
+#include "nn/tensor_map.h"
+#include "tensor/tensor.h"
+
+namespace tinyddp::nn {
+
+using autograd::Variable;
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  /// One update of every parameter whose grad is defined; parameters without a gradient are skipped
+  /// and their state left alone, as in PyTorch. Runs on the parameters' device (all on one device).
+  virtual void Step() = 0;
+  /// Clears the gradients of the parameters (autograd::ZeroGrad).
+  void ZeroGrad(bool set_to_none = true);
+
+  double lr() const { return lr_; }
+  /// Precondition: lr >= 0.
+  void set_lr(double lr);
+  const std::vector<Variable>& params() const { return params_; }
+
+  /// The state, named like the "state" part of PyTorch's optimizer state_dict flattened with dots:
+  /// "state.<parameter index>.<field>" ("state.0.momentum_buffer", "state.3.exp_avg", "state.3.step").
+  /// Buffers are the live tensors (on the parameters' device), not copies; `step` is a float32 scalar
+  /// on the CPU, as in PyTorch. Parameters that have not been stepped yet have no entries.
+  virtual TensorMap StateTensors() const = 0;
+  /// Restores state saved by StateTensors (values are copied to the parameters' device). Returns
+  /// InvalidArgument, changing nothing, on an unknown name, a parameter index out of range, or a
+  /// shape/dtype that does not match the parameter.
+  virtual absl::Status LoadStateTensors(const TensorMap& state) = 0;
+
+ protected:
+  Optimizer(std::vector<Variable> params, double lr, const char* name);
+  /// Indices of the parameters whose grad is defined, in order (reuses one vector: no allocation in
+  /// the steady state).
+  const std::vector<size_t>& ParamsWithGrad();
+  /// Splits "state.<i>.<field>" into (i, field); InvalidArgument when malformed or i is out of range.
+  absl::Status ParseStateName(const std::string& name, size_t* index, std::string* field) const;
+  /// InvalidArgument unless `t` has parameter i's shape and dtype.
+  absl::Status CheckLike(const std::string& name, const Tensor& t, size_t i) const;
+
+  std::vector<Variable> params_;
+  double lr_;
+  const char* name_;
+
+ private:
+  std::vector<size_t> with_grad_;
+};
+
+}  // namespace tinyddp::nn
+
+#endif  // TINYDDP_NN_OPTIMIZER_H_
