@@ -1,0 +1,246 @@
+// CUDA matrix products: MatMul (transpose flags, alpha, beta) and Linear (x @ w^T + bias), on cuBLASLt
+// for float32 and cuBLAS for float64 (the CPU half is cpu_matmul.cc, on Eigen).
+//
+// Row-major on column-major. cuBLAS thinks in column-major matrices; a row-major [r, c] matrix is the
+// same bytes as a column-major [c, r] one, its transpose. So C = op(A) op(B) (row-major, [m, n]) is
+// computed as C^T = op(B)^T op(A)^T in column-major terms: cuBLAS's first operand is our B, its second
+// our A, and its m, n are our n, m. Linear's bias, one value per output feature, then runs along the
+// rows of cuBLAS's D, exactly what cuBLASLt's BIAS epilogue adds, so the bias add costs no extra pass.
+//
+// Precision: CUBLAS_COMPUTE_32F, true float32 products with no TF32 (PyTorch's default for matmul).
+//
+// No work on the hot path beyond the GEMM itself: one cuBLASLt and one cuBLAS handle per device,
+// created on first use; the matmul descriptor, the three layouts and the algorithm the heuristic chose
+// are cached per shape (and per operand alignment, which the choice depends on); the 32 MiB workspace
+// is per stream (two streams must not share one) and comes from the caching allocator once.
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+#include <climits>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "tensor/cuda_device.h"
+#include "tensor/internal/cuda_common.cuh"
+#include "tensor/internal/kernels.h"
+
+namespace tinyddp::cuda {
+namespace {
+
+using internal::LaunchScope;
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // what cuBLAS recommends for Hopper
+
+// --- Plans: what a GEMM of one shape needs, prepared once ------------------------------------------
+
+struct GemmKey {
+  bool trans_a, trans_b, bias;
+  int64_t m, n, k;
+  uint32_t align_a, align_b, align_c, align_bias;  // bytes; the algorithm must not assume more
+  bool operator==(const GemmKey& o) const {
+    return trans_a == o.trans_a && trans_b == o.trans_b && bias == o.bias && m == o.m && n == o.n && k == o.k &&
+           align_a == o.align_a && align_b == o.align_b && align_c == o.align_c && align_bias == o.align_bias;
+  }
+};
+
+struct GemmKeyHash {
+  size_t operator()(const GemmKey& key) const {
+    uint64_t h = static_cast<uint64_t>(key.m) * 0x9E3779B97F4A7C15ull;
+    h ^= static_cast<uint64_t>(key.n) + 0x7F4A7C159E3779B9ull + (h << 6) + (h >> 2);
+    h ^= static_cast<uint64_t>(key.k) + 0x94D049BB133111EBull + (h << 6) + (h >> 2);
+    const uint64_t flags = (key.trans_a ? 1u : 0u) | (key.trans_b ? 2u : 0u) | (key.bias ? 4u : 0u);
+    const uint64_t aligns = (static_cast<uint64_t>(key.align_a) << 48) ^ (static_cast<uint64_t>(key.align_b) << 32) ^
+                            (static_cast<uint64_t>(key.align_c) << 16) ^ key.align_bias;
+    return static_cast<size_t>(h ^ (flags << 61) ^ aligns);
+  }
+};
+
+struct GemmPlan {
+  bool usable = false;  // false: cuBLASLt has no algorithm for it; use cublasSgemm instead
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;  // cuBLAS's A (our b), B (our a), C/D
+  cublasLtMatmulAlgo_t algo;
+};
+
+/// The largest power of two (at most 256) that divides the address.
+uint32_t AlignmentOf(const void* p) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && address % align != 0) align /= 2;
+  return align;
+}
+
+// One per device: the handles, the plan cache and the lock that guards them (cuBLAS handles carry
+// per-call state such as the stream; plans carry the bias pointer).
+struct BlasContext {
+  std::mutex mu;
+  cublasLtHandle_t lt = nullptr;
+  cublasHandle_t blas = nullptr;
+  std::unordered_map<GemmKey, std::unique_ptr<GemmPlan>, GemmKeyHash> plans;
+};
+
+BlasContext& ContextFor(int device) {
+  static std::mutex mu;
+  static auto* contexts = new std::vector<std::unique_ptr<BlasContext>>(DeviceCount());
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<BlasContext>& ctx = (*contexts)[device];
+  if (ctx == nullptr) {
+    ctx = std::make_unique<BlasContext>();
+    internal::DeviceGuard guard(device);
+    CUBLAS_CHECK(cublasLtCreate(&ctx->lt));
+    CUBLAS_CHECK(cublasCreate(&ctx->blas));
+    CUBLAS_CHECK(cublasSetMathMode(ctx->blas, CUBLAS_DEFAULT_MATH));  // no TF32
+  }
+  return *ctx;
+}
+
+template <typename V>
+void SetDesc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const V& value) {
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+}
+template <typename V>
+void SetPref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const V& value) {
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+}
+
+std::unique_ptr<GemmPlan> MakePlan(cublasLtHandle_t lt, const GemmKey& key, const void* bias) {
+  auto plan = std::make_unique<GemmPlan>();
+  const cublasOperation_t op_first = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, op_first);
+  SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, op_second);
+  if (key.bias) {
+    SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // the heuristic reads its alignment
+  }
+  // Stored (pre-op) shapes in column-major terms; see the comment at the top of the file.
+  const int64_t m = key.m, n = key.n, k = key.k;
+  if (key.trans_b) {
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, CUDA_R_32F, k, n, k));
+  } else {
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, CUDA_R_32F, n, k, n));
+  }
+  if (key.trans_a) {
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, CUDA_R_32F, m, k, m));
+  } else {
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, CUDA_R_32F, k, m, k));
+  }
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->out, CUDA_R_32F, n, m, n));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  SetPref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes));
+  SetPref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b);  // cuBLAS's A is our b
+  SetPref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
+  SetPref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
+  SetPref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
+  cublasLtMatmulHeuristicResult_t result = {};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt, plan->desc, plan->first, plan->second, plan->out,
+                                                                plan->out, pref, 1, &result, &found);
+  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  // NOT_SUPPORTED (no algorithm) is an answer: that shape goes to cublasSgemm.
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(status);
+  plan->usable = status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+  if (plan->usable) plan->algo = result.algo;
+  return plan;
+}
+
+// --- The products ------------------------------------------------------------------------------------
+
+/// c [m, n] = alpha * op(a) op(b) + beta * c (+ bias[n] on every row, only with beta == 0), row-major.
+/// Returns false when the bias could not be fused (the caller adds it).
+bool GemmF32(const LaunchScope& scope, const float* a, const float* b, float* c, const float* bias, bool trans_a,
+             bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta) {
+  BlasContext& ctx = ContextFor(scope.device());
+  void* workspace = internal::StreamScratch(internal::ScratchKind::kGemmWorkspace, scope.device(), scope.stream(),
+                                            kWorkspaceBytes);
+  const GemmKey key{trans_a,        trans_b,        bias != nullptr, m, n, k, AlignmentOf(a), AlignmentOf(b),
+                    AlignmentOf(c), AlignmentOf(bias)};
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  auto it = ctx.plans.find(key);
+  if (it == ctx.plans.end()) it = ctx.plans.emplace(key, MakePlan(ctx.lt, key, bias)).first;
+  const GemmPlan& plan = *it->second;
+  if (plan.usable) {
+    if (bias != nullptr) SetDesc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+    CUBLAS_CHECK(cublasLtMatmul(ctx.lt, plan.desc, &alpha, b, plan.first, a, plan.second, &beta, c, plan.out, c,
+                                plan.out, &plan.algo, workspace, kWorkspaceBytes, scope.stream()));
+    return true;
+  }
+  CUBLAS_CHECK(cublasSetStream(ctx.blas, scope.stream()));  // resets the workspace, so it goes first
+  CUBLAS_CHECK(cublasSetWorkspace(ctx.blas, workspace, kWorkspaceBytes));
+  CUBLAS_CHECK(cublasSgemm(ctx.blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                           static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
+                           static_cast<int>(trans_b ? k : n), a, static_cast<int>(trans_a ? m : k), &beta, c,
+                           static_cast<int>(n)));
+  return bias == nullptr;
+}
+
+/// The same for float64 with cublasDgemm (cuBLASLt's float64 support adds nothing here).
+void GemmF64(const LaunchScope& scope, const double* a, const double* b, double* c, bool trans_a, bool trans_b,
+             int64_t m, int64_t n, int64_t k, double alpha, double beta) {
+  BlasContext& ctx = ContextFor(scope.device());
+  void* workspace = internal::StreamScratch(internal::ScratchKind::kGemmWorkspace, scope.device(), scope.stream(),
+                                            kWorkspaceBytes);
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  CUBLAS_CHECK(cublasSetStream(ctx.blas, scope.stream()));
+  CUBLAS_CHECK(cublasSetWorkspace(ctx.blas, workspace, kWorkspaceBytes));
+  CUBLAS_CHECK(cublasDgemm(ctx.blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                           static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
+                           static_cast<int>(trans_b ? k : n), a, static_cast<int>(trans_a ? m : k), &beta, c,
+                           static_cast<int>(n)));
+}
+
+void CheckGemmSize(int64_t m, int64_t n, int64_t k) {
+  TINYDDP_CHECK_OP(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, "MatMul", "dimensions m=", m, " n=", n, " k=", k,
+                   " exceed cuBLAS's 32-bit limit; hint: split the product");
+}
+
+}  // namespace
+
+void MatMul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha, float beta, Tensor& out) {
+  const int64_t m = out.size(0), n = out.size(1), k = trans_a ? a.size(0) : a.size(1);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: out = beta * out (cuBLAS rejects k = 0)
+    if (beta == 0.f) return Fill(out, 0.0);
+    return Axpby(beta, out, 0.0, Tensor(), out);
+  }
+  CheckGemmSize(m, n, k);
+  LaunchScope scope(out);
+  if (a.dtype() == DType::kFloat64) {
+    return GemmF64(scope, a.data<double>(), b.data<double>(), out.data<double>(), trans_a, trans_b, m, n, k, alpha,
+                   beta);
+  }
+  TINYDDP_CHECK_OP(a.dtype() == DType::kFloat32, "MatMul", "the CUDA kernel handles float32 and float64, not ",
+                   DTypeName(a.dtype()));
+  GemmF32(scope, a.data<float>(), b.data<float>(), out.data<float>(), nullptr, trans_a, trans_b, m, n, k, alpha,
+          beta);
+}
+
+void Linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  const int64_t m = x.size(0), n = w.size(0), k = x.size(1);
+  if (m == 0 || n == 0) return;
+  bool bias_done = false;
+  if (k == 0) {
+    Fill(out, 0.0);
+  } else {
+    CheckGemmSize(m, n, k);
+    LaunchScope scope(out);
+    if (x.dtype() == DType::kFloat64) {
+      GemmF64(scope, x.data<double>(), w.data<double>(), out.data<double>(), false, true, m, n, k, 1.0, 0.0);
+    } else {
+      TINYDDP_CHECK_OP(x.dtype() == DType::kFloat32, "Linear", "the CUDA kernel handles float32 and float64, not ",
+                       DTypeName(x.dtype()));
+      const float* b = bias.defined() ? bias.data<float>() : nullptr;
+      bias_done = GemmF32(scope, x.data<float>(), w.data<float>(), out.data<float>(), b, false, true, m, n, k, 1.f,
+                          0.f) &&
+                  b != nullptr;
+    }
+  }
+  if (bias.defined() && !bias_done) AddRowVector(out, bias, out);
+}
+
+}  // namespace tinyddp::cuda

@@ -1,0 +1,212 @@
+// CUDA optimizer steps, SGD and Adam/AdamW, each ONE kernel launch for a whole list of parameters
+// (the CPU half is cpu_optim.cc, which follows torch.optim's single-tensor code operation for operation).
+//
+// Multi-tensor apply: a launch-by-value struct carries the addresses and sizes of up to kMaxTensors
+// tensors (params, grads and optimizer state, matched by position). Each tensor is cut into chunks of
+// one 16-byte pack per thread of a block; the chunks of all tensors are numbered consecutively, and the
+// blocks (exactly as many as fit on the GPU at once) walk that numbering in a grid-stride loop. A tiny
+// MLP's 6 parameters and a 64M-element tensor are both one launch, the whole GPU busy either way.
+// Lists longer than kMaxTensors take one launch per kMaxTensors (the struct must stay under CUDA's 4 KiB
+// limit for kernel parameters).
+//
+// The per-element arithmetic spells out every rounding in the CPU kernel's order (no fused multiply-add,
+// IEEE sqrt and division), so a step on the GPU gives the same bits as the same step on the CPU.
+#include <cmath>
+
+#include "tensor/internal/cuda_common.cuh"
+#include "tensor/internal/kernels.h"
+
+namespace tinyddp::cuda {
+namespace {
+
+using internal::Add;
+using internal::Aligned16;
+using internal::Div;
+using internal::kThreads;
+using internal::LaunchScope;
+using internal::Mul;
+using internal::Pack;
+using internal::Sqrt;
+using internal::Sub;
+
+constexpr int kMaxTensors = 64;
+
+/// Slot 0 is the parameter, slot 1 its gradient (read only), slots 2.. its optimizer state.
+template <int kDepth>
+struct TensorList {
+  void* ptrs[kDepth][kMaxTensors];
+  int64_t sizes[kMaxTensors];
+  int64_t chunk_start[kMaxTensors + 1];  // tensor t owns chunks [chunk_start[t], chunk_start[t + 1])
+  bool aligned[kMaxTensors];             // every slot of tensor t is 16-byte aligned
+  int count;
+};
+
+// --- The update rules (ops.h; torch.optim.SGD and torch.optim.Adam/AdamW) ------------------------------
+
+template <typename T>
+struct SgdUpdate {
+  T lr, wd, momentum, keep;  // keep = 1 - dampening
+  bool has_wd, first, nesterov;
+  template <int kDepth>
+  __device__ __forceinline__ void operator()(T (&e)[kDepth]) const {
+    T d = e[1];
+    if (has_wd) d = Add(d, Mul(wd, e[0]));  // d_p = grad.add(param, alpha=wd)
+    if constexpr (kDepth == 3) {             // with momentum: e[2] is the momentum buffer
+      const T b = first ? d : Add(Mul(momentum, e[2]), Mul(keep, d));
+      e[2] = b;
+      d = nesterov ? Add(d, Mul(momentum, b)) : b;
+    }
+    e[0] = Sub(e[0], Mul(lr, d));  // param.add_(d_p, alpha=-lr)
+  }
+};
+
+template <typename T>
+struct AdamUpdate {
+  T decay, wd, one_minus_b1, b2, one_minus_b2, neg_step, bc2_sqrt, eps;
+  bool has_wd, decoupled;
+  __device__ __forceinline__ void operator()(T (&e)[4]) const {  // param, grad, exp_avg, exp_avg_sq
+    T grad = e[1];
+    if (has_wd && decoupled) e[0] = Mul(e[0], decay);       // AdamW: param.mul_(1 - lr*wd)
+    if (has_wd && !decoupled) grad = Add(grad, Mul(wd, e[0]));  // Adam: grad.add(param, alpha=wd)
+    e[2] = Add(e[2], Mul(one_minus_b1, Sub(grad, e[2])));   // exp_avg.lerp_(grad, 1 - beta1)
+    e[3] = Add(Mul(e[3], b2), Mul(Mul(one_minus_b2, grad), grad));  // mul_(b2).addcmul_(g, g, 1 - b2)
+    const T denom = Add(Div(Sqrt(e[3]), bc2_sqrt), eps);   // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
+    e[0] = Add(e[0], Mul(neg_step, Div(e[2], denom)));     // param.addcdiv_(exp_avg, denom, -step_size)
+  }
+};
+
+// --- The kernel --------------------------------------------------------------------------------------
+
+template <typename T, int kDepth, typename Update>
+__global__ void __launch_bounds__(kThreads) MultiTensorKernel(TensorList<kDepth> list, Update update) {
+  using P = Pack<T>;
+  constexpr int64_t kChunk = static_cast<int64_t>(kThreads) * P::kSize;
+  const int64_t chunks = list.chunk_start[list.count];
+  int t = 0;  // chunks come in increasing order, so the owning tensor only moves forward
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+    while (list.chunk_start[t + 1] <= c) ++t;
+    const int64_t begin = (c - list.chunk_start[t]) * kChunk;
+    const int64_t remaining = list.sizes[t] - begin;
+    const int64_t n = remaining < kChunk ? remaining : kChunk;
+    T* ptr[kDepth];
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) ptr[d] = static_cast<T*>(list.ptrs[d][t]) + begin;
+
+    if (n == kChunk && list.aligned[t]) {  // a full chunk: one pack per slot per thread
+      P x[kDepth];
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) x[d] = reinterpret_cast<const P*>(ptr[d])[threadIdx.x];
+#pragma unroll
+      for (int k = 0; k < P::kSize; ++k) {
+        T e[kDepth];
+#pragma unroll
+        for (int d = 0; d < kDepth; ++d) e[d] = x[d].v[k];
+        update(e);
+#pragma unroll
+        for (int d = 0; d < kDepth; ++d) x[d].v[k] = e[d];
+      }
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
+        if (d != 1) reinterpret_cast<P*>(ptr[d])[threadIdx.x] = x[d];
+      }
+    } else {  // the last, partial chunk of a tensor, or a misaligned view: element by element
+#pragma unroll
+      for (int k = 0; k < P::kSize; ++k) {
+        const int64_t i = threadIdx.x + static_cast<int64_t>(k) * kThreads;
+        if (i >= n) continue;
+        T e[kDepth];
+#pragma unroll
+        for (int d = 0; d < kDepth; ++d) e[d] = ptr[d][i];
+        update(e);
+#pragma unroll
+        for (int d = 0; d < kDepth; ++d) {
+          if (d != 1) ptr[d][i] = e[d];
+        }
+      }
+    }
+  }
+}
+
+// --- Launcher ----------------------------------------------------------------------------------------
+
+/// Applies `update` to every tensor of slots[0..kDepth) (slots[d][t] is tensor t of slot d), in as few
+/// launches as the parameter-size limit allows. Builds the list on the stack: no allocation.
+template <typename T, int kDepth, typename Update>
+void MultiTensorApply(const LaunchScope& scope, const Tensor* const (&slots)[kDepth], size_t count,
+                      const Update& update) {
+  static_assert(sizeof(TensorList<kDepth>) + sizeof(Update) <= 4000, "kernel parameters must fit in 4 KiB");
+  constexpr int64_t kChunk = static_cast<int64_t>(kThreads) * Pack<T>::kSize;
+  auto kernel = MultiTensorKernel<T, kDepth, Update>;
+  for (size_t first = 0; first < count; first += kMaxTensors) {
+    TensorList<kDepth> list;
+    list.count = static_cast<int>(count - first < kMaxTensors ? count - first : kMaxTensors);
+    list.chunk_start[0] = 0;
+    for (int t = 0; t < list.count; ++t) {
+      bool aligned = true;
+      for (int d = 0; d < kDepth; ++d) {
+        void* p = slots[d][first + t].data_ptr();
+        list.ptrs[d][t] = p;
+        aligned = aligned && Aligned16(p);
+      }
+      list.aligned[t] = aligned;
+      list.sizes[t] = slots[0][first + t].numel();
+      list.chunk_start[t + 1] = list.chunk_start[t] + (list.sizes[t] + kChunk - 1) / kChunk;
+    }
+    const int64_t chunks = list.chunk_start[list.count];
+    if (chunks == 0) continue;
+    const int grid = internal::GridFor(kernel, chunks * kThreads, scope.device());
+    kernel<<<grid, kThreads, 0, scope.stream()>>>(list, update);
+    CUDA_LAUNCH_CHECK();
+  }
+}
+
+}  // namespace
+
+void SgdStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> momentum_bufs,
+             const ops::SgdConfig& config) {
+  if (params.empty()) return;
+  LaunchScope scope(params[0]);
+  internal::DispatchFloat(params[0].dtype(), "SgdStep", [&](auto tag) {
+    using T = decltype(tag);
+    const SgdUpdate<T> update{static_cast<T>(config.lr),       static_cast<T>(config.weight_decay),
+                              static_cast<T>(config.momentum), static_cast<T>(1.0 - config.dampening),
+                              config.weight_decay != 0.0,      config.first_step,
+                              config.nesterov};
+    if (config.momentum != 0.0) {
+      const Tensor* const slots[3] = {params.data(), grads.data(), momentum_bufs.data()};
+      MultiTensorApply<T>(scope, slots, params.size(), update);
+    } else {
+      const Tensor* const slots[2] = {params.data(), grads.data()};
+      MultiTensorApply<T>(scope, slots, params.size(), update);
+    }
+  });
+}
+
+void AdamStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> exp_avgs,
+              absl::Span<Tensor> exp_avg_sqs, const ops::AdamConfig& config) {
+  if (params.empty()) return;
+  LaunchScope scope(params[0]);
+  // The step's scalars, in double on the host as torch.optim.adam computes them.
+  const double step = static_cast<double>(config.step);
+  const double bias_correction1 = 1.0 - std::pow(config.beta1, step);
+  const double bias_correction2 = 1.0 - std::pow(config.beta2, step);
+  const double step_size = config.lr / bias_correction1;
+  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+  internal::DispatchFloat(params[0].dtype(), "AdamStep", [&](auto tag) {
+    using T = decltype(tag);
+    const AdamUpdate<T> update{static_cast<T>(1.0 - config.lr * config.weight_decay),
+                               static_cast<T>(config.weight_decay),
+                               static_cast<T>(1.0 - config.beta1),
+                               static_cast<T>(config.beta2),
+                               static_cast<T>(1.0 - config.beta2),
+                               static_cast<T>(-step_size),
+                               static_cast<T>(bias_correction2_sqrt),
+                               static_cast<T>(config.eps),
+                               config.weight_decay != 0.0,
+                               config.decoupled_weight_decay};
+    const Tensor* const slots[4] = {params.data(), grads.data(), exp_avgs.data(), exp_avg_sqs.data()};
+    MultiTensorApply<T>(scope, slots, params.size(), update);
+  });
+}
+
+}  // namespace tinyddp::cuda
