@@ -3,6 +3,7 @@
 #include "autograd/engine.h"
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <queue>
 #include <utility>
@@ -80,6 +81,9 @@ void CheckGradient(const Node& from, const Node& to, size_t input, const Tensor&
                    to.device().ToString(), "; hint: that op's backward has a shape bug");
 }
 
+// The callbacks queued (QueueCallback) by the Backward running on this thread; null outside Backward.
+thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+
 // Ready nodes run newest first (highest sequence number), as in PyTorch: in an MLP that walks the
 // layers from the loss back to the input.
 struct NewestFirst {
@@ -89,6 +93,14 @@ struct NewestFirst {
 };
 
 }  // namespace
+
+void QueueCallback(std::function<void()> callback) {
+  TINYDDP_CHECK_OP(current_callbacks != nullptr, "QueueCallback", "called outside Backward; hint: queue "
+                   "end-of-backward callbacks from a gradient hook");
+  current_callbacks->push_back(std::move(callback));
+}
+
+bool InBackward() { return current_callbacks != nullptr; }
 
 void Backward(const Variable& root, const Tensor& seed, bool retain_graph) {
   TINYDDP_CHECK_OP(root.defined(), "Backward", "the root is an undefined Variable");
@@ -110,6 +122,15 @@ void Backward(const Variable& root, const Tensor& seed, bool retain_graph) {
     ops::Fill(ones, 1.0);  // a kernel on the current stream, no host synchronisation
     first = {std::move(ones), /*exclusive=*/true};
   }
+
+  // End-of-backward callbacks (QueueCallback) collect here and run after the loop below.
+  // A Backward nested inside a hook gets its own list, and the outer one is restored afterwards.
+  std::vector<std::function<void()>> callbacks;
+  struct RestoreOnExit {
+    std::vector<std::function<void()>>* outer;
+    ~RestoreOnExit() { current_callbacks = outer; }
+  } restore_on_exit{current_callbacks};
+  current_callbacks = &callbacks;
 
   const std::shared_ptr<Node> root_node = GradientEdge(root);
   absl::flat_hash_map<Node*, int> deps = CountDependencies(root_node.get());
@@ -158,6 +179,12 @@ void Backward(const Variable& root, const Tensor& seed, bool retain_graph) {
         }
       }
     }
+  }
+
+  // The graph is done; run the end-of-backward callbacks (index loop: a callback may queue another).
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    std::function<void()> callback = std::move(callbacks[i]);
+    callback();
   }
 }
 

@@ -34,6 +34,8 @@
 #ifndef TINYDDP_AUTOGRAD_ENGINE_H_
 #define TINYDDP_AUTOGRAD_ENGINE_H_
 
+#include <functional>
+
 #include "autograd/variable.h"
 #include "tensor/tensor.h"
 
@@ -49,6 +51,16 @@ namespace tinyddp::autograd {
 /// Preconditions: root requires grad (it was computed with grad mode on from something that requires
 /// grad, or it is such a leaf). Misuse stops the program with a message naming the problem.
 void Backward(const Variable& root, const Tensor& seed = Tensor(), bool retain_graph = false);
+
+/// End-of-backward callbacks (PyTorch's Engine::queue_callback), added for DistributedDataParallel: its
+/// reducer queues one from the first gradient hook of a backward, to wait for every bucket's all_reduce
+/// and to find parameters whose hooks never ran. Queued callbacks run once, in queue order, on the calling
+/// thread after the last node of the current Backward has run and before Backward returns; a callback may
+/// queue further callbacks, which run in the same pass. Precondition: called while a Backward is running
+/// on this thread (from a hook or a node's backward).
+void QueueCallback(std::function<void()> callback);
+/// True while a Backward is running on the calling thread.
+bool InBackward();
 
 }  // namespace tinyddp::autograd
 

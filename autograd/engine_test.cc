@@ -252,5 +252,31 @@ TEST(Backward, InputsThatDoNotRequireGradGetNoGradient) {
   for (const Variable& p : mlp.params()) EXPECT_TRUE(p.grad().defined()) << p.name();
 }
 
+// QueueCallback (added for DDP's reducer): queued from a hook, runs once after every hook of the backward,
+// before Backward returns; a callback may queue another.
+TEST(QueueCallback, RunsOnceAfterTheLastHookBeforeBackwardReturns) {
+  TinyMlp mlp;
+  std::vector<std::string> events;
+  for (const Variable& p : mlp.params()) {
+    p.RegisterPostAccumulateGradHook([&events](const Variable& leaf) {
+      events.push_back(leaf.name());
+      if (events.size() == 1) {
+        QueueCallback([&events] {
+          events.push_back("end");
+          QueueCallback([&events] { events.push_back("end2"); });
+        });
+      }
+    });
+  }
+  EXPECT_FALSE(InBackward());
+  Backward(mlp.Loss());
+  EXPECT_FALSE(InBackward());
+  const std::vector<std::string> expected = {"2.weight", "2.bias", "0.weight", "0.bias", "end", "end2"};
+  EXPECT_EQ(events, expected);
+  events.clear();
+  Backward(mlp.Loss());  // the list starts empty again for each backward
+  EXPECT_EQ(events, expected);
+}
+
 }  // namespace
 }  // namespace tinyddp::autograd
