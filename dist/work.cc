@@ -1,0 +1,40 @@
+// CompletionWork: a mutex, a condition variable and the final status.
+#include "dist/work.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tinyddp::dist {
+
+std::shared_ptr<Work> CompletionWork::Done(absl::Status status, std::string description,
+                                           std::chrono::milliseconds default_timeout) {
+  auto work = std::make_shared<CompletionWork>(std::move(description), default_timeout);
+  work->Complete(std::move(status));
+  return work;
+}
+
+void CompletionWork::Complete(absl::Status status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;  // a second completion would be a bug in the caller; keep the first outcome
+    done_ = true;
+    status_ = std::move(status);
+  }
+  done_cv_.notify_all();
+}
+
+absl::Status CompletionWork::Wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!done_cv_.wait_for(lock, timeout, [this] { return done_; })) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("Work::Wait gave up after ", timeout.count(), " ms: ", description(),
+                     " has not finished (another rank may not have called it yet)"));
+  }
+  return status_;
+}
+
+bool CompletionWork::IsCompleted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+}  // namespace tinyddp::dist
