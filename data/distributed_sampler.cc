@@ -1,6 +1,7 @@
 // DistributedSampler: PyTorch's size formulas, padding and striding, over our own permutation.
 #include "data/distributed_sampler.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -65,6 +66,13 @@ absl::StatusOr<DistributedSampler> DistributedSampler::Create(int64_t dataset_si
   // (and 0 when N < R), i.e. N / R in integer division, the largest count every rank can fill.
   const int64_t num_samples = (options.drop_last && n % r != 0) ? n / r : (n + r - 1) / r;
   return DistributedSampler(dataset_size, options, num_samples);
+}
+
+int64_t DistributedSampler::num_real_samples() const {
+  // Rank r holds global positions r, r + R, ...; those below N are real examples.
+  const int64_t n = dataset_size_, r = options_.num_replicas, rank = options_.rank;
+  const int64_t below_n = n > rank ? (n - rank + r - 1) / r : 0;
+  return std::min(num_samples_, below_n);
 }
 
 std::vector<int64_t> DistributedSampler::Indices() const {

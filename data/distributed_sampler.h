@@ -52,6 +52,10 @@ class DistributedSampler {
   int64_t num_samples() const { return num_samples_; }
   /// num_samples() * num_replicas: the padded or truncated length of the global index list.
   int64_t total_size() const { return num_samples_ * options_.num_replicas; }
+  /// How many of this rank's indices are real rather than padding. Padding fills the tail of the
+  /// global list, so these are the first ones of Indices(); summed over ranks they count every example
+  /// once (without drop_last). An evaluation uses it to count each test example exactly once.
+  int64_t num_real_samples() const;
   int64_t dataset_size() const { return dataset_size_; }
   const DistributedSamplerOptions& options() const { return options_; }
 

@@ -131,6 +131,30 @@ TEST(DistributedSampler, ShardsCoverEveryIndexAndAreDisjointWhenEven) {
   }
 }
 
+TEST(DistributedSampler, RealSamplesCountEveryExampleExactlyOnceAcrossRanks) {
+  for (int64_t n : {0, 1, 3, 10, 11, 97, 1000}) {
+    for (int64_t r : {1, 2, 3, 4, 16}) {
+      for (bool drop_last : {false, true}) {
+        std::vector<int> seen(n, 0);
+        for (int64_t rank = 0; rank < r; ++rank) {
+          DistributedSampler s = Make(n, r, rank, /*shuffle=*/true, drop_last);
+          s.SetEpoch(2);
+          const std::vector<int64_t> indices = s.Indices();
+          ASSERT_LE(s.num_real_samples(), s.num_samples());
+          for (int64_t i = 0; i < s.num_real_samples(); ++i) ++seen[indices[i]];
+        }
+        SCOPED_TRACE(testing::Message() << "N=" << n << " R=" << r << " drop_last=" << drop_last);
+        int64_t total = 0;
+        for (int c : seen) {
+          EXPECT_LE(c, 1);
+          total += c;
+        }
+        EXPECT_EQ(total, drop_last ? (n / r) * r : n);
+      }
+    }
+  }
+}
+
 TEST(DistributedSampler, SameSeedAndEpochGiveTheSameOrderOnEveryConstruction) {
   DistributedSampler a = Make(1234, 3, 1, true, false, /*seed=*/42);
   DistributedSampler b = Make(1234, 3, 1, true, false, /*seed=*/42);
