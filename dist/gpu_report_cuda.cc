@@ -77,9 +77,10 @@ std::string SystemReport() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
-    out += absl::StrCat("GPUs:          no GPU",
-                        err != cudaSuccess ? absl::StrCat(" (", cudaGetErrorString(err), ")") : "",
-                        "; workers will use the Gloo backend on CPU\n");
+    const std::string why = driver == 0 ? " (no NVIDIA driver on this machine)"
+                            : err != cudaSuccess ? absl::StrCat(" (", cudaGetErrorString(err), ")")
+                                                 : "";
+    out += absl::StrCat("GPUs:          no GPU", why, "; workers will use the Gloo backend on CPU\n");
     return out;
   }
   std::vector<Gpu> gpus(count);

@@ -78,8 +78,11 @@ int RunWorker(const std::string& mode, const std::string& dir) {
       return 3;
     }
     IdleUntilSignalled();
-    // A rank that ignores SIGTERM (rank 0 here) must be SIGKILLed after the grace period.
-    if (rank == 0) IdleUntilSignalled(), g_signal = 0, IdleUntilSignalled();
+    if (rank == 0) {
+      // Rank 0 ignores the SIGTERM: only the SIGKILL after the grace period can end it.
+      g_signal = 0;
+      IdleUntilSignalled();
+    }
     return g_signal != 0 ? 0 : 91;
   }
   if (mode == "signal") {
@@ -151,7 +154,9 @@ TEST(Launcher, GivesEveryWorkerItsEnvVariablesAndPrefixesTheirOutput) {
     EXPECT_EQ(v[7], "1") << "the launcher hosts the store";
     int p = 0;
     EXPECT_TRUE(absl::SimpleAtoi(v[8], &p) && p > 0) << "MASTER_PORT " << v[8];
-    if (r == 1) EXPECT_EQ(v[8], port) << "both ranks must get the same MASTER_PORT";
+    if (r == 1) {
+      EXPECT_EQ(v[8], port) << "both ranks must get the same MASTER_PORT";
+    }
     port = v[8];
   }
   const std::string out = t::ReadFile(l.out), err = t::ReadFile(l.err);
