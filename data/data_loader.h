@@ -20,7 +20,8 @@
 // Next() makes the device's current stream wait on that event, so the host never synchronises and the
 // copy of batch k+1 overlaps the compute of batch k. A host buffer is refilled only after the copy that
 // read it has completed (checked with an event on the producer side). Device buffers are recycled as the
-// batches handed out die (internal/batch_pool.h), so a steady-state epoch allocates nothing.
+// batches handed out die (internal/batch_pool.h), so a steady-state epoch allocates no new buffers
+// (only the small tensor handles of each batch).
 //
 // Contract for CUDA batches: use them on the device's current stream (or make your stream wait on it);
 // buffer reuse is ordered after the work queued there when the batch's last tensor is dropped.

@@ -24,6 +24,12 @@ std::shared_ptr<BatchSlot> BatchPool::Acquire() {
   }
   auto slot = std::make_shared<BatchSlot>();
   slot->storage = AllocateStorage(layout_.nbytes(), device_);
+  if (device_.is_cuda()) {
+    // The caching allocator may hand out a block whose previous owner's kernels are still queued on the
+    // current stream (it is safe for work on that stream). Our copy runs on another stream, so it must
+    // wait for that point too: mark it as if the block had just been released there.
+    slot->released.Record(cuda::Stream::Current(device_.index));
+  }
   return slot;
 }
 

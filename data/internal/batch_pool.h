@@ -1,4 +1,4 @@
-// BatchPool: recycled buffers for the DataLoader's batches, so a steady-state epoch allocates nothing.
+// BatchPool: recycled buffers for the DataLoader's batches, so a steady-state epoch creates no new ones.
 //
 // A slot holds one batch in a single Storage on the pool's device: inputs float32 [capacity, D], then
 // (64-byte aligned) labels int64 [capacity]; one block means one host-to-device copy per batch.
