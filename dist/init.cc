@@ -1,0 +1,132 @@
+// InitProcessGroup: environment -> store -> backend -> group, with one error message per way to fail.
+#include "dist/init.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "dist/debug_check.h"
+#include "dist/prefix_store.h"
+#include "dist/process_group_gloo.h"
+#include "dist/rendezvous.h"
+#include "tensor/cuda_device.h"
+#ifdef TINYDDP_HAVE_NCCL
+#include "dist/process_group_nccl.h"
+#endif
+
+namespace tinyddp::dist {
+
+namespace {
+
+// The group and the store it was built on, released in that order (the group first) when the last
+// shared_ptr to the group goes away: rank 0 may host the store's server.
+struct GroupWithStore {
+  std::shared_ptr<Store> store;
+  std::unique_ptr<ProcessGroup> group;
+};
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeNccl(const WorkerEnv& env, std::shared_ptr<Store> store,
+                                                       const InitOptions& options) {
+#ifdef TINYDDP_HAVE_NCCL
+  const int gpus = cuda::DeviceCount();
+  if (gpus == 0) {
+    return absl::FailedPreconditionError(
+        "backend nccl needs a CUDA GPU and none is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES), or use "
+        "backend gloo for CPU tensors");
+  }
+  if (env.local_rank >= gpus) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backend nccl binds each rank to cuda:LOCAL_RANK, but LOCAL_RANK is ", env.local_rank, " and only ", gpus,
+        " GPU(s) are visible: start at most one rank per GPU (launch --nproc_per_node=gpu) or check "
+        "CUDA_VISIBLE_DEVICES"));
+  }
+  cuda::SetDevice(env.local_rank);
+  NcclOptions nccl;
+  nccl.timeout = options.timeout;
+  nccl.device = env.local_rank;
+  auto pg = ProcessGroupNCCL::Create(std::move(store), env.rank, env.world_size, nccl);
+  if (!pg.ok()) return pg.status();
+  return std::unique_ptr<ProcessGroup>(std::move(*pg));
+#else
+  (void)env;
+  (void)store;
+  (void)options;
+  return absl::FailedPreconditionError(
+      "backend nccl: this binary was built without the CUDA toolkit, so it has no NCCL; rebuild where CUDA is "
+      "installed (CUDA_HOME), or use backend gloo");
+#endif
+}
+
+}  // namespace
+
+const char* BackendName(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto: return "auto";
+    case Backend::kNccl: return "nccl";
+    case Backend::kGloo: return "gloo";
+  }
+  return "?";
+}
+
+absl::StatusOr<Backend> ParseBackend(absl::string_view name) {
+  const std::string n = absl::AsciiStrToLower(name);
+  if (n == "auto") return Backend::kAuto;
+  if (n == "nccl") return Backend::kNccl;
+  if (n == "gloo") return Backend::kGloo;
+  return absl::InvalidArgumentError(absl::StrCat("unknown backend \"", name, "\": choose auto, nccl or gloo"));
+}
+
+bool NcclAvailable() {
+#ifdef TINYDDP_HAVE_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+Backend ResolveBackend(Backend backend) {
+  if (backend != Backend::kAuto) return backend;
+  return NcclAvailable() && cuda::DeviceCount() > 0 ? Backend::kNccl : Backend::kGloo;
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const InitOptions& options) {
+  absl::StatusOr<WorkerEnv> env = ReadWorkerEnv();
+  if (!env.ok()) {
+    return absl::Status(env.status().code(), absl::StrCat("InitProcessGroup: ", env.status().message()));
+  }
+  return InitProcessGroup(*env, options);
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const WorkerEnv& env, const InitOptions& options) {
+  const Backend backend = ResolveBackend(options.backend);
+  auto holder = std::make_shared<GroupWithStore>();
+  absl::StatusOr<std::shared_ptr<TCPStore>> store = ConnectToJobStore(env, options.timeout);
+  if (!store.ok()) return store.status();
+  holder->store = *store;
+
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> group;
+  if (backend == Backend::kNccl) {
+    group = MakeNccl(env, holder->store, options);
+  } else {
+    GlooOptions gloo;
+    gloo.timeout = options.timeout;
+    auto pg = ProcessGroupGloo::Create(holder->store, env.rank, env.world_size, gloo);
+    if (pg.ok()) {
+      group = std::unique_ptr<ProcessGroup>(std::move(*pg));
+    } else {
+      group = pg.status();
+    }
+  }
+  if (!group.ok()) {
+    return absl::Status(group.status().code(), absl::StrCat("InitProcessGroup(", BackendName(backend), ") on ",
+                                                            env.DebugString(), ": ", group.status().message()));
+  }
+  holder->group = std::move(*group);
+  if (CollectiveFingerprintCheck::RequestedByEnvironment()) {
+    holder->group->EnableDebugCheck(std::make_unique<CollectiveFingerprintCheck>(
+        std::make_shared<PrefixStore>(absl::StrCat("debug_", BackendName(backend)), holder->store), env.rank,
+        env.world_size, options.timeout));
+  }
+  ProcessGroup* raw = holder->group.get();
+  return std::shared_ptr<ProcessGroup>(std::move(holder), raw);  // aliasing: owns the holder, points at the group
+}
+
+}  // namespace tinyddp::dist

@@ -1,0 +1,52 @@
+// InitProcessGroup: torch.distributed.init_process_group for tinyddp. One call takes a process from "a
+// rank of some job" (env.h: env://, Slurm or Open MPI variables) to a ready ProcessGroup:
+//
+//   auto pg = dist::InitProcessGroup();          // backend auto: NCCL with a GPU, else Gloo
+//   if (!pg.ok()) { ...print pg.status()... }
+//   (*pg)->AllReduce(tensor)->Wait();
+//
+// Steps: read the WorkerEnv; connect to the job's TCPStore (rank 0 hosts it unless the launcher does);
+// pick the backend; for NCCL bind this process to cuda:LOCAL_RANK; build the group; turn on the
+// TINYDDP_DISTRIBUTED_DEBUG=DETAIL check when asked. The returned group keeps the store alive.
+#ifndef TINYDDP_DIST_INIT_H_
+#define TINYDDP_DIST_INIT_H_
+
+#include <chrono>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "dist/env.h"
+#include "dist/process_group.h"
+
+namespace tinyddp::dist {
+
+enum class Backend { kAuto, kNccl, kGloo };
+
+/// "auto", "nccl", "gloo".
+const char* BackendName(Backend backend);
+/// Parses "auto", "nccl" or "gloo" (case-insensitive); InvalidArgument lists the choices otherwise.
+absl::StatusOr<Backend> ParseBackend(absl::string_view name);
+/// True when this binary was built with NCCL (a CUDA build).
+bool NcclAvailable();
+/// What kAuto resolves to in this process: kNccl when NCCL is built in and a GPU is visible, else kGloo.
+Backend ResolveBackend(Backend backend);
+
+struct InitOptions {
+  Backend backend = Backend::kAuto;
+  /// Bounds the rendezvous (store connection, communicator setup) and every collective.
+  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;
+};
+
+/// Builds this rank's process group from the environment (see the header comment). Errors: NotFound when
+/// the process is not a rank of a job (with how to start one); InvalidArgument listing missing or
+/// inconsistent variables; FailedPrecondition for nccl without CUDA or a GPU for LOCAL_RANK; the store's
+/// or backend's error (e.g. DeadlineExceeded when a rank never arrives) otherwise.
+absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const InitOptions& options = {});
+
+/// The same from an explicit WorkerEnv (custom launchers, tests).
+absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const WorkerEnv& env, const InitOptions& options);
+
+}  // namespace tinyddp::dist
+
+#endif  // TINYDDP_DIST_INIT_H_

@@ -1,0 +1,343 @@
+// ProcessGroupNCCL: communicator setup through the store, the launch path shared by every collective,
+// one short function per collective, and the watchdog.
+#include "dist/process_group_nccl.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "dist/host_reduce.h"
+#include "dist/prefix_store.h"
+#include "dist/work_nccl.h"
+#include "tensor/cuda_device.h"
+
+namespace tinyddp::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ncclDataType_t ToNccl(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kFloat64: return ncclFloat64;
+    case DType::kBFloat16: return ncclBfloat16;
+    case DType::kInt32: return ncclInt32;
+    case DType::kInt64: return ncclInt64;
+    default: return ncclFloat32;  // unreachable: CheckTensor rejected it
+  }
+}
+
+ncclRedOp_t ToNccl(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kProduct: return ncclProd;
+  }
+  return ncclSum;
+}
+
+std::string NcclError(ncclResult_t r, ncclComm_t comm) {
+  const char* last = comm != nullptr ? ncclGetLastError(comm) : nullptr;
+  return absl::StrCat(ncclGetErrorString(r), last != nullptr && *last ? absl::StrCat(" (", last, ")") : "",
+                      ". Set NCCL_DEBUG=INFO to see NCCL's view.");
+}
+
+// A non-blocking communicator may answer ncclInProgress; it must then be polled until it settles before
+// the next call. Returns the settled result, or ncclInProgress if `deadline` passed first.
+ncclResult_t Settle(ncclResult_t r, ncclComm_t comm, Clock::time_point deadline) {
+  while (r == ncclInProgress) {
+    if (Clock::now() >= deadline) return ncclInProgress;
+    std::this_thread::yield();
+    if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) return ncclSystemError;
+  }
+  return r;
+}
+
+}  // namespace
+
+// --- Setup and teardown ------------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::shared_ptr<Store> store, int rank,
+                                                                           int size, NcclOptions options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("ProcessGroupNCCL::Create: rank ", rank, " is not in [0, ", size, ")"));
+  }
+  const int count = cuda::DeviceCount();
+  if (count == 0) {
+    return absl::FailedPreconditionError("ProcessGroupNCCL needs a CUDA GPU and none is visible (use the gloo backend)");
+  }
+  const int device = options.device >= 0 ? options.device : cuda::CurrentDevice();
+  if (device >= count) {
+    return absl::InvalidArgumentError(absl::StrCat("ProcessGroupNCCL: device cuda:", device, " does not exist (",
+                                                   count, " visible; check LOCAL_RANK and CUDA_VISIBLE_DEVICES)"));
+  }
+  cuda::SetDevice(device);
+
+  // Rank 0 creates the communicator's identity; the store carries it to everyone else.
+  PrefixStore keys(options.store_prefix, std::move(store));
+  ncclUniqueId id;
+  if (rank == 0) {
+    if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
+      return absl::UnavailableError(absl::StrCat("ncclGetUniqueId failed: ", NcclError(r, nullptr)));
+    }
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(&id);
+    if (absl::Status s = keys.Set("unique_id", Bytes(p, p + sizeof(id))); !s.ok()) return s;
+  } else {
+    if (absl::Status s = keys.Wait({"unique_id"}, options.timeout); !s.ok()) {
+      return absl::DeadlineExceededError(absl::StrCat("rank ", rank, " waited ", options.timeout.count(),
+                                                      " ms for rank 0's NCCL id: ", s.message()));
+    }
+    absl::StatusOr<Bytes> bytes = keys.Get("unique_id");
+    if (!bytes.ok()) return bytes.status();
+    if (bytes->size() != sizeof(id)) return absl::DataLossError("the NCCL id in the store has the wrong size");
+    std::memcpy(&id, bytes->data(), sizeof(id));
+  }
+
+  // Non-blocking, so that setup (and every later call) can be bounded by our timeout and aborted.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+  r = Settle(r, comm, Clock::now() + options.timeout);
+  if (r != ncclSuccess) {
+    if (comm != nullptr) ncclCommAbort(comm);
+    if (r == ncclInProgress) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "NCCL communicator setup of rank ", rank, "/", size, " did not finish within ", options.timeout.count(),
+          " ms: a rank did not join, or the ranks cannot reach each other (NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME)"));
+    }
+    return absl::UnavailableError(absl::StrCat("ncclCommInitRankConfig (rank ", rank, "/", size,
+                                               ") failed: ", NcclError(r, nullptr)));
+  }
+  return std::unique_ptr<ProcessGroupNCCL>(new ProcessGroupNCCL(rank, size, options.timeout, device, comm));
+}
+
+ProcessGroupNCCL::ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device, ncclComm* comm)
+    : ProcessGroup(rank, size, timeout), device_(device), events_(std::make_shared<CudaEventPool>(device)),
+      comm_(comm) {
+  // The highest priority the device offers: when compute and communication kernels both wait to run,
+  // communication goes first, so the all-reduce of early buckets is never starved by backward kernels.
+  int least = 0, greatest = 0;
+  cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  nccl_stream_ = cuda::Stream::Create(device_, greatest);
+  cudaMalloc(&barrier_buffer_, sizeof(float));
+  cudaMemset(barrier_buffer_, 0, sizeof(float));
+  in_flight_.reserve(256);
+  watchdog_ = std::thread([this] { WatchdogLoop(); });
+}
+
+ProcessGroupNCCL::~ProcessGroupNCCL() {
+  // Let collectives in flight finish (bounded), so destroying the communicator cannot cut one short.
+  const auto deadline = Clock::now() + timeout();
+  for (bool busy = true; busy && Clock::now() < deadline;) {
+    {
+      std::lock_guard<std::mutex> lock(works_mu_);
+      busy = false;
+      for (auto& w : in_flight_) busy = busy || !w->IsCompleted();
+    }
+    if (busy) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  {
+    std::lock_guard<std::mutex> lock(works_mu_);
+    stopping_ = true;
+  }
+  watchdog_cv_.notify_all();
+  watchdog_.join();
+  std::lock_guard<std::mutex> lock(comm_mu_);
+  if (comm_ != nullptr) {
+    ncclResult_t r = Settle(ncclCommFinalize(comm_), comm_, Clock::now() + timeout());
+    if (r == ncclSuccess) {
+      ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
+    }
+    comm_ = nullptr;
+  }
+  for (auto& w : in_flight_) w->ReleaseTensors();
+  cudaFree(barrier_buffer_);
+}
+
+absl::Status ProcessGroupNCCL::CheckTensor(const Tensor& tensor) const {
+  if (tensor.device() != Device::CUDA(device_)) {
+    const std::string hint = tensor.device().is_cpu()
+                                 ? absl::StrCat(" (hint: move it with .To(Device::CUDA(", device_,
+                                                ")), or use the gloo backend for CPU tensors)")
+                                 : " (hint: one process per GPU; each rank uses cuda:LOCAL_RANK)";
+    return absl::InvalidArgumentError(absl::StrCat("the nccl backend takes CUDA tensors on this rank's device cuda:",
+                                                   device_, ", got ", TensorSignature(tensor), hint));
+  }
+  if (!IsCollectiveDType(tensor.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat("the nccl backend does not reduce ", DTypeName(tensor.dtype()),
+                                                   "; it takes float32, float64, bfloat16, int32 and int64"));
+  }
+  return absl::OkStatus();
+}
+
+// --- The launch path -------------------------------------------------------------------------------
+
+template <typename Issue>
+std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue) {
+  std::lock_guard<std::mutex> lock(comm_mu_);
+  if (!broken_.ok()) {
+    return CompletionWork::Done(
+        absl::FailedPreconditionError(absl::StrCat(call.description, " not run: this nccl process group was "
+                                                   "aborted earlier (create a new group). The cause: ", broken_.message())),
+        call.description, timeout());
+  }
+  int previous_device = 0;
+  cudaGetDevice(&previous_device);
+  if (previous_device != device_) cudaSetDevice(device_);
+  auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors));
+  cudaStream_t compute = static_cast<cudaStream_t>(cuda::Stream::Current(device_).handle());
+  cudaStream_t stream = static_cast<cudaStream_t>(nccl_stream_.handle());
+
+  // 1. The NCCL stream waits for everything queued on the caller's stream so far.
+  cudaError_t err = cudaEventRecord(work->start_event(), compute);
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, work->start_event(), 0);
+  // 2. The collective itself.
+  ncclResult_t r = ncclSuccess;
+  if (err == cudaSuccess) r = Settle(static_cast<ncclResult_t>(issue(comm_, stream)), comm_, Clock::now() + timeout());
+  // 3. Its completion, for SynchronizeStream/Wait and the watchdog.
+  if (err == cudaSuccess && r == ncclSuccess) err = cudaEventRecord(work->end_event(), stream);
+  if (previous_device != device_) cudaSetDevice(previous_device);
+
+  if (err != cudaSuccess) {
+    return CompletionWork::Done(absl::InternalError(absl::StrCat(call.description, ": CUDA error while enqueueing: ",
+                                                                 cudaGetErrorString(err))),
+                                call.description, timeout());
+  }
+  if (r != ncclSuccess) {
+    absl::Status s = r == ncclInProgress
+                         ? absl::DeadlineExceededError(absl::StrCat(call.description, ": NCCL did not accept the call within ",
+                                                                    timeout().count(), " ms"))
+                         : absl::InternalError(absl::StrCat(call.description, ": NCCL failed: ", NcclError(r, comm_)));
+    if (r != ncclInvalidArgument && r != ncclInvalidUsage) AbortLocked(s, nullptr);
+    return CompletionWork::Done(std::move(s), call.description, timeout());
+  }
+  {
+    std::lock_guard<std::mutex> works_lock(works_mu_);
+    in_flight_.push_back(work);
+  }
+  return work;
+}
+
+// --- Collectives -----------------------------------------------------------------------------------
+
+std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors, const Call& call) {
+  const ncclRedOp_t op = ToNccl(call.op);
+  std::vector<Tensor> keep = tensors;
+  return Launch(call, std::move(keep), [&](ncclComm_t comm, cudaStream_t stream) {
+    if (tensors.size() == 1) {
+      const Tensor& t = tensors[0];
+      return static_cast<int>(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), ToNccl(t.dtype()), op, comm, stream));
+    }
+    // Coalesced: one group, so NCCL fuses the launches instead of running one kernel per tensor.
+    ncclGroupStart();
+    for (const Tensor& t : tensors) {
+      if (t.numel() == 0) continue;
+      ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), ToNccl(t.dtype()), op, comm, stream);
+    }
+    return static_cast<int>(ncclGroupEnd());
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupNCCL::RunBroadcast(const Tensor& tensor, const Call& call) {
+  return Launch(call, {tensor}, [&](ncclComm_t comm, cudaStream_t stream) {
+    return static_cast<int>(
+        ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), ToNccl(tensor.dtype()), call.root, comm, stream));
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupNCCL::RunAllGather(const Tensor& output, const Tensor& input, const Call& call) {
+  return Launch(call, {output, input}, [&](ncclComm_t comm, cudaStream_t stream) {
+    return static_cast<int>(
+        ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), ToNccl(input.dtype()), comm, stream));
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupNCCL::RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) {
+  return Launch(call, {output, input}, [&](ncclComm_t comm, cudaStream_t stream) {
+    return static_cast<int>(ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(),
+                                              ToNccl(output.dtype()), ToNccl(call.op), comm, stream));
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupNCCL::RunReduce(const Tensor& tensor, const Call& call) {
+  // In place: NCCL writes the receive buffer on the root only, so other ranks' tensors stay unchanged.
+  return Launch(call, {tensor}, [&](ncclComm_t comm, cudaStream_t stream) {
+    return static_cast<int>(ncclReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), ToNccl(tensor.dtype()),
+                                       ToNccl(call.op), call.root, comm, stream));
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupNCCL::RunBarrier(const Call& call) {
+  // NCCL has no barrier; a one-element all-reduce completes only once every rank has joined it.
+  return Launch(call, {}, [&](ncclComm_t comm, cudaStream_t stream) {
+    return static_cast<int>(ncclAllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm, stream));
+  });
+}
+
+// --- The watchdog ----------------------------------------------------------------------------------
+
+void ProcessGroupNCCL::AbortLocked(const absl::Status& status, const WorkNCCL* culprit) {
+  if (comm_ != nullptr) ncclCommAbort(comm_);  // NCCL kernels exit; the streams move on
+  comm_ = nullptr;
+  if (broken_.ok()) broken_ = status;
+  std::lock_guard<std::mutex> lock(works_mu_);
+  for (auto& w : in_flight_) {
+    if (w.get() == culprit) {
+      w->Fail(status);
+    } else {
+      w->Fail(absl::AbortedError(absl::StrCat(w->description(), " was aborted with the communicator: ", status.message())));
+    }
+  }
+}
+
+void ProcessGroupNCCL::WatchdogLoop() {
+  const auto period = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(100), timeout() / 10 + std::chrono::milliseconds(1));
+  for (;;) {
+    std::shared_ptr<WorkNCCL> late;
+    {
+      std::unique_lock<std::mutex> lock(works_mu_);
+      watchdog_cv_.wait_for(lock, period, [this] { return stopping_; });
+      if (stopping_) return;
+      // Finished works let go of their tensors; the oldest unfinished one decides about the timeout.
+      const auto now = Clock::now();
+      size_t kept = 0;
+      for (auto& w : in_flight_) {
+        if (w->GpuFinished()) {
+          w->ReleaseTensors();
+          continue;
+        }
+        if (!late && now - w->enqueued_at() > timeout()) late = w;
+        in_flight_[kept++] = std::move(w);
+      }
+      in_flight_.resize(kept);
+    }
+    std::lock_guard<std::mutex> comm_lock(comm_mu_);
+    if (comm_ == nullptr) continue;
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &async);
+    if (async != ncclSuccess && async != ncclInProgress) {
+      AbortLocked(absl::UnavailableError(absl::StrCat("NCCL reported an asynchronous error on rank ", rank(), ": ",
+                                                      NcclError(async, comm_), " (a peer may have died)")),
+                  nullptr);
+    } else if (late) {
+      AbortLocked(absl::DeadlineExceededError(absl::StrCat(
+                      late->description(), " did not finish within ", timeout().count(),
+                      " ms (the group's timeout): another rank did not join it, is stuck, or died. The NCCL "
+                      "communicator was aborted; create a new process group to continue.")),
+                  late.get());
+    }
+  }
+}
+
+}  // namespace tinyddp::dist

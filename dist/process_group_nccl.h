@@ -1,0 +1,107 @@
+// ProcessGroupNCCL: collectives on CUDA tensors with NCCL, one process per GPU. This is what DDP's
+// gradient all-reduce runs on in a GPU job. CUDA builds only (InitProcessGroup says so otherwise).
+//
+// The life of one collective, all on the caller's thread, without blocking the host:
+//   1. record a start event on the caller's current stream (tensor/stream.h: Stream::Current) and make
+//      the group's NCCL stream wait for it: the collective sees every kernel queued before the call;
+//   2. issue the NCCL call(s) on the NCCL stream (several inside ncclGroupStart/End when coalesced);
+//   3. record an end event on the NCCL stream. Work::SynchronizeStream() makes the caller's stream wait
+//      for that event; Work::Wait() polls it from the host.
+// Compute and communication overlap because they run on different streams, ordered only by these events:
+// no device-wide synchronisation anywhere on this path. Events come from a pool and return to it when
+// their Work is destroyed, so a training loop creates no CUDA events after its first step.
+//
+// The watchdog thread keeps every in-flight Work (and thus its tensors) alive until its end event has
+// completed, polls ncclCommGetAsyncError, and aborts the communicator (ncclCommAbort) when NCCL reports an
+// error or a collective exceeds the group's timeout. The affected Works then fail with a clear status
+// (DeadlineExceeded for a timeout) instead of hanging, and the group refuses further collectives.
+// NCCL's environment variables (NCCL_DEBUG, NCCL_SOCKET_IFNAME, ...) are read by NCCL itself, untouched.
+#ifndef TINYDDP_DIST_PROCESS_GROUP_NCCL_H_
+#define TINYDDP_DIST_PROCESS_GROUP_NCCL_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dist/process_group.h"
+#include "dist/store.h"
+#include "tensor/stream.h"
+
+struct ncclComm;  // nccl.h's communicator, kept opaque so this header needs no CUDA include
+
+namespace tinyddp::dist {
+
+class WorkNCCL;
+class CudaEventPool;
+
+struct NcclOptions {
+  /// Bound on communicator setup and on every collective; past it the watchdog aborts the communicator.
+  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;
+  /// The GPU this rank uses; -1: the calling thread's current device (InitProcessGroup sets cuda:LOCAL_RANK).
+  int device = -1;
+  /// Key prefix in the store, distinct for each group sharing one store.
+  std::string store_prefix = "nccl";
+};
+
+class ProcessGroupNCCL : public ProcessGroup {
+ public:
+  /// Creates the communicator: rank 0 makes an ncclUniqueId and publishes it in `store`; every rank reads
+  /// it and joins with ncclCommInitRankConfig (non-blocking, so setup is bounded by the timeout).
+  /// Precondition: one process per GPU; every rank passes the same size, store and store_prefix.
+  static absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> Create(std::shared_ptr<Store> store, int rank, int size,
+                                                                  NcclOptions options = {});
+  /// Waits (up to the timeout) for collectives in flight, then destroys the communicator.
+  ~ProcessGroupNCCL() override;
+
+  const char* backend_name() const override { return "nccl"; }
+  /// The GPU this group's tensors must live on.
+  int device() const { return device_; }
+  /// The stream NCCL kernels run on (for benchmarks and tests that time or inspect it).
+  const cuda::Stream& nccl_stream() const { return nccl_stream_; }
+
+ protected:
+  std::shared_ptr<Work> RunAllReduce(std::vector<Tensor> tensors, const Call& call) override;
+  std::shared_ptr<Work> RunBroadcast(const Tensor& tensor, const Call& call) override;
+  std::shared_ptr<Work> RunAllGather(const Tensor& output, const Tensor& input, const Call& call) override;
+  std::shared_ptr<Work> RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) override;
+  std::shared_ptr<Work> RunReduce(const Tensor& tensor, const Call& call) override;
+  std::shared_ptr<Work> RunBarrier(const Call& call) override;
+  /// CUDA tensors on device() of float32, float64, bfloat16, int32 or int64.
+  absl::Status CheckTensor(const Tensor& tensor) const override;
+
+ private:
+  ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device, ncclComm* comm);
+
+  // Steps 1-3 above around `issue`, which makes the NCCL calls on (comm, stream) and returns the
+  // ncclResult_t (as int, to keep nccl.h out of this header).
+  template <typename Issue>
+  std::shared_ptr<Work> Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue);
+  void WatchdogLoop();
+  // Aborts the communicator and fails every in-flight Work: `culprit` with `status`, the others with a
+  // note that they were aborted along with it. Requires comm_mu_.
+  void AbortLocked(const absl::Status& status, const WorkNCCL* culprit);
+
+  const int device_;
+  cuda::Stream nccl_stream_;
+  std::shared_ptr<CudaEventPool> events_;
+  void* barrier_buffer_ = nullptr;  // one float on device_, all-reduced by Barrier()
+
+  std::mutex comm_mu_;  // guards comm_ and broken_: NCCL calls, abort and destroy never overlap
+  ncclComm* comm_ = nullptr;
+  absl::Status broken_;  // set once the communicator was aborted
+
+  std::mutex works_mu_;
+  std::vector<std::shared_ptr<WorkNCCL>> in_flight_;
+  std::condition_variable watchdog_cv_;
+  bool stopping_ = false;
+  std::thread watchdog_;
+};
+
+}  // namespace tinyddp::dist
+
+#endif  // TINYDDP_DIST_PROCESS_GROUP_NCCL_H_
