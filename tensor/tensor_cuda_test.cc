@@ -54,7 +54,8 @@ TEST(TensorCuda, ZerosAndFullFillDeviceMemoryLargerThanOneStagingChunk) {
   EXPECT_EQ(Tensor::Full({n}, -1.25, DType::kFloat32, Device::CUDA(0)).ToVector<float>(),
             std::vector<float>(n, -1.25f));
   EXPECT_EQ(Tensor::Zeros({7, 13}, DType::kInt64, Device::CUDA(0)).ToVector<int64_t>(), std::vector<int64_t>(91, 0));
-  EXPECT_EQ(Tensor::Full({5}, 7, DType::kUInt8, Device::CUDA(0)).Item(), 7.0);
+  EXPECT_EQ(Tensor::Full({5}, 7, DType::kUInt8, Device::CUDA(0)).ToVector<uint8_t>(), std::vector<uint8_t>(5, 7));
+  EXPECT_EQ(Tensor::Full({1}, 7, DType::kUInt8, Device::CUDA(0)).Item(), 7.0);
 }
 
 TEST(TensorCuda, RowsAndViewsOfDeviceTensorsReadTheRightBytes) {
