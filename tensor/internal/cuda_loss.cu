@@ -60,7 +60,11 @@ __global__ void __launch_bounds__(1024) SoftmaxRowsKernel(const T* x, int64_t ro
 #pragma unroll
       for (int k = 0; k < kItems; ++k) {
         const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-        if (j < cols) sum += exp(v[k] - m);
+        if (j < cols) {
+          const T e = exp(v[k] - m);
+          sum += e;
+          if constexpr (kCrossEntropy) v[k] = e;  // kept for the softmax below: one exp per element
+        }
       }
     } else {
       for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += exp(row[j] - m);
@@ -73,7 +77,7 @@ __global__ void __launch_bounds__(1024) SoftmaxRowsKernel(const T* x, int64_t ro
 #pragma unroll
         for (int k = 0; k < kItems; ++k) {
           const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-          if (j < cols) o[j] = exp(v[k] - m) * inv;
+          if (j < cols) o[j] = v[k] * inv;
         }
       } else {
         for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) o[j] = exp(row[j] - m) * inv;

@@ -79,6 +79,7 @@ class Allocator {
 
   void* Malloc(size_t bytes, int device, cudaStream_t stream) {
     const size_t size = SizeClass(bytes);
+    internal::DeviceGuard guard(device);  // fences may be recorded on `device`'s legacy stream below
     std::lock_guard<std::mutex> lock(mu_);
     DeviceState& state = devices_[device];
     StreamPool* pool = PoolFor(state, device, stream);
