@@ -4,6 +4,8 @@
 // memory stops with a message; pinned buffers are reused only after their copies finish.
 #include "tensor/cuda_allocator.h"
 
+#include <cuda_runtime.h>
+
 #include <cmath>
 #include <vector>
 
@@ -24,8 +26,9 @@ constexpr size_t kMiB = size_t{1} << 20;
 TEST(CachingAllocator, TheFreeingStreamGetsItsBlockBackAtOnceWithoutCudaMalloc) {
   TINYDDP_REQUIRE_GPU();
   Stream s = Stream::Create(0);
-  StreamBlocker hold(s);  // pending work on s does not matter: later work on s runs after it anyway
   void* p = CachingMalloc(1000, 0, s.handle());
+  StreamBlocker hold(s);  // pending work on s does not matter: later work on s runs after it anyway
+  ASSERT_EQ(cudaMemsetAsync(p, 1, 1000, static_cast<cudaStream_t>(s.handle())), cudaSuccess);  // a pending use
   CachingFree(p);
   const int64_t mallocs = GetAllocatorStats(0).num_cuda_malloc;
   void* q = CachingMalloc(700, 0, s.handle());  // the same 1024-byte class
@@ -75,9 +78,10 @@ TEST(CachingAllocator, AnotherStreamTakesAFreedBlockOnlyAfterTheFreeingStreamsWo
   EmptyCache();  // no cached block of this class anywhere but the one freed below
   Stream s1 = Stream::Create(0), s2 = Stream::Create(0);
   const size_t size = 7 * kMiB + 123;
-  StreamBlocker hold(s1);
   void* p = CachingMalloc(size, 0, s1.handle());
-  CachingFree(p);  // s1 may still have work reading p: it is blocked
+  StreamBlocker hold(s1);
+  ASSERT_EQ(cudaMemsetAsync(p, 1, size, static_cast<cudaStream_t>(s1.handle())), cudaSuccess);  // pending use
+  CachingFree(p);  // s1 still has work writing p: it is blocked
   const int64_t mallocs = GetAllocatorStats(0).num_cuda_malloc;
   void* q = CachingMalloc(size, 0, s2.handle());
   EXPECT_NE(q, p) << "s2 must not get a block s1 may still be using";
@@ -187,23 +191,31 @@ TEST(CachingAllocatorDeathTest, FreeingAForeignPointerStopsWithAMessage) {
 
 TEST(PinnedAllocator, ABufferIsReusedOnlyAfterCopiesQueuedBeforeItsFreeHaveFinished) {
   TINYDDP_REQUIRE_GPU();
+  // Everything is allocated before the stream is held (allocations need not wait for it, but better
+  // not to depend on that), so the test only frees and re-takes cached buffers while it is held.
   Stream s = Stream::Create(0);
-  const Stream previous = Stream::SetCurrent(s);  // PinnedFree fences on the current stream
-  void* device = CachingMalloc(5000, 0, nullptr);
+  void* device = CachingMalloc(5000, 0, s.handle());
   void* p = PinnedMalloc(5000);
-  StreamBlocker hold(s);
-  MemcpyAsync(device, p, 5000, CopyKind::kHostToDevice, nullptr);  // queued behind the blocker
-  PinnedFree(p);
-  void* q = PinnedMalloc(4900);  // same 5120-byte class, but p's copy has not run
-  EXPECT_NE(q, p);
-  hold.Release();
+  void* other = PinnedMalloc(5000);
+  const Stream previous = Stream::SetCurrent(s);  // PinnedFree fences on the current stream
+  {
+    StreamBlocker hold(s);
+    MemcpyAsync(device, p, 5000, CopyKind::kHostToDevice, s.handle());  // queued behind the blocker
+    PinnedFree(p);                                                       // freed first: oldest in the cache
+    Stream::SetCurrent(previous);
+    PinnedFree(other);  // fenced on the legacy stream, which nothing holds
+    previous.Synchronize();
+    void* q = PinnedMalloc(4900);  // same 5120-byte class: p is older but its copy has not run
+    EXPECT_EQ(q, other);
+    EXPECT_NE(q, p);
+    PinnedFree(q);
+  }
   s.Synchronize();
+  previous.Synchronize();
   void* r = PinnedMalloc(4900);
-  EXPECT_EQ(r, p);
-  PinnedFree(q);
+  EXPECT_EQ(r, p) << "once its copy has run, the oldest free buffer comes first";
   PinnedFree(r);
   CachingFree(device);
-  Stream::SetCurrent(previous);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ namespace tinyddp::testing {
 #define TINYDDP_REQUIRE_GPU() \
   if (::tinyddp::cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device"
 
-/// Enqueues a host function on `stream` that waits until Release() (or the destructor, or a 60 s
+/// Enqueues a host function on `stream` that waits until Release() (or the destructor, or a 20 s
 /// timeout that reports a failure), so nothing queued on the stream after it can start before then.
 class StreamBlocker {
  public:
@@ -40,7 +40,7 @@ class StreamBlocker {
     if (released_) return;
     released_ = true;
     state_->go.store(true);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (!state_->stream_done.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
     EXPECT_TRUE(state_->stream_done.load()) << "the blocked stream never reached the host function";
   }
@@ -53,10 +53,10 @@ class StreamBlocker {
   static void CUDART_CB Wait(void* raw) {
     std::unique_ptr<std::shared_ptr<State>> ref(static_cast<std::shared_ptr<State>*>(raw));
     State* state = ref->get();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (!state->go.load()) {
       if (std::chrono::steady_clock::now() > deadline) {
-        std::fprintf(stderr, "StreamBlocker: not released after 60 s; letting the stream go\n");
+        std::fprintf(stderr, "StreamBlocker: not released after 20 s; letting the stream go\n");
         break;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(100));
