@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "dist/process_group.h"
@@ -22,13 +23,18 @@
 
 namespace tinyddp::dist {
 
-/// One bucket, as a hook sees it (torch.distributed.GradBucket).
+/// One bucket, as a hook sees it (torch.distributed.GradBucket). The reducer owns it; it stays valid,
+/// at the same address, until the CommFuture returned for it has completed.
 struct GradBucket {
   /// Position of the bucket in launch order (0 = the first bucket, launched first, on every rank).
   int index = 0;
-  /// The bucket's gradients, flattened: a 1-D tensor whose slices are the parameters' .grad. The hook must
-  /// leave the averaged gradients here by the time its CommFuture completes.
+  /// The bucket's gradients, flattened: a 1-D tensor whose slices are the parameters' .grad
+  /// (gradient_as_bucket_view layout). Undefined in the coalesced layout.
   Tensor buffer;
+  /// The parameters' gradients, one tensor each, in bucket order: views into `buffer`, or in the coalesced
+  /// layout the separate tensors autograd made. The hook must leave the averaged gradients in them (in
+  /// `buffer`, when defined) by the time its CommFuture completes.
+  std::vector<Tensor> gradients;
   /// True for the last bucket of the backward.
   bool is_last = false;
 };

@@ -56,6 +56,11 @@ struct DdpOptions {
   int64_t first_bucket_bytes = 1 * kMiB;
   /// Detect parameters the forward did not use and treat them as ready (costs a graph walk per Forward).
   bool find_unused_parameters = false;
+  /// true (PyTorch's gradient_as_bucket_view=True): each .grad is a view into its bucket's flat buffer and
+  /// the bucket is all-reduced as one message. false: gradients stay autograd's own tensors and each bucket
+  /// is all-reduced as one coalesced collective over them, which copies nothing on GPU even when the
+  /// training loop clears gradients with set_to_none. Both leave the average in every .grad.
+  bool gradient_as_bucket_view = true;
   /// After the first synchronised backward, re-bucket the parameters in the order their gradients were
   /// actually produced (rank 0's order, shared with every rank), as PyTorch does.
   bool rebuild_buckets = true;
@@ -86,8 +91,8 @@ class DistributedDataParallel {
   autograd::Variable Forward(const autograd::Variable& input);
   autograd::Variable operator()(const autograd::Variable& input) { return Forward(input); }
 
-  /// Gradient accumulation: while the returned guard lives, backwards accumulate into .grad locally and
-  /// communicate nothing (torch's no_sync()). Guards do not nest.
+  /// Gradient accumulation: while the returned guard lives, forwards arm no communication, so their
+  /// backwards accumulate into .grad locally (torch's no_sync()). Guards nest; each restores what it found.
   class NoSyncGuard {
    public:
     ~NoSyncGuard();
@@ -98,8 +103,9 @@ class DistributedDataParallel {
 
    private:
     friend class DistributedDataParallel;
-    explicit NoSyncGuard(DistributedDataParallel* ddp) : ddp_(ddp) {}
-    DistributedDataParallel* ddp_;
+    NoSyncGuard(DistributedDataParallel* ddp, bool previous) : ddp_(ddp), previous_(previous) {}
+    DistributedDataParallel* ddp_;  // null once moved from
+    bool previous_;
   };
   [[nodiscard]] NoSyncGuard NoSync();
 

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "dist/store.h"
 #include "tensor/device.h"
+#include "tensor/stream.h"
 
 namespace tinyddp::dist {
 
@@ -35,7 +36,8 @@ class Tracer {
  public:
   /// `rank` becomes the trace's process id. For a CUDA device, GPU spans are timed with events on that
   /// device; for the CPU only host spans exist. `capacity`: records kept before dropping.
-  Tracer(int rank, Device device, int capacity = 1 << 16);
+  /// GPU intervals use two CUDA events each from a pool of `gpu_events`, all created here.
+  Tracer(int rank, Device device, int capacity = 1 << 16, int gpu_events = 4096);
   ~Tracer();
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
@@ -64,15 +66,17 @@ class Tracer {
   };
   /// Starts a span named `name` (e.g. "backward"); `arg` (e.g. the step number) is shown with it.
   [[nodiscard]] Span Scope(const char* name, int64_t arg = -1);
+  /// tracer->Scope(...), or a span that records nothing when `tracer` is null (tracing off).
+  [[nodiscard]] static Span MaybeScope(Tracer* tracer, const char* name, int64_t arg = -1);
 
   /// Records a finished host interval on `track` (CPU collectives: the comm track).
   void AddHostEvent(TraceTrack track, const char* name, int64_t start_us, int64_t end_us, int64_t arg = -1);
 
-  /// GPU interval on an arbitrary stream (an opaque cudaStream_t): BeginGpu records a timing event on
-  /// `stream` and returns a slot, EndGpu records the closing event. Returns -1 (and EndGpu ignores it)
-  /// on the CPU or when the pool is exhausted.
-  int BeginGpu(void* stream);
-  void EndGpu(int slot, void* stream, TraceTrack track, const char* name, int64_t arg = -1);
+  /// GPU interval on any stream of the tracer's device: BeginGpu records a timing event on `stream` and
+  /// returns a slot, EndGpu records the closing event and files the interval on `track`. BeginGpu returns
+  /// -1 (and EndGpu ignores it) on the CPU or when the event pool is exhausted.
+  int BeginGpu(const cuda::Stream& stream);
+  void EndGpu(int slot, const cuda::Stream& stream, TraceTrack track, const char* name, int64_t arg = -1);
 
   /// Writes the whole job's trace to `path` (JSON). Collective over `store`: every rank of the job calls
   /// it with the same `key_prefix`; rank 0 gathers the others' events and writes one file with a process
@@ -96,16 +100,18 @@ class Tracer {
     int gpu_begin;     // event slots, -1 for host records
     int gpu_end;
   };
-  struct GpuEvents;  // the CUDA event pool (trace.cc), opaque here
-  bool Reserve();
-  int TakeEventSlot();
-  void RecordEvent(int slot, void* stream);
+  bool HasRoom();  // counts a drop when full
 
   const int rank_;
   const Device device_;
   const int capacity_;
   std::vector<Record> records_;
-  std::unique_ptr<GpuEvents> gpu_;
+  // GPU timing: a pool of timing events, the next free one, and the anchor event whose completion was
+  // stamped with the host clock (anchor_us_): GPU time t maps to anchor_us_ + (t - anchor) on the timeline.
+  std::vector<std::unique_ptr<cuda::Event>> events_;
+  size_t next_event_ = 0;
+  std::unique_ptr<cuda::Event> anchor_;
+  int64_t anchor_us_ = 0;
   int64_t dropped_ = 0;
 };
 

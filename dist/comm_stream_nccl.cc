@@ -1,0 +1,13 @@
+// CollectiveStream for CUDA builds (dist/comm_stream.h).
+#include "dist/comm_stream.h"
+
+#include "dist/process_group_nccl.h"
+
+namespace tinyddp::dist {
+
+cuda::Stream CollectiveStream(ProcessGroup& pg) {
+  if (auto* nccl = dynamic_cast<ProcessGroupNCCL*>(&pg)) return nccl->nccl_stream();
+  return cuda::Stream();
+}
+
+}  // namespace tinyddp::dist
