@@ -1,0 +1,451 @@
+// ddp_mlp: trains an MLP on Fashion-MNIST with DistributedDataParallel, end to end. The program a
+// newcomer runs first:
+//
+//   ./bazelw run //examples:ddp_mlp                 # one rank per GPU over NCCL, or 2 CPU ranks over Gloo
+//   ./bazelw run //examples:ddp_mlp -- --help       # the flags (docs/ddp_mlp.md explains the output)
+//
+// Read it top to bottom: it is the spine of a data-parallel training script, the C++ twin of a
+// torch.distributed + DDP script. Every rank runs this same program on its own shard of the data:
+//
+//   main      flags -> start workers if nobody else did -> Train()
+//   Train     join the job -> data -> model -> (resume) -> DDP -> for each epoch:
+//               for each batch: lr(step), zero grads, forward, loss, backward (DDP all_reduces the
+//               gradient buckets while it runs), optimizer step
+//               then: evaluate on every rank's shard, combine with all_reduce, log, checkpoint
+//
+// The pieces, and where they are defined (the includes are the table of contents):
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "autograd/engine.h"                       // Backward
+#include "data/data_loader.h"                      // DataLoader: batches with prefetch, on the device
+#include "data/distributed_sampler.h"              // DistributedSampler: this rank's share of each epoch
+#include "data/fashion_mnist.h"                    // LoadFashionMnist
+#include "data/synthetic.h"                        // MakeSyntheticDataset (--dataset=synthetic)
+// INTERIM #include "dist/ddp.h"                              // DistributedDataParallel
+#include "dist/env.h"                              // IsWorker
+#include "dist/spawn.h"                            // SpawnWorkersIfNeeded
+#include "dist/store_barrier.h"                    // StoreBarrier: leave together
+// INTERIM #include "dist/trace.h"                            // Tracer (--trace)
+#include "examples/internal/interim_ddp.h"  // INTERIM
+#include "examples/internal/evaluate.h"            // EvalShardIndices, EvaluateShard, AllReduceEvalSums
+#include "examples/internal/job.h"                 // JoinJob: env -> store -> process group
+#include "examples/internal/metrics_writer.h"      // MetricsWriter (--metrics_out): JSON lines + SVG plot
+#include "examples/internal/progress.h"            // Progress: the live bar, or plain lines
+#include "examples/internal/train_checkpoint.h"    // Save/Find/LoadTrainingCheckpoint
+#include "examples/internal/train_options.h"       // TrainOptions, ParseTrainOptions: the flags
+#include "nn/adam.h"                               // AdamW
+#include "nn/checkpoint.h"                         // LoadModule (--init_from)
+#include "nn/loss.h"                               // CrossEntropyLoss
+#include "nn/lr_schedule.h"                        // ConstantLr, StepLr, CosineWithWarmupLr
+#include "nn/mlp.h"                                // MLP: Sequential(Linear, ReLU, ..., Linear)
+#include "nn/sgd.h"                                // SGD
+#include "tensor/ops.h"                            // AddInto (loss accumulation on the device)
+
+namespace tinyddp::examples {
+namespace {
+
+using autograd::Variable;
+
+#define RETURN_IF_ERROR(expr)                    \
+  do {                                           \
+    const absl::Status status_ = (expr);         \
+    if (!status_.ok()) return status_;           \
+  } while (0)
+
+// --- Setup helpers ---------------------------------------------------------------------------------
+
+struct Datasets {
+  std::shared_ptr<data::TensorDataset> train, test;
+};
+
+absl::StatusOr<Datasets> LoadDatasets(const TrainOptions& o) {
+  Datasets d;
+  if (o.dataset == "synthetic") {
+    data::SyntheticOptions s{.num_examples = o.synthetic_examples,
+                             .input_size = o.synthetic_input_size,
+                             .seed = static_cast<uint64_t>(o.seed)};
+    auto train = data::MakeSyntheticDataset(s, "train");
+    if (!train.ok()) return train.status();
+    s.num_examples = std::max<int64_t>(o.synthetic_examples / 5, 1);
+    auto test = data::MakeSyntheticDataset(s, "test");
+    if (!test.ok()) return test.status();
+    d.train = std::make_shared<data::TensorDataset>(*std::move(train));
+    d.test = std::make_shared<data::TensorDataset>(*std::move(test));
+    return d;
+  }
+  auto train = data::LoadFashionMnist(o.data_dir, "train");
+  if (!train.ok()) return train.status();
+  auto test = data::LoadFashionMnist(o.data_dir, "test");
+  if (!test.ok()) return test.status();
+  d.train = std::make_shared<data::TensorDataset>(*std::move(train));
+  d.test = std::make_shared<data::TensorDataset>(*std::move(test));
+  return d;
+}
+
+std::unique_ptr<nn::Optimizer> MakeOptimizer(const TrainOptions& o, std::vector<Variable> params) {
+  if (o.optimizer == "adamw") {
+    nn::AdamWOptions a;
+    a.lr = o.lr;
+    a.weight_decay = o.weight_decay;
+    return std::make_unique<nn::AdamW>(std::move(params), a);
+  }
+  return std::make_unique<nn::SGD>(std::move(params),
+                                   nn::SgdOptions{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
+}
+
+// The learning rate as a pure function of the global step, so a resumed run continues the same curve.
+std::unique_ptr<nn::LrSchedule> MakeSchedule(const TrainOptions& o, int64_t steps_per_epoch) {
+  if (o.lr_schedule == "step") return std::make_unique<nn::StepLr>(o.lr, o.lr_step_epochs * steps_per_epoch, o.lr_gamma);
+  if (o.lr_schedule == "cosine") {
+    const int64_t total = o.epochs * steps_per_epoch;
+    return std::make_unique<nn::CosineWithWarmupLr>(o.lr, std::min(o.warmup_steps, total), total);
+  }
+  return std::make_unique<nn::ConstantLr>(o.lr);
+}
+
+// Collective: OK only when every rank's `local` is OK. A rank that failed gets its own error back; the
+// others learn that someone failed (whose message is printed above theirs) and stop too, cleanly.
+absl::Status AgreeOnStatus(const Job& job, const absl::Status& local, const char* what) {
+  Tensor failed = Tensor::FromVector<int64_t>({local.ok() ? 0 : 1}, {1}, job.device);
+  RETURN_IF_ERROR(job.pg->AllReduce(failed, dist::ReduceOp::kSum)->Wait());
+  if (!local.ok()) return local;
+  const int64_t n = failed.ToVector<int64_t>()[0];
+  if (n > 0) return absl::AbortedError(absl::StrCat(n, " other rank(s) failed while ", what, "; see above"));
+  return absl::OkStatus();
+}
+
+// Everything a rank builds before training starts.
+struct Setup {
+  Datasets datasets;
+  std::unique_ptr<data::DataLoader> loader;   // this rank's batches of the training set
+  std::vector<int64_t> eval_indices;           // this rank's unpadded shard of the test set
+  std::vector<int64_t> dims;                   // 784, hidden..., 10
+  std::shared_ptr<nn::Sequential> model;
+  std::unique_ptr<nn::Optimizer> optimizer;
+  std::unique_ptr<nn::LrSchedule> schedule;
+};
+
+absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
+  const int rank = job.env.rank, world = job.env.world_size;
+  // Data: every rank loads the whole dataset; the sampler decides which part each rank trains on.
+  absl::StatusOr<Datasets> datasets = LoadDatasets(o);
+  RETURN_IF_ERROR(datasets.status());
+  s.datasets = *std::move(datasets);
+  auto sampler = data::DistributedSampler::Create(
+      s.datasets.train->Size(),
+      {.num_replicas = world, .rank = rank, .shuffle = o.shuffle, .seed = static_cast<uint64_t>(o.seed)});
+  RETURN_IF_ERROR(sampler.status());
+  auto loader = data::DataLoader::Create(s.datasets.train, *sampler, {.batch_size = o.batch_size, .device = job.device});
+  RETURN_IF_ERROR(loader.status());
+  s.loader = *std::move(loader);
+  s.eval_indices = EvalShardIndices(s.datasets.test->Size(), world, rank);
+
+  // The model: the same seed on every rank gives the same initial weights (DDP also broadcasts rank
+  // 0's, as PyTorch does, so a model initialised differently would still start in sync).
+  s.dims = {s.datasets.train->input_size()};
+  s.dims.insert(s.dims.end(), o.hidden.begin(), o.hidden.end());
+  s.dims.push_back(s.datasets.train->num_classes());
+  s.model = nn::MLP(s.dims, {.device = job.device, .seed = static_cast<uint64_t>(o.seed)});
+  if (!o.init_from.empty()) RETURN_IF_ERROR(nn::LoadModule(*s.model, o.init_from));
+  s.optimizer = MakeOptimizer(o, s.model->Parameters());
+  s.schedule = MakeSchedule(o, s.loader->num_batches());
+  return absl::OkStatus();
+}
+
+// --resume: rank 0 picks the newest good checkpoint and tells the others which one (they may not see
+// the same damaged files the same way, but they must all load the same step); every rank loads it,
+// and the ranks agree on success before anyone continues, so a failure stops all of them cleanly.
+absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOptions& o, nn::Module& model,
+                                                   nn::Optimizer& optimizer, Progress& progress) {
+  int64_t chosen = -1;  // -1: nothing to resume from
+  absl::Status rank0_error;
+  if (job.env.rank == 0) {
+    std::vector<std::string> rejected;
+    auto found = FindLatestGoodCheckpoint(o.checkpoint_dir, &rejected);
+    for (const std::string& r : rejected) progress.Print(absl::StrCat("refusing damaged checkpoint ", r));
+    if (!found.ok()) {
+      rank0_error = found.status();
+      chosen = -2;
+    } else if (found->has_value()) {
+      chosen = (*found)->progress.global_step;
+    }
+  }
+  Tensor choice = Tensor::FromVector<int64_t>({chosen}, {1}, job.device);
+  RETURN_IF_ERROR(job.pg->Broadcast(choice, 0)->Wait());
+  chosen = choice.ToVector<int64_t>()[0];
+  if (chosen == -2) {
+    if (job.env.rank == 0) return rank0_error;
+    return absl::AbortedError("rank 0 found no good checkpoint");
+  }
+  if (chosen == -1) {
+    if (job.env.rank == 0) progress.Print(absl::StrCat("--resume: no checkpoint in ", o.checkpoint_dir, " yet; starting from scratch"));
+    return TrainingProgress{};
+  }
+  const std::string path = CheckpointPath(o.checkpoint_dir, chosen);
+  auto loaded = LoadTrainingCheckpoint(path, o.TrajectorySettings(job.env.world_size), model, optimizer);
+  Tensor failures = Tensor::FromVector<int64_t>({loaded.ok() ? 0 : 1}, {1}, job.device);
+  RETURN_IF_ERROR(job.pg->AllReduce(failures, dist::ReduceOp::kSum)->Wait());
+  if (!loaded.ok()) return loaded.status();
+  if (failures.ToVector<int64_t>()[0] > 0) return absl::AbortedError("another rank could not load the checkpoint");
+  if (job.env.rank == 0) {
+    progress.Print(absl::StrFormat("resumed from %s: epoch %d, batch %d, step %d", path, loaded->epoch + 1,
+                                   loaded->batch_in_epoch, loaded->global_step));
+  }
+  return loaded;
+}
+
+// Sum and count of rank-averaged step losses since the last flush. The sum lives on the device, so
+// adding a step's loss costs no synchronisation; Flush() all_reduces it, once per logged step.
+class LossWindow {
+ public:
+  explicit LossWindow(Device device) : sum_(Tensor::Zeros({1}, DType::kFloat32, device)) {}
+  void Add(const Tensor& loss) {
+    ops::AddInto(sum_, loss.View({1}));
+    ++steps_;
+  }
+  int64_t steps() const { return steps_; }
+  /// Collective: the mean over ranks of the sum of this window's losses; resets the window.
+  absl::StatusOr<double> FlushSum(dist::ProcessGroup& pg) {
+    RETURN_IF_ERROR(pg.AllReduce(sum_, dist::ReduceOp::kAvg)->Wait());
+    const double sum = sum_.Item();
+    ops::Fill(sum_, 0);
+    steps_ = 0;
+    return sum;
+  }
+
+ private:
+  Tensor sum_;
+  int64_t steps_ = 0;
+};
+
+// --- Training --------------------------------------------------------------------------------------
+
+absl::Status Train(const TrainOptions& o, const Job& job) {
+  const auto started = std::chrono::steady_clock::now();
+  auto seconds_since_start = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+
+  const int rank = job.env.rank, world = job.env.world_size;
+  const bool lead = rank == 0;  // rank 0 prints, writes metrics and checkpoints
+  Progress progress(lead && ::isatty(::fileno(stdout)), stdout);
+
+  // 1. Data, model, optimizer (BuildSetup below). Errors are agreed on, so one rank's bad file stops
+  //      every rank with that rank's message instead of the others' broken connections.
+  Setup setup;
+  RETURN_IF_ERROR(AgreeOnStatus(job, BuildSetup(o, job, setup), "setting up"));
+  const Datasets& datasets = setup.datasets;
+  data::DataLoader& loader = *setup.loader;
+  nn::Module& model = *setup.model;
+  nn::Optimizer& optimizer = *setup.optimizer;
+  const nn::LrSchedule& schedule = *setup.schedule;
+  const int64_t steps_per_epoch = loader.num_batches();
+  nn::CrossEntropyLoss loss_fn;
+
+  // 2. Where to start: step 0, or the latest good checkpoint.
+  TrainingProgress at;
+  if (o.resume) {
+    absl::StatusOr<TrainingProgress> resumed = ResumeOnEveryRank(job, o, model, optimizer, progress);
+    RETURN_IF_ERROR(resumed.status());
+    at = *resumed;
+  }
+
+  // 3. DDP: from here on, every backward averages the gradients over the ranks.
+  std::unique_ptr<int> tracer;  // INTERIM
+  if (!o.trace.empty()) return absl::UnimplementedError("--trace: waiting for dist/trace.cc");  // INTERIM
+  auto ddp = InterimDdp::Create(model, job.pg);  // INTERIM until dist/ddp.cc lands
+  RETURN_IF_ERROR(ddp.status());
+
+  std::unique_ptr<MetricsWriter> metrics;
+  absl::Status opened;
+  if (lead && !o.metrics_out.empty()) {
+    auto writer = MetricsWriter::Open(o.metrics_out, /*append=*/o.resume && at.global_step > 0);
+    if (writer.ok()) metrics = *std::move(writer);
+    opened = writer.status();
+  }
+  RETURN_IF_ERROR(AgreeOnStatus(job, opened, "opening --metrics_out"));
+  if (lead) {
+    progress.Print(absl::StrFormat(
+        "ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
+        absl::StrJoin(setup.dims, "-"), model.NumParameters(), world, job.pg->backend_name(), job.device.ToString(),
+        o.dataset, datasets.train->Size(), datasets.test->Size()));
+    progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s, lr %s", o.epochs,
+                                   steps_per_epoch, o.batch_size, o.batch_size * world, o.optimizer,
+                                   schedule.ToString()));
+  }
+
+  // 4. The loop.
+  LossWindow window(job.device);
+  bool stop = o.max_steps > 0 && at.global_step >= o.max_steps;
+  EvalMetrics last_eval;
+  for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
+    loader.Reset(epoch);  // the shuffle of this epoch, a function of (seed, epoch)
+    const int64_t first_batch = epoch == at.epoch ? at.batch_in_epoch : 0;
+    for (int64_t skip = 0; skip < first_batch; ++skip) loader.Next();  // trained before the resume
+    if (first_batch == 0) at.epoch_loss_sum = at.epoch_loss_count = 0;  // a fresh epoch
+      at.epoch = epoch;
+    at.batch_in_epoch = first_batch;
+    if (lead) progress.BeginEpoch(epoch, o.epochs, steps_per_epoch, first_batch, o.batch_size * world);
+
+    while (std::optional<data::Batch> batch = loader.Next()) {
+      optimizer.set_lr(schedule.LrAt(at.global_step));
+      optimizer.ZeroGrad();
+      Variable loss = loss_fn((*ddp)->Forward(Variable(batch->inputs)), batch->labels);
+      {
+        // INTERIM std::optional<dist::Tracer::Span> span;
+        // if (tracer) span.emplace(tracer->Scope("backward", at.global_step));  INTERIM
+        autograd::Backward(loss);  // gradient buckets are all_reduced while this runs
+      }
+      {
+        // INTERIM std::optional<dist::Tracer::Span> span;
+        // if (tracer) span.emplace(tracer->Scope("optimizer", at.global_step));  INTERIM
+        optimizer.Step();
+      }
+      window.Add(loss.data());
+      ++at.global_step;
+      ++at.batch_in_epoch;
+      stop = o.max_steps > 0 && at.global_step >= o.max_steps;
+      const bool epoch_done = at.batch_in_epoch == steps_per_epoch;
+      if (at.batch_in_epoch % o.log_every == 0 || epoch_done || stop) {
+        const int64_t steps = window.steps();
+        absl::StatusOr<double> sum = window.FlushSum(*job.pg);  // collective: same steps on every rank
+        RETURN_IF_ERROR(sum.status());
+        at.epoch_loss_sum += *sum;
+        at.epoch_loss_count += static_cast<double>(steps);
+        if (lead) {
+          const double mean = *sum / static_cast<double>(steps);
+          progress.LogStep(at.batch_in_epoch, mean, optimizer.lr());
+          if (metrics) {
+            RETURN_IF_ERROR(metrics->WriteStep(
+                {at.global_step, epoch, mean, optimizer.lr(), progress.SamplesPerSecond()}));
+          }
+        }
+      }
+      if (lead) progress.Update(at.batch_in_epoch, std::nan(""));
+      if (stop) break;
+    }
+    RETURN_IF_ERROR(loader.status());
+    if (lead) progress.EndEpoch();
+    const bool epoch_done = at.batch_in_epoch == steps_per_epoch;
+    if (epoch_done) {
+      at.epoch = epoch + 1;  // checkpoints record where to continue: the next epoch's first batch
+      at.batch_in_epoch = 0;
+    }
+
+    // 5. Evaluate on every rank's unpadded shard of the test set; one all_reduce combines the sums.
+    absl::StatusOr<EvalSums> local = EvaluateShard(model, *datasets.test, setup.eval_indices, job.device);
+    RETURN_IF_ERROR(local.status());
+    absl::StatusOr<EvalMetrics> eval = AllReduceEvalSums(*job.pg, job.device, *local);
+    RETURN_IF_ERROR(eval.status());
+    last_eval = *eval;
+    const double train_loss = at.epoch_loss_count > 0 ? at.epoch_loss_sum / at.epoch_loss_count : std::nan("");
+    if (lead) {
+      progress.Print(absl::StrFormat("epoch %d/%d%s: train loss %.4f | test loss %.4f, accuracy %.2f%% (%d examples) | %.1fs",
+                                     epoch + 1, o.epochs, epoch_done ? "" : " (stopped at --max_steps)", train_loss,
+                                     eval->loss, 100 * eval->accuracy, eval->count, seconds_since_start()));
+      if (metrics) {
+        RETURN_IF_ERROR(metrics->WriteEpoch(
+            {epoch, at.global_step, train_loss, eval->loss, eval->accuracy, seconds_since_start()}));
+      }
+    }
+
+    // 6. Checkpoint (rank 0: every rank holds the same weights and optimizer state).
+    absl::Status saved_ok;
+    if (lead && !o.checkpoint_dir.empty()) {
+      absl::StatusOr<std::string> saved = SaveTrainingCheckpoint(
+          o.checkpoint_dir, model, optimizer, at, o.TrajectorySettings(world), o.keep_checkpoints);
+      if (saved.ok()) progress.Print(absl::StrCat("  checkpoint: ", *saved));
+      saved_ok = saved.status();
+    }
+    if (!o.checkpoint_dir.empty()) RETURN_IF_ERROR(AgreeOnStatus(job, saved_ok, "writing the checkpoint"));
+  }
+
+  // 7. Outputs that need the whole run, then leave together (rank 0 may host the store).
+  if (metrics) {
+    absl::StatusOr<std::string> plot = metrics->Finish();
+    RETURN_IF_ERROR(plot.status());
+    progress.Print(absl::StrCat("metrics: ", o.metrics_out, ", plot: ", *plot));
+  }
+  if (tracer) {
+    // RETURN_IF_ERROR(tracer->WriteChromeTrace(*job.store, world, o.trace));  INTERIM
+    if (lead) progress.Print(absl::StrCat("trace: ", o.trace, " (open in https://ui.perfetto.dev)"));
+  }
+  if (lead) {
+    progress.Print(absl::StrFormat("done: %d steps, test accuracy %.2f%%, %.1fs", at.global_step,
+                                   100 * last_eval.accuracy, seconds_since_start()));
+  }
+  return dist::StoreBarrier(*job.store, "ddp_mlp/exit", world, std::chrono::minutes(5));
+}
+
+// A worker's life: join the job (who am I, who are the others, how do we talk), train, leave. An error
+// is printed while the process group still exists, so that this rank's message comes out before the
+// other ranks notice the closed connections and report theirs.
+int RunWorker(const TrainOptions& o) {
+  absl::StatusOr<Job> job = JoinJob(o.backend);
+  if (!job.ok()) {
+    std::fprintf(stderr, "ddp_mlp: %s\n", std::string(job.status().message()).c_str());
+    return 1;
+  }
+  absl::Status status = Train(o, *job);
+  if (!status.ok()) {
+    std::fprintf(stderr, "ddp_mlp: rank %d: %s\n", job->env.rank, std::string(status.message()).c_str());
+    std::fflush(stderr);
+    return 1;
+  }
+  return 0;
+}
+
+// Workers to start when nobody launched us: --nproc, else one per GPU (NCCL) or 2 CPU ranks (Gloo).
+dist::SpawnOptions SpawnOptionsFor(const TrainOptions& o) {
+  dist::SpawnOptions s;
+  s.nproc = static_cast<int>(o.nproc);
+  if (s.nproc == 0 && o.backend == "gloo") s.nproc = s.cpu_ranks;  // Gloo on a GPU machine: CPU ranks
+  return s;
+}
+
+}  // namespace
+}  // namespace tinyddp::examples
+
+int main(int argc, char** argv) {
+  using namespace tinyddp::examples;
+  const char* wd = std::getenv("BUILD_WORKING_DIRECTORY");
+  absl::StatusOr<TrainOptions> options =
+      ParseTrainOptions(std::vector<std::string>(argv + 1, argv + argc), wd != nullptr ? wd : "");
+  if (!options.ok()) {
+    std::fprintf(stderr, "ddp_mlp: %s\nddp_mlp: --help lists the flags\n",
+                 std::string(options.status().message()).c_str());
+    return 2;
+  }
+  if (options->help) {
+    std::fputs(TrainUsage().c_str(), stdout);
+    return 0;
+  }
+  // Before starting workers, a missing dataset is reported once, here, rather than by every rank.
+  if (!tinyddp::dist::IsWorker() && options->dataset == "fashion_mnist") {
+    absl::Status found = tinyddp::data::LoadFashionMnist(options->data_dir, "test").status();
+    if (!found.ok()) {
+      std::fprintf(stderr, "ddp_mlp: %s\n", std::string(found.message()).c_str());
+      return 1;
+    }
+  }
+  // Not a worker yet? Become a small launcher that runs this same binary once per rank, and exit
+  // with the job's status. In a worker (RANK, SLURM_PROCID or OMPI_COMM_WORLD_RANK set) this returns.
+  absl::Status spawned = tinyddp::dist::SpawnWorkersIfNeeded(argc, argv, SpawnOptionsFor(*options));
+  if (!spawned.ok()) {
+    std::fprintf(stderr, "ddp_mlp: could not start workers: %s\n", std::string(spawned.message()).c_str());
+    return 1;
+  }
+  return RunWorker(*options);
+}

@@ -1,0 +1,239 @@
+// Training checkpoints: see train_checkpoint.h.
+#include "examples/internal/train_checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "examples/internal/durable_file.h"
+#include "nlohmann/json.hpp"
+#include "nn/checkpoint.h"
+
+namespace tinyddp::examples {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr char kFormat[] = "tinyddp.ddp_mlp.checkpoint";
+constexpr int kVersion = 1;
+constexpr char kManifest[] = "trainer_state.json";
+constexpr const char* kDataFiles[] = {"model.safetensors", "optimizer.safetensors"};
+
+absl::Status FsError(const std::string& what, const std::string& path, const std::error_code& ec) {
+  return absl::InternalError(absl::StrCat(what, " ", path, ": ", ec.message()));
+}
+
+// Step numbers of the step-* folders in `dir`, any order. Temporary folders start with '.'.
+std::vector<int64_t> ListCheckpointSteps(const std::string& dir) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = 0;
+    if (absl::StartsWith(name, "step-") && absl::SimpleAtoi(name.substr(5), &step) && entry.is_directory(ec)) {
+      steps.push_back(step);
+    }
+  }
+  return steps;
+}
+
+json ProgressToJson(const TrainingProgress& p) {
+  return {{"global_step", p.global_step},
+          {"epoch", p.epoch},
+          {"batch_in_epoch", p.batch_in_epoch},
+          {"epoch_loss_sum", p.epoch_loss_sum},
+          {"epoch_loss_count", p.epoch_loss_count}};
+}
+
+// Parses the manifest; any missing or mistyped field throws (caught by the caller).
+CheckpointInfo InfoFromJson(const json& j, const std::string& path) {
+  if (j.at("format").get<std::string>() != kFormat || j.at("version").get<int>() != kVersion) {
+    throw std::runtime_error(absl::StrCat("not a version-", kVersion, " ", kFormat, " manifest"));
+  }
+  CheckpointInfo info;
+  info.path = path;
+  const json& p = j.at("progress");
+  info.progress.global_step = p.at("global_step").get<int64_t>();
+  info.progress.epoch = p.at("epoch").get<int64_t>();
+  info.progress.batch_in_epoch = p.at("batch_in_epoch").get<int64_t>();
+  info.progress.epoch_loss_sum = p.at("epoch_loss_sum").get<double>();
+  info.progress.epoch_loss_count = p.at("epoch_loss_count").get<double>();
+  info.settings = j.at("settings").get<SettingsMap>();
+  return info;
+}
+
+}  // namespace
+
+std::string CheckpointPath(const std::string& dir, int64_t global_step) {
+  return absl::StrFormat("%s/step-%08d", dir, global_step);
+}
+
+absl::StatusOr<std::string> SaveTrainingCheckpoint(const std::string& dir, const nn::Module& model,
+                                                   const nn::Optimizer& optimizer, const TrainingProgress& progress,
+                                                   const SettingsMap& settings, int64_t keep) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return FsError("cannot create checkpoint folder", dir, ec);
+  const std::string final_path = CheckpointPath(dir, progress.global_step);
+  const std::string tmp = absl::StrFormat("%s/.tmp-step-%08d-%d", dir, progress.global_step, ::getpid());
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec)) return FsError("cannot create", tmp, ec);
+
+  // 1. The data files, each written atomically and fsynced by nn/safetensors.h.
+  const nn::StringMap metadata = {{"global_step", absl::StrCat(progress.global_step)},
+                                  {"epoch", absl::StrCat(progress.epoch)}};
+  absl::Status s = nn::SaveModule(model, tmp + "/model.safetensors", metadata);
+  if (s.ok()) s = nn::SaveOptimizer(optimizer, tmp + "/optimizer.safetensors", metadata);
+  // 2. The manifest last, recording what the data files must look like.
+  json files = json::object();
+  for (const char* name : kDataFiles) {
+    if (!s.ok()) break;
+    absl::StatusOr<std::string> bytes = ReadWholeFile(absl::StrCat(tmp, "/", name));
+    if (!bytes.ok()) {
+      s = bytes.status();
+      break;
+    }
+    files[name] = {{"bytes", bytes->size()}, {"crc32", Crc32(*bytes)}};
+  }
+  if (s.ok()) {
+    const json manifest = {{"format", kFormat},         {"version", kVersion},
+                           {"progress", ProgressToJson(progress)}, {"settings", settings},
+                           {"files", files}};
+    s = WriteFileDurably(absl::StrCat(tmp, "/", kManifest), manifest.dump(2) + "\n");
+  }
+  if (s.ok()) s = FsyncDirectory(tmp);
+  if (!s.ok()) {
+    fs::remove_all(tmp, ec);
+    return s;
+  }
+
+  // 3. Into place. A folder cannot be renamed over a non-empty one, so an older checkpoint of the same
+  //    step (a rerun after resuming from an earlier one) is moved aside first and deleted after.
+  const std::string old = tmp + ".old";
+  const bool replacing = fs::exists(final_path, ec);
+  if (replacing) {
+    fs::rename(final_path, old, ec);
+    if (ec) return FsError("cannot move aside", final_path, ec);
+  }
+  fs::rename(tmp, final_path, ec);
+  if (ec) return FsError(absl::StrCat("cannot rename ", tmp, " to"), final_path, ec);
+  s = FsyncDirectory(dir);
+  if (!s.ok()) return s;
+  if (replacing) fs::remove_all(old, ec);
+
+  // 4. Retention: the newest `keep` by step number stay.
+  std::vector<int64_t> steps = ListCheckpointSteps(dir);
+  std::sort(steps.begin(), steps.end(), std::greater<>());
+  for (size_t i = static_cast<size_t>(std::max<int64_t>(keep, 1)); i < steps.size(); ++i) {
+    fs::remove_all(CheckpointPath(dir, steps[i]), ec);
+  }
+  return final_path;
+}
+
+absl::StatusOr<CheckpointInfo> VerifyCheckpoint(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadWholeFile(absl::StrCat(path, "/", kManifest));
+  if (!text.ok()) {
+    if (absl::IsNotFound(text.status())) {
+      return absl::DataLossError(absl::StrCat(kManifest, " is missing (an interrupted or damaged write)"));
+    }
+    return text.status();
+  }
+  CheckpointInfo info;
+  json files;
+  try {
+    const json j = json::parse(*text);
+    info = InfoFromJson(j, path);
+    files = j.at("files");
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat(kManifest, " is damaged: ", e.what()));
+  }
+  for (const char* name : kDataFiles) {
+    absl::StatusOr<std::string> bytes = ReadWholeFile(absl::StrCat(path, "/", name));
+    if (!bytes.ok()) return absl::DataLossError(absl::StrCat(name, ": ", bytes.status().message()));
+    uint64_t want_bytes = 0;
+    uint32_t want_crc = 0;
+    try {
+      want_bytes = files.at(name).at("bytes").get<uint64_t>();
+      want_crc = files.at(name).at("crc32").get<uint32_t>();
+    } catch (const std::exception& e) {
+      return absl::DataLossError(absl::StrCat(kManifest, " has no valid entry for ", name, ": ", e.what()));
+    }
+    if (bytes->size() != want_bytes) {
+      return absl::DataLossError(
+          absl::StrCat(name, " has ", bytes->size(), " bytes, the manifest says ", want_bytes, " (truncated?)"));
+    }
+    const uint32_t crc = Crc32(*bytes);
+    if (crc != want_crc) {
+      return absl::DataLossError(absl::StrFormat("%s fails its checksum (CRC-32 %08x, manifest %08x): the file "
+                                                 "was damaged after it was written",
+                                                 name, crc, want_crc));
+    }
+  }
+  return info;
+}
+
+absl::StatusOr<std::optional<CheckpointInfo>> FindLatestGoodCheckpoint(const std::string& dir,
+                                                                       std::vector<std::string>* rejected) {
+  std::vector<int64_t> steps = ListCheckpointSteps(dir);
+  if (steps.empty()) return std::optional<CheckpointInfo>();
+  std::sort(steps.begin(), steps.end(), std::greater<>());
+  std::vector<std::string> problems;
+  for (int64_t step : steps) {
+    const std::string path = CheckpointPath(dir, step);
+    absl::StatusOr<CheckpointInfo> info = VerifyCheckpoint(path);
+    if (info.ok()) {
+      if (info->progress.global_step != step) {
+        problems.push_back(absl::StrCat(path, ": its manifest says step ", info->progress.global_step,
+                                        ", the folder name says ", step));
+      } else {
+        if (rejected != nullptr) *rejected = problems;
+        return std::optional<CheckpointInfo>(*std::move(info));
+      }
+    } else {
+      problems.push_back(absl::StrCat(path, ": ", info.status().message()));
+    }
+  }
+  if (rejected != nullptr) *rejected = problems;
+  return absl::DataLossError(absl::StrCat("no good checkpoint in ", dir, "; every one is damaged:\n  ",
+                                          absl::StrJoin(problems, "\n  "),
+                                          "\nremove the folder (or pass another --checkpoint_dir) to start over"));
+}
+
+absl::StatusOr<TrainingProgress> LoadTrainingCheckpoint(const std::string& path, const SettingsMap& expected,
+                                                        nn::Module& model, nn::Optimizer& optimizer) {
+  absl::StatusOr<CheckpointInfo> info = VerifyCheckpoint(path);
+  if (!info.ok()) return absl::Status(info.status().code(), absl::StrCat(path, ": ", info.status().message()));
+  std::vector<std::string> differences;
+  // Settings are flags, except the number of ranks.
+  auto flag = [](const std::string& name) { return name == "world_size" ? name : "--" + name; };
+  for (const auto& [name, value] : expected) {
+    auto it = info->settings.find(name);
+    const std::string saved = it == info->settings.end() ? "(not recorded)" : it->second;
+    if (saved != value) differences.push_back(absl::StrCat(flag(name), ": checkpoint ", saved, ", this run ", value));
+  }
+  for (const auto& [name, value] : info->settings) {
+    if (expected.count(name) == 0) {
+      differences.push_back(absl::StrCat(flag(name), ": checkpoint ", value, ", this run (not used)"));
+    }
+  }
+  if (!differences.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " was written by a run with different settings, so resuming would match neither run:\n  ",
+        absl::StrJoin(differences, "\n  "), "\nrerun with the checkpoint's values, or use another --checkpoint_dir"));
+  }
+  absl::Status s = nn::LoadModule(model, path + "/model.safetensors");
+  if (s.ok()) s = nn::LoadOptimizer(optimizer, path + "/optimizer.safetensors");
+  if (!s.ok()) return s;
+  return info->progress;
+}
+
+}  // namespace tinyddp::examples

@@ -1,0 +1,165 @@
+// Training checkpoints: a round trip restores weights, optimizer state and progress bit for bit; a
+// damaged newest checkpoint is refused with the reason and the previous good one is chosen; settings
+// that differ are refused; only the newest `keep` checkpoints stay.
+#include "examples/internal/train_checkpoint.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "examples/internal/durable_file.h"
+#include "gtest/gtest.h"
+#include "nn/loss.h"
+#include "nn/mlp.h"
+#include "nn/sgd.h"
+#include "tensor/ops.h"
+
+namespace tinyddp::examples {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string FreshDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(base != nullptr ? base : "/tmp") + "/" + name;
+  fs::remove_all(dir);
+  return dir;
+}
+
+// A small model after `steps` SGD-momentum steps on random data, so every weight and momentum
+// buffer holds non-trivial values.
+struct Trained {
+  std::shared_ptr<nn::Sequential> model;
+  std::unique_ptr<nn::SGD> sgd;
+};
+Trained MakeTrained(uint64_t seed, int steps) {
+  Trained t;
+  t.model = nn::MLP({13, 7, 5}, {.seed = seed});
+  t.sgd = std::make_unique<nn::SGD>(t.model->Parameters(), nn::SgdOptions{.lr = 0.1, .momentum = 0.9});
+  Tensor x = Tensor::Empty({9, 13});
+  ops::NormalInit(x, 0, 1, seed + 100);
+  const Tensor labels = Tensor::FromVector<int64_t>({0, 1, 2, 3, 4, 0, 1, 2, 3}, {9});
+  for (int i = 0; i < steps; ++i) {
+    t.sgd->ZeroGrad();
+    autograd::Backward(nn::CrossEntropyLoss()((*t.model)(autograd::Variable(x)), labels));
+    t.sgd->Step();
+  }
+  return t;
+}
+
+std::vector<float> Flat(const nn::TensorMap& m) {
+  std::vector<float> out;
+  for (const auto& [name, t] : m) {
+    const std::vector<float> v = t.ToVector<float>();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+const SettingsMap kSettings = {{"lr", "0.1"}, {"world_size", "2"}, {"hidden", "7"}};
+
+TEST(TrainCheckpoint, RoundTripRestoresWeightsOptimizerStateAndProgressExactly) {
+  const std::string dir = FreshDir("roundtrip");
+  Trained a = MakeTrained(1, 3);
+  const TrainingProgress progress{.global_step = 123, .epoch = 2, .batch_in_epoch = 17,
+                                  .epoch_loss_sum = 8.123456789012345, .epoch_loss_count = 17};
+  absl::StatusOr<std::string> path = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, progress, kSettings, 3);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, dir + "/step-00000123");
+  EXPECT_TRUE(fs::exists(*path + "/model.safetensors"));
+
+  const auto as_map = [](const nn::Module& m) {
+    const auto sd = m.StateDict();
+    return nn::TensorMap(sd.begin(), sd.end());
+  };
+  Trained b = MakeTrained(2, 1);  // different weights and momentum
+  ASSERT_NE(Flat(as_map(*a.model)), Flat(as_map(*b.model)));
+  absl::StatusOr<TrainingProgress> loaded = LoadTrainingCheckpoint(*path, kSettings, *b.model, *b.sgd);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->global_step, 123);
+  EXPECT_EQ(loaded->epoch, 2);
+  EXPECT_EQ(loaded->batch_in_epoch, 17);
+  EXPECT_EQ(loaded->epoch_loss_sum, progress.epoch_loss_sum);  // bitwise, through JSON
+  EXPECT_EQ(loaded->epoch_loss_count, 17);
+  EXPECT_EQ(Flat(as_map(*a.model)), Flat(as_map(*b.model)));
+  EXPECT_EQ(Flat(a.sgd->StateTensors()), Flat(b.sgd->StateTensors()));
+}
+
+TEST(TrainCheckpoint, DamagedNewestIsRefusedWithTheReasonAndThePreviousGoodOneIsChosen) {
+  const std::string dir = FreshDir("fallback");
+  Trained a = MakeTrained(3, 2);
+  for (int64_t step : {100, 200, 300}) {
+    ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, {.global_step = step}, kSettings, 5).ok());
+  }
+  // 300: one flipped bit in the weights. 200: truncated optimizer state.
+  const std::string w300 = dir + "/step-00000300/model.safetensors";
+  std::string bytes = ReadWholeFile(w300).value();
+  bytes[bytes.size() - 5] ^= 0x10;
+  ASSERT_TRUE(WriteFileDurably(w300, bytes).ok());
+  const std::string o200 = dir + "/step-00000200/optimizer.safetensors";
+  bytes = ReadWholeFile(o200).value();
+  ASSERT_TRUE(WriteFileDurably(o200, bytes.substr(0, bytes.size() / 2)).ok());
+  // A leftover temporary folder from a crash is not a checkpoint.
+  fs::create_directories(dir + "/.tmp-step-00000400-77");
+
+  std::vector<std::string> rejected;
+  auto found = FindLatestGoodCheckpoint(dir, &rejected);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->progress.global_step, 100);
+  ASSERT_EQ(rejected.size(), 2u);
+  EXPECT_NE(rejected[0].find("step-00000300: model.safetensors fails its checksum"), std::string::npos) << rejected[0];
+  EXPECT_NE(rejected[1].find("step-00000200: optimizer.safetensors has"), std::string::npos) << rejected[1];
+  EXPECT_NE(rejected[1].find("(truncated?)"), std::string::npos);
+
+  // Loading a damaged one directly is refused too.
+  Trained b = MakeTrained(4, 1);
+  auto loaded = LoadTrainingCheckpoint(dir + "/step-00000300", kSettings, *b.model, *b.sgd);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
+
+  // With every checkpoint damaged there is nothing to fall back to: an error listing each.
+  fs::remove(dir + "/step-00000100/trainer_state.json");
+  auto none = FindLatestGoodCheckpoint(dir, &rejected);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(none.status().message().find("trainer_state.json is missing"), std::string::npos) << none.status();
+}
+
+TEST(TrainCheckpoint, EmptyOrMissingFolderHasNoCheckpoint) {
+  auto found = FindLatestGoodCheckpoint(FreshDir("does_not_exist"), nullptr);
+  ASSERT_TRUE(found.ok());
+  EXPECT_FALSE(found->has_value());
+}
+
+TEST(TrainCheckpoint, DifferentSettingsAreRefusedNamingEachDifference) {
+  const std::string dir = FreshDir("settings");
+  Trained a = MakeTrained(5, 1);
+  auto path = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, {.global_step = 7}, kSettings, 3);
+  ASSERT_TRUE(path.ok());
+  SettingsMap other = kSettings;
+  other["lr"] = "0.05";
+  other["world_size"] = "4";
+  auto loaded = LoadTrainingCheckpoint(*path, other, *a.model, *a.sgd);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(loaded.status().message().find("--lr: checkpoint 0.1, this run 0.05"), std::string::npos) << loaded.status();
+  EXPECT_NE(loaded.status().message().find("world_size: checkpoint 2, this run 4"), std::string::npos);
+}
+
+TEST(TrainCheckpoint, KeepsOnlyTheNewestAndReplacesTheSameStep) {
+  const std::string dir = FreshDir("retention");
+  Trained a = MakeTrained(6, 1);
+  for (int64_t step : {5, 10, 15, 20}) {
+    ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, {.global_step = step}, kSettings, 2).ok());
+  }
+  ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, {.global_step = 20, .epoch = 9}, kSettings, 2).ok());
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"step-00000015", "step-00000020"}));
+  EXPECT_EQ(VerifyCheckpoint(dir + "/step-00000020").value().progress.epoch, 9);
+}
+
+}  // namespace
+}  // namespace tinyddp::examples

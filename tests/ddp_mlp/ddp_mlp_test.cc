@@ -1,0 +1,225 @@
+// //examples:ddp_mlp end to end, as a user runs it: the real binary started as a subprocess, starting
+// its own 2 Gloo ranks (real processes, sockets, files) on the synthetic dataset with a tiny model.
+//
+// The claims: training learns (well above chance); a run stopped by --max_steps in the middle of an
+// epoch and resumed ends with bit-identical weights and optimizer state to an uninterrupted run, also
+// when the newest checkpoint is damaged and --resume falls back to the previous one; bad flags exit 2
+// naming the flag; a missing dataset names the path and the Debian package; --metrics_out writes JSON
+// lines and the SVG plot; relative paths land in BUILD_WORKING_DIRECTORY.
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "dist/process_test_util.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace tinyddp {
+namespace {
+
+namespace fs = std::filesystem;
+using dist::testing::ReadFile;
+
+std::string BinaryPath() {
+  if (const char* explicit_path = std::getenv("DDP_MLP_BINARY")) return explicit_path;
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  return std::string(srcdir != nullptr ? srcdir : ".") + "/" + (workspace != nullptr ? workspace : "tinyddp") +
+         "/examples/ddp_mlp";
+}
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs ddp_mlp with `flags` (plus the tiny synthetic setup unless `plain`), as a fresh job: no launcher
+// variables inherited, so it starts its own 2 ranks.
+RunResult RunDdpMlp(const std::vector<std::string>& flags, bool plain = false,
+              std::vector<std::pair<std::string, std::string>> env = {}) {
+  static int counter = 0;
+  const std::string dir = dist::testing::MakeTempDir();
+  std::vector<std::string> argv = {BinaryPath()};
+  if (!plain) {
+    for (const char* f : {"--dataset=synthetic", "--synthetic_examples=1200", "--synthetic_input_size=32",
+                          "--hidden=24", "--batch_size=32", "--nproc=2", "--backend=gloo", "--lr=0.2",
+                          "--log_every=5"}) {
+      argv.push_back(f);
+    }
+  }
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  const std::string out = dir + "/out" + std::to_string(counter) + ".txt";
+  const std::string err = dir + "/err" + std::to_string(counter++) + ".txt";
+  std::vector<std::string> unset = dist::testing::LauncherVariables();
+  unset.push_back("BUILD_WORKING_DIRECTORY");
+  const pid_t pid = dist::testing::StartProcess(argv, env, unset, out, err);
+  const std::optional<int> status = dist::testing::WaitFor(pid, std::chrono::seconds(240));
+  RunResult r;
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  if (status && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
+  return r;
+}
+
+std::string Explain(const RunResult& r) { return "stdout:\n" + r.out + "\nstderr:\n" + r.err; }
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = dist::testing::MakeTempDir() + "/" + name;
+  fs::create_directories(dir);
+  return dir;
+}
+
+// The newest step-* folder of a checkpoint dir.
+std::string NewestCheckpoint(const std::string& dir) {
+  std::string newest;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name > fs::path(newest).filename().string()) newest = e.path().string();
+  }
+  return newest;
+}
+
+// 1200 examples on 2 ranks at 32 per rank: 19 steps per epoch.
+constexpr int kStepsPerEpoch = 19;
+
+TEST(DdpMlp, TwoGlooRanksLearnTheSyntheticTaskWellAboveChance) {
+  const std::string dir = FreshDir("learn");
+  const RunResult r = RunDdpMlp({"--epochs=3", "--lr_schedule=constant", "--metrics_out=" + dir + "/m.jsonl"});
+  ASSERT_EQ(r.exit_code, 0) << Explain(r);
+  EXPECT_NE(r.out.find("2 rank(s) over gloo on cpu"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch 3/3: train loss"), std::string::npos) << r.out;
+  // Plain lines (stdout is a file here), never the carriage-return bar.
+  EXPECT_EQ(r.out.find('\r'), std::string::npos);
+  EXPECT_NE(r.out.find("epoch 1/3  step 5/19  loss"), std::string::npos) << r.out;
+
+  double accuracy = -1, first_loss = -1, last_loss = -1;
+  int epochs = 0;
+  for (absl::string_view line : absl::StrSplit(ReadFile(dir + "/m.jsonl"), '\n', absl::SkipWhitespace())) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "epoch") {
+      ++epochs;
+      accuracy = j["test_accuracy"].get<double>();
+      EXPECT_EQ(j["step"].get<int>(), epochs * kStepsPerEpoch);
+    } else {
+      if (first_loss < 0) first_loss = j["loss"].get<double>();
+      last_loss = j["loss"].get<double>();
+    }
+  }
+  EXPECT_EQ(epochs, 3);
+  EXPECT_GT(accuracy, 0.35) << "10 classes: chance is 0.1\n" << r.out;
+  EXPECT_LT(last_loss, 0.8 * first_loss);
+  EXPECT_TRUE(fs::exists(dir + "/m.svg"));
+}
+
+TEST(DdpMlp, ResumingAfterMaxStepsMatchesAnUninterruptedRunBitForBit) {
+  const std::string whole = FreshDir("whole"), parts = FreshDir("parts");
+  const std::vector<std::string> common = {"--epochs=3", "--lr_schedule=cosine", "--seed=11"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  const RunResult a = RunDdpMlp(with({"--checkpoint_dir=" + whole}));
+  ASSERT_EQ(a.exit_code, 0) << Explain(a);
+
+  // Stop in the middle of epoch 2; the newest checkpoint is step 26, the one before it step 19.
+  const RunResult b = RunDdpMlp(with({"--checkpoint_dir=" + parts, "--max_steps=26"}));
+  ASSERT_EQ(b.exit_code, 0) << Explain(b);
+  EXPECT_NE(b.out.find("(stopped at --max_steps)"), std::string::npos) << b.out;
+  ASSERT_TRUE(fs::exists(parts + "/step-00000026")) << b.out;
+  ASSERT_TRUE(fs::exists(parts + "/step-00000019"));
+
+  const RunResult c = RunDdpMlp(with({"--checkpoint_dir=" + parts, "--resume"}));
+  ASSERT_EQ(c.exit_code, 0) << Explain(c);
+  EXPECT_NE(c.out.find("resumed from " + parts + "/step-00000026: epoch 2, batch 7, step 26"), std::string::npos)
+      << c.out;
+
+  const std::string end_a = whole + "/step-00000057", end_c = parts + "/step-00000057";
+  for (const char* file : {"/model.safetensors", "/optimizer.safetensors"}) {
+    const std::string want = ReadFile(end_a + file);
+    ASSERT_GT(want.size(), 1000u);
+    EXPECT_TRUE(ReadFile(end_c + file) == want) << file << " differs after resuming mid-epoch";
+  }
+}
+
+TEST(DdpMlp, DamagedNewestCheckpointIsRefusedAndResumeUsesThePreviousOne) {
+  const std::string whole = FreshDir("whole2"), parts = FreshDir("parts2");
+  const std::vector<std::string> common = {"--epochs=2", "--lr_schedule=constant", "--optimizer=adamw",
+                                           "--lr=0.003"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  const RunResult a = RunDdpMlp(with({"--checkpoint_dir=" + whole}));
+  ASSERT_EQ(a.exit_code, 0) << Explain(a);
+  const RunResult b = RunDdpMlp(with({"--checkpoint_dir=" + parts, "--max_steps=30"}));
+  ASSERT_EQ(b.exit_code, 0) << Explain(b);
+
+  // Damage the newest checkpoint's weights: one flipped bit in the middle.
+  const std::string newest = NewestCheckpoint(parts);
+  ASSERT_EQ(fs::path(newest).filename(), "step-00000030");
+  std::string bytes = ReadFile(newest + "/model.safetensors");
+  bytes[bytes.size() / 2] ^= 0x01;
+  dist::testing::WriteFile(newest + "/model.safetensors", bytes);
+
+  const RunResult c = RunDdpMlp(with({"--checkpoint_dir=" + parts, "--resume"}));
+  ASSERT_EQ(c.exit_code, 0) << Explain(c);
+  EXPECT_NE(c.out.find("refusing damaged checkpoint " + newest + ": model.safetensors fails its checksum"),
+            std::string::npos)
+      << c.out;
+  EXPECT_NE(c.out.find("resumed from " + parts + "/step-00000019"), std::string::npos) << c.out;
+  // Replaying from the earlier checkpoint still reproduces the uninterrupted run exactly.
+  EXPECT_TRUE(ReadFile(parts + "/step-00000038/model.safetensors") ==
+              ReadFile(whole + "/step-00000038/model.safetensors"));
+}
+
+TEST(DdpMlp, ResumeUnderDifferentSettingsIsRefused) {
+  const std::string dir = FreshDir("settings");
+  const RunResult b = RunDdpMlp({"--epochs=1", "--checkpoint_dir=" + dir, "--max_steps=4"});
+  ASSERT_EQ(b.exit_code, 0) << Explain(b);
+  const RunResult c = RunDdpMlp({"--epochs=1", "--checkpoint_dir=" + dir, "--resume", "--seed=3"});
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_NE(c.err.find("--seed: checkpoint 0, this run 3"), std::string::npos) << Explain(c);
+}
+
+TEST(DdpMlp, BadFlagsExitWithStatus2AndSayWhichAndWhy) {
+  const RunResult unknown = RunDdpMlp({"--epoch=3"}, /*plain=*/true);
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("unknown flag --epoch"), std::string::npos) << unknown.err;
+  const RunResult bad = RunDdpMlp({"--batch_size=many"}, true);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--batch_size=many: expected an integer"), std::string::npos) << bad.err;
+  const RunResult range = RunDdpMlp({"--lr=0"}, true);
+  EXPECT_EQ(range.exit_code, 2);
+  EXPECT_NE(range.err.find("--lr: must be > 0"), std::string::npos) << range.err;
+}
+
+TEST(DdpMlp, MissingDatasetNamesThePathAndThePackage) {
+  const RunResult r = RunDdpMlp({"--data_dir=/nonexistent/fmnist", "--nproc=2", "--backend=gloo"}, true);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("/nonexistent/fmnist"), std::string::npos) << Explain(r);
+  EXPECT_NE(r.err.find("dataset-fashion-mnist"), std::string::npos) << Explain(r);
+}
+
+TEST(DdpMlp, RelativeOutputPathsLandInTheBuildWorkingDirectory) {
+  const std::string wd = FreshDir("user_folder");
+  const RunResult r = RunDdpMlp({"--epochs=1", "--max_steps=5", "--metrics_out=out/metrics.jsonl"}, false,
+                          {{"BUILD_WORKING_DIRECTORY", wd}});
+  // out/ does not exist: the error must name the resolved path.
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find(wd + "/out/metrics.jsonl"), std::string::npos) << Explain(r);
+  fs::create_directories(wd + "/out");
+  const RunResult ok = RunDdpMlp({"--epochs=1", "--max_steps=5", "--metrics_out=out/metrics.jsonl"}, false,
+                           {{"BUILD_WORKING_DIRECTORY", wd}});
+  ASSERT_EQ(ok.exit_code, 0) << Explain(ok);
+  EXPECT_TRUE(fs::exists(wd + "/out/metrics.jsonl"));
+  EXPECT_TRUE(fs::exists(wd + "/out/metrics.svg"));
+}
+
+}  // namespace
+}  // namespace tinyddp
