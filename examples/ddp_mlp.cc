@@ -33,14 +33,12 @@
 #include "data/distributed_sampler.h"              // DistributedSampler: this rank's share of each epoch
 #include "data/fashion_mnist.h"                    // LoadFashionMnist
 #include "data/synthetic.h"                        // MakeSyntheticDataset (--dataset=synthetic)
-// INTERIM #include "dist/ddp.h"                              // DistributedDataParallel
+#include "dist/ddp.h"                              // DistributedDataParallel
 #include "dist/env.h"                              // IsWorker
+#include "dist/init.h"                             // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/spawn.h"                            // SpawnWorkersIfNeeded
-#include "dist/store_barrier.h"                    // StoreBarrier: leave together
-// INTERIM #include "dist/trace.h"                            // Tracer (--trace)
-#include "examples/internal/interim_ddp.h"  // INTERIM
+#include "dist/trace.h"                            // Tracer (--trace)
 #include "examples/internal/evaluate.h"            // EvalShardIndices, EvaluateShard, AllReduceEvalSums
-#include "examples/internal/job.h"                 // JoinJob: env -> store -> process group
 #include "examples/internal/metrics_writer.h"      // MetricsWriter (--metrics_out): JSON lines + SVG plot
 #include "examples/internal/progress.h"            // Progress: the live bar, or plain lines
 #include "examples/internal/train_checkpoint.h"    // Save/Find/LoadTrainingCheckpoint
@@ -51,7 +49,9 @@
 #include "nn/lr_schedule.h"                        // ConstantLr, StepLr, CosineWithWarmupLr
 #include "nn/mlp.h"                                // MLP: Sequential(Linear, ReLU, ..., Linear)
 #include "nn/sgd.h"                                // SGD
+#include "tensor/cuda_device.h"                    // CurrentDevice
 #include "tensor/ops.h"                            // AddInto (loss accumulation on the device)
+#include "tensor/stream.h"                         // Stream: a compute stream of our own on the GPU
 
 namespace tinyddp::examples {
 namespace {
@@ -115,6 +115,12 @@ std::unique_ptr<nn::LrSchedule> MakeSchedule(const TrainOptions& o, int64_t step
   return std::make_unique<nn::ConstantLr>(o.lr);
 }
 
+// This rank's place in the job: its process group, and the device its model and batches live on.
+struct Job {
+  std::shared_ptr<dist::ProcessGroup> pg;
+  Device device;
+};
+
 // Collective: OK only when every rank's `local` is OK. A rank that failed gets its own error back; the
 // others learn that someone failed (whose message is printed above theirs) and stop too, cleanly.
 absl::Status AgreeOnStatus(const Job& job, const absl::Status& local, const char* what) {
@@ -138,7 +144,7 @@ struct Setup {
 };
 
 absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
-  const int rank = job.env.rank, world = job.env.world_size;
+  const int rank = job.pg->rank(), world = job.pg->size();
   // Data: every rank loads the whole dataset; the sampler decides which part each rank trains on.
   absl::StatusOr<Datasets> datasets = LoadDatasets(o);
   RETURN_IF_ERROR(datasets.status());
@@ -171,7 +177,7 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
                                                    nn::Optimizer& optimizer, Progress& progress) {
   int64_t chosen = -1;  // -1: nothing to resume from
   absl::Status rank0_error;
-  if (job.env.rank == 0) {
+  if (job.pg->rank() == 0) {
     std::vector<std::string> rejected;
     auto found = FindLatestGoodCheckpoint(o.checkpoint_dir, &rejected);
     for (const std::string& r : rejected) progress.Print(absl::StrCat("refusing damaged checkpoint ", r));
@@ -186,20 +192,20 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
   RETURN_IF_ERROR(job.pg->Broadcast(choice, 0)->Wait());
   chosen = choice.ToVector<int64_t>()[0];
   if (chosen == -2) {
-    if (job.env.rank == 0) return rank0_error;
+    if (job.pg->rank() == 0) return rank0_error;
     return absl::AbortedError("rank 0 found no good checkpoint");
   }
   if (chosen == -1) {
-    if (job.env.rank == 0) progress.Print(absl::StrCat("--resume: no checkpoint in ", o.checkpoint_dir, " yet; starting from scratch"));
+    if (job.pg->rank() == 0) progress.Print(absl::StrCat("--resume: no checkpoint in ", o.checkpoint_dir, " yet; starting from scratch"));
     return TrainingProgress{};
   }
   const std::string path = CheckpointPath(o.checkpoint_dir, chosen);
-  auto loaded = LoadTrainingCheckpoint(path, o.TrajectorySettings(job.env.world_size), model, optimizer);
+  auto loaded = LoadTrainingCheckpoint(path, o.TrajectorySettings(job.pg->size()), model, optimizer);
   Tensor failures = Tensor::FromVector<int64_t>({loaded.ok() ? 0 : 1}, {1}, job.device);
   RETURN_IF_ERROR(job.pg->AllReduce(failures, dist::ReduceOp::kSum)->Wait());
   if (!loaded.ok()) return loaded.status();
   if (failures.ToVector<int64_t>()[0] > 0) return absl::AbortedError("another rank could not load the checkpoint");
-  if (job.env.rank == 0) {
+  if (job.pg->rank() == 0) {
     progress.Print(absl::StrFormat("resumed from %s: epoch %d, batch %d, step %d", path, loaded->epoch + 1,
                                    loaded->batch_in_epoch, loaded->global_step));
   }
@@ -238,7 +244,7 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   };
 
-  const int rank = job.env.rank, world = job.env.world_size;
+  const int rank = job.pg->rank(), world = job.pg->size();
   const bool lead = rank == 0;  // rank 0 prints, writes metrics and checkpoints
   Progress progress(lead && ::isatty(::fileno(stdout)), stdout);
 
@@ -263,9 +269,13 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   }
 
   // 3. DDP: from here on, every backward averages the gradients over the ranks.
-  std::unique_ptr<int> tracer;  // INTERIM
-  if (!o.trace.empty()) return absl::UnimplementedError("--trace: waiting for dist/trace.cc");  // INTERIM
-  auto ddp = InterimDdp::Create(model, job.pg);  // INTERIM until dist/ddp.cc lands
+  std::unique_ptr<dist::Tracer> tracer;
+  dist::DdpOptions ddp_options;  // PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket, grads as bucket views
+  if (!o.trace.empty()) {
+    tracer = std::make_unique<dist::Tracer>(rank, job.device);
+    ddp_options.tracer = tracer.get();  // DDP records forward and each bucket's all_reduce
+  }
+  auto ddp = dist::DistributedDataParallel::Create(model, job.pg, ddp_options);
   RETURN_IF_ERROR(ddp.status());
 
   std::unique_ptr<MetricsWriter> metrics;
@@ -304,13 +314,11 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
       optimizer.ZeroGrad();
       Variable loss = loss_fn((*ddp)->Forward(Variable(batch->inputs)), batch->labels);
       {
-        // INTERIM std::optional<dist::Tracer::Span> span;
-        // if (tracer) span.emplace(tracer->Scope("backward", at.global_step));  INTERIM
+        dist::Tracer::Span span = dist::Tracer::MaybeScope(tracer.get(), "backward", at.global_step);
         autograd::Backward(loss);  // gradient buckets are all_reduced while this runs
       }
       {
-        // INTERIM std::optional<dist::Tracer::Span> span;
-        // if (tracer) span.emplace(tracer->Scope("optimizer", at.global_step));  INTERIM
+        dist::Tracer::Span span = dist::Tracer::MaybeScope(tracer.get(), "optimizer", at.global_step);
         optimizer.Step();
       }
       window.Add(loss.data());
@@ -372,35 +380,44 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
     if (!o.checkpoint_dir.empty()) RETURN_IF_ERROR(AgreeOnStatus(job, saved_ok, "writing the checkpoint"));
   }
 
-  // 7. Outputs that need the whole run, then leave together (rank 0 may host the store).
+  // 7. Outputs that need the whole run, then leave together (rank 0 may host the job's store).
   if (metrics) {
     absl::StatusOr<std::string> plot = metrics->Finish();
     RETURN_IF_ERROR(plot.status());
     progress.Print(absl::StrCat("metrics: ", o.metrics_out, ", plot: ", *plot));
   }
   if (tracer) {
-    // RETURN_IF_ERROR(tracer->WriteChromeTrace(*job.store, world, o.trace));  INTERIM
+    RETURN_IF_ERROR(tracer->WriteChromeTrace(job.pg.get(), o.trace));  // collective: rank 0 writes
     if (lead) progress.Print(absl::StrCat("trace: ", o.trace, " (open in https://ui.perfetto.dev)"));
   }
   if (lead) {
     progress.Print(absl::StrFormat("done: %d steps, test accuracy %.2f%%, %.1fs", at.global_step,
                                    100 * last_eval.accuracy, seconds_since_start()));
   }
-  return dist::StoreBarrier(*job.store, "ddp_mlp/exit", world, std::chrono::minutes(5));
+  return job.pg->Barrier()->Wait();
 }
 
 // A worker's life: join the job (who am I, who are the others, how do we talk), train, leave. An error
 // is printed while the process group still exists, so that this rank's message comes out before the
 // other ranks notice the closed connections and report theirs.
 int RunWorker(const TrainOptions& o) {
-  absl::StatusOr<Job> job = JoinJob(o.backend);
-  if (!job.ok()) {
-    std::fprintf(stderr, "ddp_mlp: %s\n", std::string(job.status().message()).c_str());
+  dist::InitOptions init;
+  init.backend = dist::ParseBackend(o.backend).value();  // checked by ParseTrainOptions
+  absl::StatusOr<std::shared_ptr<dist::ProcessGroup>> pg = dist::InitProcessGroup(init);
+  if (!pg.ok()) {
+    std::fprintf(stderr, "ddp_mlp: %s\n", std::string(pg.status().message()).c_str());
     return 1;
   }
-  absl::Status status = Train(o, *job);
+  Job job{*pg, Device::CPU()};
+  if (std::string((*pg)->backend_name()) == "nccl") {
+    // InitProcessGroup bound this process to cuda:LOCAL_RANK. Compute gets a stream of its own (not
+    // the legacy default stream, which would serialise with every other stream of the device).
+    job.device = Device::CUDA(cuda::CurrentDevice());
+    cuda::Stream::SetCurrent(cuda::Stream::Create(job.device.index));
+  }
+  absl::Status status = Train(o, job);
   if (!status.ok()) {
-    std::fprintf(stderr, "ddp_mlp: rank %d: %s\n", job->env.rank, std::string(status.message()).c_str());
+    std::fprintf(stderr, "ddp_mlp: rank %d: %s\n", job.pg->rank(), std::string(status.message()).c_str());
     std::fflush(stderr);
     return 1;
   }
