@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,7 +23,9 @@
 #include "dist/process_group_gloo.h"
 #include "dist/reducer.h"
 #include "dist/testing/multi_process.h"
+#include "dist/trace.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "nn/linear.h"
 #include "nn/mlp.h"
 #include "tensor/ops.h"
@@ -376,6 +380,57 @@ TEST(DistributedDataParallel, CreateCopiesRankZerosParametersToEveryRank) {
     ASSERT_TRUE(ddp.ok()) << ddp.status();
     ddp_testing::ExpectParametersNear(*model, *expected, 0, 0, "after Create");
   });
+}
+
+// --- The trace -------------------------------------------------------------------------------------
+
+TEST(Tracer, WritesOneProcessPerRankWithForwardBackwardAndEveryBucketsAllReduce) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/ddp_trace.json");
+  std::remove(path.c_str());
+  RunOnRanks(2, [&path](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    nn::MlpOptions mo;
+    mo.seed = 9;
+    auto model = nn::MLP({13, 17, 11, 5}, mo);
+    Tracer tracer(ctx.rank, Device::CPU());
+    DdpOptions options;
+    options.first_bucket_bytes = 256;
+    options.bucket_cap_bytes = 700;
+    options.tracer = &tracer;
+    auto ddp = DistributedDataParallel::Create(*model, pg, options);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    for (int step = 0; step < 2; ++step) {
+      Variable loss = Loss(**ddp, RankBatch(ctx.rank, 13, 5, step));
+      Tracer::Span backward = tracer.Scope("backward", step);
+      autograd::Backward(loss);
+    }
+    ASSERT_TRUE(tracer.WriteChromeTrace(pg.get(), path).ok());
+  });
+  if (testing::IsRankProcess()) return;
+
+  std::ifstream file(path);
+  ASSERT_TRUE(file.good()) << path;
+  const nlohmann::json trace = nlohmann::json::parse(file);
+  std::map<int, std::map<std::string, int>> counts;  // pid -> name -> complete events
+  std::map<int, std::vector<int64_t>> buckets;        // pid -> all_reduce bucket indices in order
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    EXPECT_GE(e.at("dur").get<int64_t>(), 0);
+    const int pid = e.at("pid").get<int>();
+    ++counts[pid][e.at("name").get<std::string>()];
+    if (e.at("name") == "all_reduce") {
+      EXPECT_EQ(e.at("tid").get<int>(), static_cast<int>(TraceTrack::kComm));
+      buckets[pid].push_back(e.at("args").at("i").get<int64_t>());
+    }
+  }
+  ASSERT_EQ(counts.size(), 2u) << "one process per rank";
+  for (int pid : {0, 1}) {
+    EXPECT_EQ(counts[pid]["forward"], 2) << "rank " << pid;
+    EXPECT_EQ(counts[pid]["backward"], 2) << "rank " << pid;
+    // Three buckets per step (the rebuild keeps three), each all-reduced once, in bucket order.
+    EXPECT_EQ(buckets[pid], (std::vector<int64_t>{0, 1, 2, 0, 1, 2})) << "rank " << pid;
+  }
 }
 
 }  // namespace

@@ -184,7 +184,9 @@ void Reducer::MarkReady(size_t param_index) {
     for (size_t unused : unused_) MarkParamReady(unused, /*unused=*/true);
   }
   MarkParamReady(param_index, /*unused=*/false);
-  if (options_.tracer != nullptr && !options_.tracer->on_gpu()) NoteCompletedCollectives();
+  if (Tracer* tracer = Tracer::Active(options_.tracer); tracer != nullptr && !tracer->on_gpu()) {
+    NoteCompletedCollectives();
+  }
   LaunchReadyBuckets();
 }
 
@@ -231,7 +233,7 @@ void Reducer::LaunchReadyBuckets() {
 }
 
 void Reducer::Launch(Bucket& bucket) {
-  Tracer* tracer = options_.tracer;
+  Tracer* tracer = Tracer::Active(options_.tracer);
   if (tracer != nullptr) {
     bucket.launch_us = Tracer::NowUs();
     if (tracer->on_gpu() && options_.comm_stream.handle() != nullptr) {
@@ -276,7 +278,7 @@ void Reducer::FinalizeBackward() {
                      "DdpOptions::find_unused_parameters=true (it finds them after each forward), or make every "
                      "parameter take part in the loss");
   }
-  Tracer* tracer = options_.tracer;
+  Tracer* tracer = Tracer::Active(options_.tracer);
   int64_t previous_end_us = 0;
   for (Bucket& bucket : buckets_) {
     if (tracer != nullptr && !tracer->on_gpu()) NoteCompletedCollectives();

@@ -1,7 +1,9 @@
 // Tracer (dist/trace.h): records on the hot path, resolves GPU times and writes JSON at the end.
 #include "dist/trace.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <utility>
@@ -69,7 +71,7 @@ bool Tracer::HasRoom() {
 // --- Spans ---------------------------------------------------------------------------------------
 
 Tracer::Span::Span(Tracer* tracer, const char* name, int64_t arg)
-    : tracer_(tracer), name_(name), arg_(arg), start_us_(tracer ? NowUs() : 0) {
+    : tracer_(Active(tracer)), name_(name), arg_(arg), start_us_(tracer_ ? NowUs() : 0) {
   if (tracer_ != nullptr && tracer_->on_gpu()) {
     gpu_begin_ = tracer_->BeginGpu(cuda::Stream::Current(tracer_->device_.index));
   }
@@ -94,11 +96,12 @@ Tracer::Span Tracer::Scope(const char* name, int64_t arg) { return Span(this, na
 Tracer::Span Tracer::MaybeScope(Tracer* tracer, const char* name, int64_t arg) { return Span(tracer, name, arg); }
 
 void Tracer::AddHostEvent(TraceTrack track, const char* name, int64_t start_us, int64_t end_us, int64_t arg) {
-  if (!HasRoom()) return;
+  if (!enabled_ || !HasRoom()) return;
   records_.push_back(Record{name, track, arg, start_us, end_us, -1, -1});
 }
 
 int Tracer::BeginGpu(const cuda::Stream& stream) {
+  if (!enabled_) return -1;
   if (!device_.is_cuda() || next_event_ + 2 > events_.size()) {
     if (device_.is_cuda()) ++dropped_;
     return -1;
@@ -141,21 +144,29 @@ std::string Tracer::EventsJson() {
   return out;
 }
 
-absl::Status Tracer::WriteChromeTrace(Store& store, int world_size, const std::string& path,
-                                      const std::string& key_prefix) {
-  const std::string mine = EventsJson();
-  if (rank_ != 0) {
-    // Hand the events to rank 0 through the store; rank 0 writes the file.
-    return store.Set(absl::StrCat(key_prefix, "/", rank_), Bytes(mine.begin(), mine.end()));
-  }
-  std::string body = mine;
-  for (int r = 1; r < world_size; ++r) {
-    absl::StatusOr<Bytes> theirs = store.Get(absl::StrCat(key_prefix, "/", r));
-    if (!theirs.ok()) {
-      return absl::Status(theirs.status().code(),
-                          absl::StrCat("trace: waiting for rank ", r, "'s events: ", theirs.status().message()));
+absl::Status Tracer::WriteChromeTrace(ProcessGroup* pg, const std::string& path) {
+  std::string body = EventsJson();
+  if (pg != nullptr && pg->size() > 1) {
+    // Collectives move numbers, not text: pack the JSON 8 bytes to an int64 word, gather the lengths,
+    // then the texts padded to the longest, and unpack on rank 0.
+    const Device device = on_gpu() ? device_ : Device::CPU();
+    Tensor length = Tensor::FromVector<int64_t>({static_cast<int64_t>(body.size())}, {1}, device);
+    Tensor lengths = Tensor::Empty({pg->size()}, DType::kInt64, device);
+    if (absl::Status s = pg->AllGather(lengths, length)->Wait(); !s.ok()) return s;
+    const std::vector<int64_t> sizes = lengths.ToVector<int64_t>();
+    int64_t words = 1;
+    for (int64_t n : sizes) words = std::max(words, (n + 7) / 8);
+    std::vector<int64_t> packed(words, 0);
+    std::memcpy(packed.data(), body.data(), body.size());
+    Tensor mine = Tensor::FromVector<int64_t>(packed, {words}, device);
+    Tensor all = Tensor::Empty({words * pg->size()}, DType::kInt64, device);
+    if (absl::Status s = pg->AllGather(all, mine)->Wait(); !s.ok()) return s;
+    if (pg->rank() != 0) return absl::OkStatus();
+    const std::vector<int64_t> texts = all.ToVector<int64_t>();
+    for (int r = 1; r < pg->size(); ++r) {
+      const char* start = reinterpret_cast<const char*>(texts.data() + r * words);
+      absl::StrAppend(&body, ",\n", std::string(start, sizes[r]));
     }
-    absl::StrAppend(&body, ",\n", std::string(theirs->begin(), theirs->end()));
   }
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) return absl::UnavailableError(absl::StrCat("trace: cannot open '", path, "' for writing"));

@@ -13,7 +13,7 @@
 //
 // Recording never blocks and never allocates after construction (events and records are preallocated;
 // past `capacity` records are counted and dropped). Writing synchronises and, for more than one rank,
-// gathers every rank's events on rank 0 through the job's Store. Not thread-safe: one training thread.
+// gathers every rank's events on rank 0 with the process group. Not thread-safe: one training thread.
 #ifndef TINYDDP_DIST_TRACE_H_
 #define TINYDDP_DIST_TRACE_H_
 
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "dist/store.h"
+#include "dist/process_group.h"
 #include "tensor/device.h"
 #include "tensor/stream.h"
 
@@ -78,13 +78,19 @@ class Tracer {
   int BeginGpu(const cuda::Stream& stream);
   void EndGpu(int slot, const cuda::Stream& stream, TraceTrack track, const char* name, int64_t arg = -1);
 
-  /// Writes the whole job's trace to `path` (JSON). Collective over `store`: every rank of the job calls
-  /// it with the same `key_prefix`; rank 0 gathers the others' events and writes one file with a process
-  /// per rank. Waits for the recorded GPU work to finish. Returns the file error, if any, on rank 0.
-  absl::Status WriteChromeTrace(Store& store, int world_size, const std::string& path,
-                                const std::string& key_prefix = "trace");
+  /// Writes the whole job's trace to `path` (JSON). Collective over `pg` (null: this process alone): rank 0
+  /// gathers every rank's events (two all_gathers) and writes one file with a process per rank; the other
+  /// ranks write nothing. Waits for the recorded GPU work to finish. Returns the collective's error, or on
+  /// rank 0 the file's.
+  absl::Status WriteChromeTrace(ProcessGroup* pg, const std::string& path);
   /// This rank's events as a JSON array body ("{...},{...}"), GPU times resolved; synchronises.
   std::string EventsJson();
+
+  /// While disabled, every recording call is a no-op (e.g. during warm-up and timed steps).
+  void set_enabled(bool on) { enabled_ = on; }
+  bool enabled() const { return enabled_; }
+  /// `tracer` when it is set and enabled, else null: the check recorders make before recording.
+  static Tracer* Active(Tracer* tracer) { return tracer != nullptr && tracer->enabled_ ? tracer : nullptr; }
 
   int rank() const { return rank_; }
   bool on_gpu() const { return device_.is_cuda(); }
@@ -113,6 +119,7 @@ class Tracer {
   std::unique_ptr<cuda::Event> anchor_;
   int64_t anchor_us_ = 0;
   int64_t dropped_ = 0;
+  bool enabled_ = true;
 };
 
 }  // namespace tinyddp::dist
