@@ -1,8 +1,10 @@
-// Broadcasting a reduced gradient back (autograd/internal/broadcast.h). tensor/ops.h broadcasts in one
-// direction only, a row vector over the rows of a matrix (AddRowVector), so every case is phrased as
-// that: view the target as [outer, n, inner]; each of the `outer` blocks [n, inner] is a zero block plus
-// one row of g. One launch when outer == 1 (sums over dim 0, the case on the training path); a loop
-// over the blocks otherwise. AddRowVector adds to exact zeros, so the values are copied exactly.
+// Broadcasting a reduced gradient back (autograd/internal/broadcast.h). tensor/ops.h has no general
+// broadcast, so view the target as [outer, n, inner] (n the summed dim) and use what it has:
+//   outer == 1  (a sum over dim 0, the case on the training path): zeros [n, inner] + g as a row vector
+//   inner == 1  (a sum over the last dim): the outer product g [outer, 1] @ ones [1, n]
+//   otherwise   one AddRowVector per block of the outer dims (3-D and up only; not a hot path)
+// Every case copies g's values exactly: adding to zeros, or a product with 1 and nothing to accumulate
+// (matmul is plain float32/float64 here, no TF32).
 #include "autograd/internal/broadcast.h"
 
 #include "tensor/ops.h"
@@ -26,6 +28,7 @@ Tensor BroadcastAlongDim(const Tensor& g, const Shape& shape, int64_t dim) {
   for (int64_t i = dim + 1; i < static_cast<int64_t>(shape.size()); ++i) inner *= shape[i];
   const int64_t n = shape[dim];
   const Tensor rows = g.View({outer, inner});
+  if (inner == 1) return ops::MatMul(rows, Filled({1, n}, 1.0, g)).View(shape);
   const Tensor zeros = Filled({n, inner}, 0.0, g);
   if (outer == 1) return ops::AddRowVector(zeros, rows.View({inner})).View(shape);
   Tensor out = Tensor::Empty({outer * n, inner}, g.dtype(), g.device());
