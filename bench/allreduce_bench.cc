@@ -1,0 +1,226 @@
+// allreduce_bench: how fast ProcessGroup::AllReduce is, as an nccl-tests-style table.
+//
+//   bazel run -c opt //bench:allreduce_bench                      # one rank per GPU (NCCL), or 2 CPU ranks (Gloo)
+//   bazel run -c opt //bench:allreduce_bench -- --backend=gloo    # Gloo even with GPUs
+//   launch --nproc_per_node=2 allreduce_bench                     # under the launcher (or srun, mpirun)
+//   flags: --backend=auto|nccl|gloo  --min_bytes=8  --max_bytes=N (default 1 GiB for NCCL, 16 MiB for Gloo)
+//          --dtype=float32|bfloat16|float64|int32|int64  --iters=N (default: 100, 20 from 256 MiB)  --warmup=5
+//
+// Sizes go from min to max in x4 steps, plus PyTorch's reference points (25, 64, 256 MiB, 1 GiB) so the
+// two can be compared row by row (bench/reference/torch_allreduce.py measures those the same way).
+// Each size: warm-up, then `iters` in-place SUM all-reduces back to back, each followed by
+// SynchronizeStream(), which is what torch.distributed.all_reduce does; NCCL is timed with CUDA events on
+// the compute stream around the loop, Gloo with the host clock. Columns, as in nccl-tests:
+//   algbw = bytes / time;  busbw = algbw * 2(n-1)/n, the bandwidth each link carries in a ring, which
+//   does not depend on n and compares with the hardware's link bandwidth.
+// Rank 0 prints the table, one JSON line per size, and the comparison with DESIGN.md's PyTorch figures.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "dist/init.h"
+#include "dist/spawn.h"
+#include "nlohmann/json.hpp"
+#include "tensor/cuda_device.h"
+#include "tensor/ops.h"
+#include "tensor/stream.h"
+#include "tensor/tensor.h"
+
+namespace tinyddp {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+struct Options {
+  dist::Backend backend = dist::Backend::kAuto;
+  int64_t min_bytes = 8;
+  int64_t max_bytes = 0;  // 0: 1 GiB for NCCL, 16 MiB for Gloo
+  DType dtype = DType::kFloat32;
+  int iters = 0;  // 0: 100, or 20 from 256 MiB (as the PyTorch reference)
+  int warmup = 5;
+};
+
+absl::StatusOr<DType> ParseDType(const std::string& s) {
+  for (DType d : {DType::kFloat32, DType::kBFloat16, DType::kFloat64, DType::kInt32, DType::kInt64}) {
+    if (s == DTypeName(d)) return d;
+  }
+  return absl::InvalidArgumentError("unknown --dtype " + s + " (float32, bfloat16, float64, int32, int64)");
+}
+
+absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    std::vector<std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
+    const bool has = kv.size() == 2;
+    if (kv[0] == "--backend" && has) {
+      absl::StatusOr<dist::Backend> b = dist::ParseBackend(kv[1]);
+      if (!b.ok()) return b.status();
+      o.backend = *b;
+    } else if (kv[0] == "--dtype" && has) {
+      absl::StatusOr<DType> d = ParseDType(kv[1]);
+      if (!d.ok()) return d.status();
+      o.dtype = *d;
+    } else if (kv[0] == "--min_bytes" && has && absl::SimpleAtoi(kv[1], &o.min_bytes) && o.min_bytes > 0) {
+    } else if (kv[0] == "--max_bytes" && has && absl::SimpleAtoi(kv[1], &o.max_bytes) && o.max_bytes > 0) {
+    } else if (kv[0] == "--iters" && has && absl::SimpleAtoi(kv[1], &o.iters) && o.iters > 0) {
+    } else if (kv[0] == "--warmup" && has && absl::SimpleAtoi(kv[1], &o.warmup) && o.warmup >= 0) {
+    } else {
+      return absl::InvalidArgumentError("unknown or malformed flag " + arg +
+                                        " (see the header of bench/allreduce_bench.cc)");
+    }
+  }
+  return o;
+}
+
+// 8, 32, 128, ... up to max, plus PyTorch's reference sizes in range.
+std::vector<int64_t> Sizes(const Options& o, int64_t max_bytes) {
+  std::set<int64_t> sizes;
+  for (int64_t b = o.min_bytes; b <= max_bytes; b *= 4) sizes.insert(b);
+  for (int64_t b : {25 * kMiB, 64 * kMiB, 256 * kMiB, 1024 * kMiB}) {
+    if (b >= o.min_bytes && b <= max_bytes) sizes.insert(b);
+  }
+  return std::vector<int64_t>(sizes.begin(), sizes.end());
+}
+
+// Microseconds per all-reduce of `x`, timed as the header describes. Fails on any collective error.
+absl::StatusOr<double> TimeAllReduce(dist::ProcessGroup& pg, const Tensor& x, int warmup, int iters, bool gpu) {
+  for (int i = 0; i < warmup; ++i) {
+    if (absl::Status s = pg.AllReduce(x)->SynchronizeStream(); !s.ok()) return s;
+  }
+  if (absl::Status s = pg.Barrier()->Wait(); !s.ok()) return s;  // start together
+  if (gpu) {
+    const cuda::Stream compute = cuda::Stream::Current(x.device().index);
+    compute.Synchronize();
+    cuda::Event start(/*enable_timing=*/true), stop(/*enable_timing=*/true);
+    start.Record(compute);
+    for (int i = 0; i < iters; ++i) {
+      if (absl::Status s = pg.AllReduce(x)->SynchronizeStream(); !s.ok()) return s;
+    }
+    stop.Record(compute);
+    stop.Synchronize();
+    return 1000.0 * cuda::Event::ElapsedMs(start, stop) / iters;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) {
+    if (absl::Status s = pg.AllReduce(x)->Wait(); !s.ok()) return s;
+  }
+  const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - t0;
+  return us.count() / iters;
+}
+
+// One all-reduce of rank+1 everywhere must give n(n+1)/2: a benchmark of wrong answers is worthless.
+absl::Status CheckResult(dist::ProcessGroup& pg, DType dtype, Device device) {
+  Tensor t = Tensor::Full({1000}, pg.rank() + 1.0, dtype, device);
+  if (absl::Status s = pg.AllReduce(t)->Wait(); !s.ok()) return s;
+  const double want = pg.size() * (pg.size() + 1) / 2.0;
+  const double got = ops::Cast(t, DType::kFloat64).ToVector<double>()[999];
+  if (got != want) return absl::InternalError(absl::StrCat("all-reduce gave ", got, ", expected ", want));
+  return absl::OkStatus();
+}
+
+// DESIGN.md's PyTorch 2.11 figures on 2x H200 (float32 SUM through torch.distributed).
+const std::map<int64_t, double> kTorchBusbw = {
+    {25 * kMiB, 236}, {64 * kMiB, 270}, {256 * kMiB, 297}, {1024 * kMiB, 327}};
+constexpr double kTorchSmallLatencyUs = 42;
+
+int Run(const Options& o) {
+  dist::InitOptions init;
+  init.backend = o.backend;
+  absl::StatusOr<std::shared_ptr<dist::ProcessGroup>> pg_or = dist::InitProcessGroup(init);
+  if (!pg_or.ok()) {
+    std::fprintf(stderr, "allreduce_bench: %s\n", std::string(pg_or.status().message()).c_str());
+    return 1;
+  }
+  dist::ProcessGroup& pg = **pg_or;
+  const bool gpu = std::string(pg.backend_name()) == "nccl";
+  const Device device = gpu ? Device::CUDA(cuda::CurrentDevice()) : Device::CPU();
+  const int64_t max_bytes = o.max_bytes > 0 ? o.max_bytes : (gpu ? 1024 * kMiB : 16 * kMiB);
+  const int n = pg.size();
+  const bool print = pg.rank() == 0;
+  if (absl::Status s = CheckResult(pg, o.dtype, device); !s.ok()) {
+    std::fprintf(stderr, "allreduce_bench: rank %d: %s\n", pg.rank(), std::string(s.message()).c_str());
+    return 1;
+  }
+  if (print) {
+    std::printf("# tinyddp allreduce_bench: %s, %d ranks, %s SUM, in place%s\n", pg.backend_name(), n,
+                DTypeName(o.dtype), gpu ? absl::StrCat(", ", cuda::DeviceDescription(device.index)).c_str() : "");
+    std::printf("# %12s %12s %9s %11s %12s %12s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)",
+                "busbw(GB/s)");
+  }
+  std::map<int64_t, std::pair<double, double>> measured;  // bytes -> (us, busbw)
+  for (int64_t bytes : Sizes(o, max_bytes)) {
+    const int64_t count = std::max<int64_t>(1, bytes / static_cast<int64_t>(DTypeSize(o.dtype)));
+    const int64_t real_bytes = count * DTypeSize(o.dtype);
+    Tensor x = Tensor::Full({count}, 1.0, o.dtype, device);
+    int iters = o.iters > 0 ? o.iters : (bytes >= 256 * kMiB ? 20 : 100);
+    if (!gpu) iters = std::max<int>(3, std::min<int64_t>(iters, 64 * kMiB / real_bytes));  // CPU: ~1 s per size
+    absl::StatusOr<double> us = TimeAllReduce(pg, x, o.warmup, iters, gpu);
+    if (!us.ok()) {
+      std::fprintf(stderr, "allreduce_bench: rank %d, %lld bytes: %s\n", pg.rank(), static_cast<long long>(bytes),
+                   std::string(us.status().message()).c_str());
+      return 1;
+    }
+    const double algbw = real_bytes / *us / 1e3;  // bytes/us = MB/s; /1e3 = GB/s
+    const double busbw = algbw * 2.0 * (n - 1) / n;
+    measured[real_bytes] = {*us, busbw};
+    if (print) {
+      std::printf("  %12lld %12lld %9s %11.2f %12.2f %12.2f\n", static_cast<long long>(real_bytes),
+                  static_cast<long long>(count), DTypeName(o.dtype), *us, algbw, busbw);
+      auto round3 = [](double v) { return std::round(v * 1000) / 1000; };
+      nlohmann::json row = {{"impl", "tinyddp"},
+                            {"backend", pg.backend_name()},
+                            {"ranks", n},
+                            {"bytes", real_bytes},
+                            {"count", count},
+                            {"type", DTypeName(o.dtype)},
+                            {"time_us", round3(*us)},
+                            {"algbw_GBps", round3(algbw)},
+                            {"busbw_GBps", round3(busbw)}};
+      std::printf("%s\n", row.dump().c_str());
+      std::fflush(stdout);
+    }
+  }
+  if (print && gpu && n == 2 && o.dtype == DType::kFloat32) {
+    std::printf("# vs PyTorch 2.11 on 2x H200 (DESIGN.md; target: busbw within 5%%, 8 B latency <= 42 us):\n");
+    if (auto it = measured.find(8); it != measured.end()) {
+      std::printf("#   8 B: %.2f us vs %.0f us  %s\n", it->second.first, kTorchSmallLatencyUs,
+                  it->second.first <= kTorchSmallLatencyUs ? "ok" : "SLOWER");
+    }
+    for (const auto& [bytes, torch] : kTorchBusbw) {
+      auto it = measured.find(bytes);
+      if (it == measured.end()) continue;
+      const double ratio = it->second.second / torch;
+      std::printf("#   %4lld MiB: busbw %.1f vs %.0f GB/s (%.1f%%)  %s\n", static_cast<long long>(bytes / kMiB),
+                  it->second.second, torch, 100 * ratio, ratio >= 0.95 ? "ok" : "BELOW TARGET");
+    }
+  }
+  // Leave together: rank 0 may host the store, which the others still use until here.
+  if (absl::Status s = pg.Barrier()->Wait(); !s.ok()) return 1;
+  return 0;
+}
+
+}  // namespace
+}  // namespace tinyddp
+
+int main(int argc, char** argv) {
+  const absl::StatusOr<tinyddp::Options> options = tinyddp::ParseFlags(argc, argv);
+  if (!options.ok()) {
+    std::fprintf(stderr, "allreduce_bench: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  if (absl::Status s = tinyddp::dist::SpawnWorkersIfNeeded(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "allreduce_bench: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return tinyddp::Run(*options);
+}
