@@ -52,7 +52,7 @@ absl::flat_hash_map<Node*, int> CountDependencies(Node* root) {
 // Whether output i of a node may be treated as exclusively owned: it must not share memory with another
 // output (Add's backward hands the same tensor to both inputs), nor with the incoming gradient unless
 // that was exclusive (a pass-through of our own buffer).
-bool OutputIsExclusive(const Grads& out, size_t i, const GradBuffer& in) {
+bool OutputIsExclusive(const Grads& out, size_t i, const NodeInput& in) {
   for (size_t j = 0; j < out.size(); ++j) {
     if (j != i && out[i].SharesStorageWith(out[j])) return false;
   }
@@ -83,6 +83,22 @@ void CheckGradient(const Node& from, const Node& to, size_t input, const Tensor&
 
 // The callbacks queued (QueueCallback) by the Backward running on this thread; null outside Backward.
 thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+
+// The shortcut of NeedsGrad::accumulate_into: a leaf whose .grad is defined, which has received nothing
+// yet and whose one remaining contribution comes from `node`, may have it added straight into its .grad
+// (for a Linear weight: the gradient GEMM writes there with beta = 1, instead of into a temporary that
+// AccumulateGrad would then add).
+void OfferLeafGradients(const Node& node, const absl::flat_hash_map<Node*, int>& deps,
+                        const absl::flat_hash_map<Node*, GradBuffer>& buffers, absl::InlinedVector<Tensor, 3>& offers) {
+  for (size_t i = 0; i < node.next().size(); ++i) {
+    Node* child = node.next()[i].get();
+    if (child == nullptr || !child->is_accumulator() || deps.at(child) != 1 || buffers.contains(child)) continue;
+    const internal::VariableState& leaf = *static_cast<AccumulateGrad*>(child)->leaf();
+    if (!leaf.requires_grad || !leaf.grad.defined()) continue;
+    if (offers.empty()) offers.resize(node.next().size());
+    offers[i] = leaf.grad;
+  }
+}
 
 // Ready nodes run newest first (highest sequence number), as in PyTorch: in an MLP that walks the
 // layers from the loss back to the input.
@@ -160,17 +176,26 @@ void Backward(const Variable& root, const Tensor& seed, bool retain_graph) {
                      "tensors saved by ", node->name(), " were freed by an earlier Backward; hint: pass "
                      "retain_graph=true to the earlier Backward, or recompute the forward pass");
     auto it = buffers.find(node.get());
-    const GradBuffer in = std::move(it->second);
+    NodeInput in;
+    in.grad = std::move(it->second.grad);
+    in.exclusive = it->second.exclusive;
     buffers.erase(it);
+    if (!node->is_accumulator()) OfferLeafGradients(*node, deps, buffers, in.accumulate_into);
 
-    const Grads out = node->Apply(in.grad, in.exclusive);
+    const Grads out = node->Apply(in);
     if (!retain_graph) node->ReleaseSaved();
 
     for (size_t i = 0; i < node->next().size(); ++i) {
       const std::shared_ptr<Node>& child = node->next()[i];
       if (child == nullptr) continue;
-      CheckGradient(*node, *child, i, out[i]);
-      Accumulate(buffers[child.get()], out[i], OutputIsExclusive(out, i, in));
+      const bool accumulated_directly = !out[i].defined() && i < in.accumulate_into.size() &&
+                                        in.accumulate_into[i].defined();
+      if (accumulated_directly) {
+        buffers[child.get()];  // stays undefined: AccumulateGrad then only runs the hooks
+      } else {
+        CheckGradient(*node, *child, i, out[i]);
+        Accumulate(buffers[child.get()], out[i], OutputIsExclusive(out, i, in));
+      }
       if (--deps[child.get()] == 0) {
         if (child->is_accumulator()) {
           ready_leaves.push_back(child);

@@ -21,8 +21,9 @@
 //     op first, so the order is a deterministic function of the graph. For an MLP built by nn::MLP it
 //     is the reverse of registration order by layer: 2.weight, 2.bias, 0.weight, 0.bias.
 //  5. In place. When leaf.grad() is already defined (for DDP: a view into a bucket, set with
-//     set_grad), the gradient is added into it in place (ops::AddInto), so the view stays a view and
-//     the bucket holds the sum. When it is undefined the new gradient is stored without a copy if the
+//     set_grad), the gradient is added into it in place, so the view stays a view and the bucket holds
+//     the sum: by ops::AddInto, or by the op itself when the leaf has no other contribution (Linear's
+//     weight gradient is one GEMM with beta = 1 into .grad; see NeedsGrad::accumulate_into). When it is undefined the new gradient is stored without a copy if the
 //     engine holds the only reference to it, and copied otherwise.
 //  6. Same thread, enqueued work. Hooks run on the thread calling Backward, inside it; Backward returns
 //     after the last hook returns. On CUDA the accumulation is only enqueued on the current stream when

@@ -145,6 +145,27 @@ TEST(Backward, GradSetToAViewStaysAViewAfterAccumulation) {
   }
 }
 
+TEST(Backward, WeightUsedByTwoLinearsAccumulatesBothIntoADefinedGrad) {
+  // With .grad defined, a weight with a single contributor gets its GEMM written straight into .grad;
+  // one used twice must not: both contributions are summed first. Compare against fresh gradients.
+  const Variable x(Random({4, 6}, 81));
+  const Variable w = Param({6, 6}, 82, "w"), v = Param({2, 6}, 83, "v");
+  auto loss = [&] { return Sum(Linear(Relu(Linear(Relu(Linear(x, w, Variable())), w, Variable())), v, Variable())); };
+  Backward(loss());
+  const std::vector<float> w_once = w.grad().ToVector<float>(), v_once = v.grad().ToVector<float>();
+  const Tensor w_view = w.grad(), v_view = v.grad();
+  ZeroGrad({w, v}, /*set_to_none=*/false);
+  Backward(loss());
+  Backward(loss());
+  EXPECT_EQ(w.grad().data_ptr(), w_view.data_ptr());
+  EXPECT_EQ(v.grad().data_ptr(), v_view.data_ptr());
+  std::vector<float> w_twice = w_once, v_twice = v_once;
+  for (float& g : w_twice) g *= 2;
+  for (float& g : v_twice) g *= 2;
+  ExpectNear(w.grad().ToVector<float>(), w_twice);
+  ExpectNear(v.grad().ToVector<float>(), v_twice);
+}
+
 TEST(Backward, LeavesSharingOneIncomingGradientGetSeparateTensors) {
   // Add's backward hands the same tensor to both inputs. If both leaves kept it, the next in-place
   // accumulation into one would change the other.

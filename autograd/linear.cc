@@ -1,5 +1,6 @@
 // Linear and MatMul with their backwards (autograd/functions.h). The gradients of a GEMM are GEMMs:
 // for y = x @ w^T, dx = dy @ w and dw = dy^T @ x; the bias gradient is the column sum of dy.
+// Linear's dw may be written straight into the weight's .grad (NeedsGrad::accumulate_into).
 #include <utility>
 
 #include "autograd/functions.h"
@@ -14,9 +15,19 @@ Variable Linear(const Variable& x, const Variable& w, const Variable& bias) {
   // x and w are saved for the backward (x for dw, w for dx); the bias needs nothing.
   BackwardFn backward = [xd, wd](const Tensor& g, const NeedsGrad& needs) -> Grads {
     Grads grads(needs.size());
-    if (needs[0]) grads[0] = ops::MatMul(g, wd);                                       // [N,out] @ [out,in]
-    if (needs[1]) grads[1] = ops::MatMul(g, xd, /*trans_a=*/true, /*trans_b=*/false);  // [out,N] @ [N,in]
-    if (needs.size() > 2 && needs[2]) grads[2] = ops::Sum(g, 0);                       // [out]
+    if (needs[0]) grads[0] = ops::MatMul(g, wd);  // [N,out] @ [out,in]
+    if (needs[1]) {
+      // dw = g^T @ x: [out,N] @ [N,in]. When the engine offers the weight's existing .grad (a DDP bucket
+      // view, or a gradient being accumulated over micro-batches), the GEMM adds into it directly.
+      const Tensor* into = needs.accumulate_into(1);
+      if (into != nullptr && !into->SharesStorageWith(g) && !into->SharesStorageWith(xd)) {
+        Tensor dw = *into;
+        ops::MatMulInto(dw, g, xd, /*trans_a=*/true, /*trans_b=*/false, /*alpha=*/1.f, /*beta=*/1.f);
+      } else {
+        grads[1] = ops::MatMul(g, xd, /*trans_a=*/true, /*trans_b=*/false);
+      }
+    }
+    if (needs.size() > 2 && needs[2]) grads[2] = ops::Sum(g, 0);  // [out]
     return grads;
   };
   if (bias.defined()) return Record("Linear", std::move(y), {x, w, bias}, std::move(backward));

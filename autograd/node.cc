@@ -23,12 +23,13 @@ Node::Node(const char* name, std::vector<std::shared_ptr<Node>> next, const Tens
       dtype_(value.dtype()),
       device_(value.device()) {}
 
-FunctionNode::FunctionNode(const char* name, std::vector<std::shared_ptr<Node>> next, NeedsGrad needs_grad,
+FunctionNode::FunctionNode(const char* name, std::vector<std::shared_ptr<Node>> next,
+                           absl::InlinedVector<bool, 3> needs_grad,
                            const Tensor& value, BackwardFn backward)
     : Node(name, std::move(next), value), needs_grad_(std::move(needs_grad)), backward_(std::move(backward)) {}
 
-Grads FunctionNode::Apply(Tensor grad, bool /*grad_is_exclusive*/) {
-  Grads grads = backward_(grad, needs_grad_);
+Grads FunctionNode::Apply(const NodeInput& in) {
+  Grads grads = backward_(in.grad, NeedsGrad(needs_grad_, in.accumulate_into));
   TINYDDP_CHECK_OP(grads.size() == next().size(), name(), "backward returned ", grads.size(),
                    " gradients for an op with ", next().size(), " inputs; hint: return one per input");
   return grads;
@@ -37,16 +38,18 @@ Grads FunctionNode::Apply(Tensor grad, bool /*grad_is_exclusive*/) {
 AccumulateGrad::AccumulateGrad(std::shared_ptr<internal::VariableState> leaf)
     : Node("AccumulateGrad", {}, leaf->data), leaf_(std::move(leaf)) {}
 
-Grads AccumulateGrad::Apply(Tensor grad, bool grad_is_exclusive) {
+Grads AccumulateGrad::Apply(const NodeInput& in) {
   internal::VariableState& leaf = *leaf_;
   if (!leaf.requires_grad) return {};  // frozen after the graph was recorded: nothing to accumulate
-  if (!leaf.grad.defined()) {
+  if (!in.grad.defined()) {
+    // The producing op already added its result into leaf.grad (NeedsGrad::accumulate_into).
+  } else if (!leaf.grad.defined()) {
     // The first gradient: keep the engine's tensor when nobody else holds it; otherwise copy, so that a
     // later in-place accumulation cannot change another leaf's gradient through shared memory.
-    leaf.grad = grad_is_exclusive ? std::move(grad) : grad.Clone();
+    leaf.grad = in.exclusive ? in.grad : in.grad.Clone();
   } else {
     // In place: when .grad is a view into a DDP bucket, the bucket sees the sum without a copy.
-    ops::AddInto(leaf.grad, grad);
+    ops::AddInto(leaf.grad, in.grad);
   }
   // The gradient of this leaf is final for this backward: tell whoever listens (DDP marks it ready).
   // Index loop so a hook may read the list; hooks must not add or remove hooks on this leaf.
@@ -77,7 +80,7 @@ Variable Record(const char* name, Tensor output, std::initializer_list<Variable>
   if (!record) return Variable(std::move(output));
 
   std::vector<std::shared_ptr<Node>> next;
-  NeedsGrad needs_grad;
+  absl::InlinedVector<bool, 3> needs_grad;
   next.reserve(inputs.size());
   for (const Variable& v : inputs) {
     next.push_back(GradientEdge(v));

@@ -21,6 +21,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -31,11 +32,43 @@ namespace tinyddp::autograd {
 
 /// Gradients of an op's inputs, by input position; undefined where the input needs none.
 using Grads = absl::InlinedVector<Tensor, 3>;
-/// needs_grad[i]: whether input i of the op requires a gradient. Backward functions skip the others
-/// (the first Linear layer never computes the gradient of the data batch).
-using NeedsGrad = absl::InlinedVector<bool, 3>;
+
+/// What a backward function is told about the op's inputs.
+class NeedsGrad {
+ public:
+  NeedsGrad() = default;
+  NeedsGrad(absl::InlinedVector<bool, 3> needs, absl::InlinedVector<Tensor, 3> accumulate_into)
+      : needs_(std::move(needs)), accumulate_into_(std::move(accumulate_into)) {}
+  /// Whether input i requires a gradient. Backward functions skip the others (the first Linear layer
+  /// never computes the gradient of the data batch).
+  bool operator[](size_t i) const { return needs_[i]; }
+  size_t size() const { return needs_.size(); }
+  /// Optional shortcut: when input i is a leaf whose .grad is already defined and this op is its only
+  /// contributor in this backward, the engine offers that .grad here. A backward may then add its
+  /// result into it directly (ops::MatMulInto with beta = 1 in Linear: no temporary, no separate
+  /// AddInto) and return an undefined tensor for i. Null when not offered; ignoring it is always fine.
+  const Tensor* accumulate_into(size_t i) const {
+    return i < accumulate_into_.size() && accumulate_into_[i].defined() ? &accumulate_into_[i] : nullptr;
+  }
+
+ private:
+  absl::InlinedVector<bool, 3> needs_;
+  absl::InlinedVector<Tensor, 3> accumulate_into_;
+};
+
 /// An op's backward: the gradient of its output in, the gradients of its inputs out.
 using BackwardFn = std::function<Grads(const Tensor& grad_output, const NeedsGrad& needs_grad)>;
+
+/// What the engine hands a node when it runs.
+struct NodeInput {
+  /// The summed gradient of the node's value. Undefined only for an AccumulateGrad whose producer
+  /// already added the gradient into the leaf's .grad (NeedsGrad::accumulate_into).
+  Tensor grad;
+  /// No one but the engine holds `grad`, so it may be kept without a copy.
+  bool exclusive = false;
+  /// By input position, the leaf gradients offered for direct accumulation (see NeedsGrad).
+  absl::InlinedVector<Tensor, 3> accumulate_into;
+};
 
 class Node {
  public:
@@ -57,9 +90,9 @@ class Node {
   /// True for the AccumulateGrad sink of a leaf.
   virtual bool is_accumulator() const { return false; }
 
-  /// Runs the backward: `grad` is the summed gradient of this node's value. `grad_is_exclusive` says no
-  /// one else holds `grad`, so it may be kept without a copy. Returns one gradient per next() entry.
-  virtual Grads Apply(Tensor grad, bool grad_is_exclusive) = 0;
+  /// Runs the backward on the summed gradient of this node's value. Returns one gradient per next()
+  /// entry: defined wherever next() is non-null, except inputs whose gradient was accumulated directly.
+  virtual Grads Apply(const NodeInput& in) = 0;
   /// Drops what the backward needed (saved tensors), after a backward without retain_graph.
   virtual void ReleaseSaved() {}
   /// True once ReleaseSaved ran: Apply would need what is gone.
@@ -80,24 +113,25 @@ class Node {
 /// The node of an op recorded by Record(): its backward is a lambda written beside the forward.
 class FunctionNode final : public Node {
  public:
-  FunctionNode(const char* name, std::vector<std::shared_ptr<Node>> next, NeedsGrad needs_grad,
+  FunctionNode(const char* name, std::vector<std::shared_ptr<Node>> next, absl::InlinedVector<bool, 3> needs_grad,
                const Tensor& value, BackwardFn backward);
-  Grads Apply(Tensor grad, bool grad_is_exclusive) override;
+  Grads Apply(const NodeInput& in) override;
   void ReleaseSaved() override { backward_ = nullptr; }  // the lambda's captures are the saved tensors
   bool released() const override { return backward_ == nullptr; }
 
  private:
-  NeedsGrad needs_grad_;
+  absl::InlinedVector<bool, 3> needs_grad_;
   BackwardFn backward_;
 };
 
 /// The sink of a leaf that requires grad: sums the gradient into the leaf's .grad (in place when it is
-/// defined, so views stay views) and then calls the leaf's post-accumulate-grad hooks.
+/// defined, so views stay views; nothing to do when the producer already accumulated it directly) and
+/// then calls the leaf's post-accumulate-grad hooks.
 class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<internal::VariableState> leaf);
   bool is_accumulator() const override { return true; }
-  Grads Apply(Tensor grad, bool grad_is_exclusive) override;
+  Grads Apply(const NodeInput& in) override;
   const std::shared_ptr<internal::VariableState>& leaf() const { return leaf_; }
 
  private:
