@@ -61,7 +61,8 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     }
   }
   if (o.elements == 0) o.elements = o.cpu ? (int64_t{1} << 22) : (int64_t{1} << 26);
-  if (o.mlps.empty()) o.mlps = o.cpu ? std::vector<std::string>{"tiny"} : std::vector<std::string>{"tiny", "medium", "large"};
+  if (o.mlps.empty())
+    o.mlps = o.cpu ? std::vector<std::string>{"tiny"} : std::vector<std::string>{"tiny", "medium", "large"};
   return o;
 }
 
@@ -131,8 +132,8 @@ std::vector<GemmRow> BenchGemms(const Mlp& mlp, Device device, int samples) {
     const Tensor dy = Random({b, out}, device, 4);
     Tensor dx = Tensor::Empty({b, in}, DType::kFloat32, device);
     Tensor dw = Tensor::Empty({out, in}, DType::kFloat32, device);
-    rows.push_back({mlp.name, "fwd x@W^T+b", b, out, in, layers,
-                    MedianMs(device, samples, [&] { ops::Linear(x, w, bias); })});
+    rows.push_back(
+        {mlp.name, "fwd x@W^T+b", b, out, in, layers, MedianMs(device, samples, [&] { ops::Linear(x, w, bias); })});
     rows.push_back({mlp.name, "bwd dX=dY@W", b, in, out, layers,
                     MedianMs(device, samples, [&] { ops::MatMulInto(dx, dy, w, false, false); })});
     rows.push_back({mlp.name, "bwd dW=dY^T@X", out, in, b, layers,
@@ -173,10 +174,10 @@ std::vector<MemRow> BenchMemoryBound(int64_t n, Device device, int samples) {
   const std::vector<Tensor> g = {b};
   ops::SgdConfig sgd;
   sgd.lr = 1e-3, sgd.momentum = 0.9, sgd.first_step = false;
-  rows.push_back({"sgd_momentum_step", 5 * f, MedianMs(device, samples, [&] {
-                    ops::SgdStep(absl::MakeSpan(p), g, absl::MakeSpan(buf), sgd);
-                  })});
-  std::vector<Tensor> m = {Tensor::Zeros({n}, DType::kFloat32, device)}, v = {Tensor::Zeros({n}, DType::kFloat32, device)};
+  rows.push_back({"sgd_momentum_step", 5 * f,
+                  MedianMs(device, samples, [&] { ops::SgdStep(absl::MakeSpan(p), g, absl::MakeSpan(buf), sgd); })});
+  std::vector<Tensor> m = {Tensor::Zeros({n}, DType::kFloat32, device)},
+                      v = {Tensor::Zeros({n}, DType::kFloat32, device)};
   ops::AdamConfig adam;
   adam.weight_decay = 1e-2;
   rows.push_back({"adamw_step", 7 * f, MedianMs(device, samples, [&] {
@@ -204,11 +205,17 @@ int Run(const Options& o) {
                   static_cast<long long>(r.m), static_cast<long long>(r.n), static_cast<long long>(r.k),
                   static_cast<long long>(r.layers), r.ms * 1e3, tflops);
       step += r.ms * r.layers;
-      gemms.push_back({{"mlp", r.mlp}, {"pass", r.pass}, {"m", r.m}, {"n", r.n}, {"k", r.k}, {"layers", r.layers},
-                       {"us", r.ms * 1e3}, {"tflops", tflops}});
+      gemms.push_back({{"mlp", r.mlp},
+                       {"pass", r.pass},
+                       {"m", r.m},
+                       {"n", r.n},
+                       {"k", r.k},
+                       {"layers", r.layers},
+                       {"us", r.ms * 1e3},
+                       {"tflops", tflops}});
     }
-    std::printf("%-7s %-14s %37.1f us per step (all layers, forward + both backward GEMMs)\n", mlp.name.c_str(),
-                "sum", step * 1e3);
+    std::printf("%-7s %-14s %37.1f us per step (all layers, forward + both backward GEMMs)\n", mlp.name.c_str(), "sum",
+                step * 1e3);
     step_ms[mlp.name] = step;
   }
   report["gemm"] = gemms;
@@ -224,7 +231,10 @@ int Run(const Options& o) {
     } else {
       std::printf("%-34s %11.3f %10.1f %6.1f%%\n", r.op.c_str(), r.ms, gbs, 100.0 * gbs / kCopyPeakGBs);
     }
-    mems.push_back({{"op", r.op}, {"elements", o.elements}, {"ms", r.ms}, {"gbps", gbs},
+    mems.push_back({{"op", r.op},
+                    {"elements", o.elements},
+                    {"ms", r.ms},
+                    {"gbps", gbs},
                     {"fraction_of_copy_peak", o.cpu ? 0.0 : gbs / kCopyPeakGBs}});
   }
   report["memory_bound"] = mems;
@@ -238,7 +248,8 @@ int Run(const Options& o) {
 int main(int argc, char** argv) {
   const absl::StatusOr<tinyddp::Options> options = tinyddp::ParseFlags(argc, argv);
   if (!options.ok()) {
-    std::fprintf(stderr, "op_bench: %s\nusage: op_bench [--cpu] [--elements=N] [--samples=N] [--mlps=tiny,medium,large]\n",
+    std::fprintf(stderr,
+                 "op_bench: %s\nusage: op_bench [--cpu] [--elements=N] [--samples=N] [--mlps=tiny,medium,large]\n",
                  options.status().ToString().c_str());
     return 2;
   }

@@ -39,8 +39,8 @@ TEST(CachingAllocator, TheFreeingStreamGetsItsBlockBackAtOnceWithoutCudaMalloc) 
 
 TEST(CachingAllocator, SizesRoundUpTo512BytesUpTo1MiBAndTo2MiBBeyond) {
   TINYDDP_REQUIRE_GPU();
-  const std::vector<std::pair<size_t, int64_t>> cases = {
-      {1, 512}, {512, 512}, {513, 1024}, {kMiB, kMiB}, {kMiB + 1, 2 * kMiB}, {5 * kMiB + 3, 6 * kMiB}};
+  const std::vector<std::pair<size_t, int64_t>> cases = {{1, 512},     {512, 512},           {513, 1024},
+                                                         {kMiB, kMiB}, {kMiB + 1, 2 * kMiB}, {5 * kMiB + 3, 6 * kMiB}};
   for (const auto& [request, rounded] : cases) {
     const int64_t before = GetAllocatorStats(0).allocated_bytes;
     void* p = CachingMalloc(request, 0, nullptr);
@@ -137,10 +137,9 @@ TEST(CachingAllocator, ATrainingStepOfOpsCallsCudaMallocAndCudaFreeZeroTimesInSt
   std::vector<int64_t> label_values(64);
   for (int i = 0; i < 64; ++i) label_values[i] = (i * 7) % 10;
   Tensor labels = Tensor::FromVector(label_values, {64}, gpu);
-  std::vector<Tensor> params = {Tensor::Empty({512, 784}, DType::kFloat32, gpu),
-                                Tensor::Empty({512}, DType::kFloat32, gpu),
-                                Tensor::Empty({10, 512}, DType::kFloat32, gpu),
-                                Tensor::Empty({10}, DType::kFloat32, gpu)};
+  std::vector<Tensor> params = {
+      Tensor::Empty({512, 784}, DType::kFloat32, gpu), Tensor::Empty({512}, DType::kFloat32, gpu),
+      Tensor::Empty({10, 512}, DType::kFloat32, gpu), Tensor::Empty({10}, DType::kFloat32, gpu)};
   std::vector<Tensor> bufs;
   for (size_t i = 0; i < params.size(); ++i) {
     ops::UniformInit(params[i], -0.04, 0.04, /*seed=*/10 + i);
@@ -158,8 +157,8 @@ TEST(CachingAllocator, ATrainingStepOfOpsCallsCudaMallocAndCudaFreeZeroTimesInSt
     Tensor loss = ops::CrossEntropy(logits, labels, &softmax);
     Tensor dlogits = ops::CrossEntropyBackward(softmax, labels, one);
     Tensor dh = ops::ReluBackward(ops::MatMul(dlogits, params[2]), h);
-    std::vector<Tensor> grads = {ops::MatMul(dh, x, true, false), ops::Sum(dh, 0),
-                                 ops::MatMul(dlogits, h, true, false), ops::Sum(dlogits, 0)};
+    std::vector<Tensor> grads = {ops::MatMul(dh, x, true, false), ops::Sum(dh, 0), ops::MatMul(dlogits, h, true, false),
+                                 ops::Sum(dlogits, 0)};
     config.first_step = i == 0;
     ops::SgdStep(absl::MakeSpan(params), grads, absl::MakeSpan(bufs), config);
     return loss;
@@ -201,7 +200,7 @@ TEST(PinnedAllocator, ABufferIsReusedOnlyAfterCopiesQueuedBeforeItsFreeHaveFinis
   {
     StreamBlocker hold(s);
     MemcpyAsync(device, p, 5000, CopyKind::kHostToDevice, s.handle());  // queued behind the blocker
-    PinnedFree(p);                                                       // freed first: oldest in the cache
+    PinnedFree(p);                                                      // freed first: oldest in the cache
     Stream::SetCurrent(previous);
     PinnedFree(other);  // fenced on the legacy stream, which nothing holds
     previous.Synchronize();

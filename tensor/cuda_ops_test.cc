@@ -60,12 +60,18 @@ void PoisonNextLike(const Tensor& t) { PoisonNext(t.nbytes()); }
 double ValueAt(const Tensor& cpu, int64_t i) {
   const void* p = static_cast<const char*>(cpu.data_ptr()) + i * DTypeSize(cpu.dtype());
   switch (cpu.dtype()) {
-    case DType::kFloat32: return *static_cast<const float*>(p);
-    case DType::kFloat64: return *static_cast<const double*>(p);
-    case DType::kBFloat16: return static_cast<float>(*static_cast<const BFloat16*>(p));
-    case DType::kInt32: return *static_cast<const int32_t*>(p);
-    case DType::kInt64: return static_cast<double>(*static_cast<const int64_t*>(p));
-    case DType::kUInt8: return *static_cast<const uint8_t*>(p);
+    case DType::kFloat32:
+      return *static_cast<const float*>(p);
+    case DType::kFloat64:
+      return *static_cast<const double*>(p);
+    case DType::kBFloat16:
+      return static_cast<float>(*static_cast<const BFloat16*>(p));
+    case DType::kInt32:
+      return *static_cast<const int32_t*>(p);
+    case DType::kInt64:
+      return static_cast<double>(*static_cast<const int64_t*>(p));
+    case DType::kUInt8:
+      return *static_cast<const uint8_t*>(p);
   }
   return 0;
 }
@@ -141,8 +147,10 @@ TEST(CudaOps, ReluAndItsBackwardMatchTheCpuBitForBit) {
     for (int64_t n : kSizes) {
       Tensor x = RandomTensor({n}, dtype, 3);
       for (int64_t i = 0; i < n; i += 5) {  // exact zeros: the y <= 0 boundary of the backward
-        if (dtype == DType::kFloat32) x.data<float>()[i] = 0.f;
-        else x.data<double>()[i] = 0.0;
+        if (dtype == DType::kFloat32)
+          x.data<float>()[i] = 0.f;
+        else
+          x.data<double>()[i] = 0.0;
       }
       const Tensor g = RandomTensor({n}, dtype, 4);
       const Tensor gx = Gpu(x), gg = Gpu(g), gx_misaligned = Gpu(x, true);
@@ -192,9 +200,12 @@ Tensor SourceOf(DType dtype, int64_t n, uint32_t seed) {
   std::mt19937 gen(seed);
   std::vector<double> v(n);
   for (auto& x : v) {
-    if (dtype == DType::kUInt8) x = static_cast<double>(gen() % 256);
-    else if (dtype == DType::kInt32 || dtype == DType::kInt64) x = static_cast<double>(gen() % 2001) - 1000.0;
-    else x = (static_cast<double>(gen() % 600001) - 300000.0) / 1000.0 + 1e-4;
+    if (dtype == DType::kUInt8)
+      x = static_cast<double>(gen() % 256);
+    else if (dtype == DType::kInt32 || dtype == DType::kInt64)
+      x = static_cast<double>(gen() % 2001) - 1000.0;
+    else
+      x = (static_cast<double>(gen() % 600001) - 300000.0) / 1000.0 + 1e-4;
   }
   return ops::Cast(Tensor::FromVector(v, {n}), dtype);
 }
@@ -254,9 +265,9 @@ TEST(CudaOps, IndexSelectRowsGathersLikeTheCpuForEveryRowWidth) {
     Shape shape;
   };
   // Row widths of 784 B (16-byte copies), 132 B (4), 6 B (2), 5 B (1), 56 B (8) and one int64.
-  for (const Gather& c : {Gather{DType::kUInt8, {100, 784}}, Gather{DType::kFloat32, {1000, 33}},
-                          Gather{DType::kBFloat16, {50, 3}}, Gather{DType::kUInt8, {20, 5}},
-                          Gather{DType::kFloat64, {10, 7}}, Gather{DType::kInt64, {9}}}) {
+  for (const Gather& c :
+       {Gather{DType::kUInt8, {100, 784}}, Gather{DType::kFloat32, {1000, 33}}, Gather{DType::kBFloat16, {50, 3}},
+        Gather{DType::kUInt8, {20, 5}}, Gather{DType::kFloat64, {10, 7}}, Gather{DType::kInt64, {9}}}) {
     const Tensor x = SourceOf(c.dtype, NumElements(c.shape), 13).View(c.shape);
     std::vector<int64_t> idx(257);
     std::mt19937 gen(14);
@@ -302,8 +313,8 @@ TEST(CudaOps, SumAndMeanMatchTheCpuOverEverythingAndAlongEachDim) {
       }
     }
     // Row sums (short rows: a warp per row; long rows: a block per row), column sums, middle dims.
-    for (const Shape& shape : {Shape{7, 13, 5}, Shape{1000, 33}, Shape{3, 5000}, Shape{1, 1}, Shape{64, 1},
-                               Shape{2, 70000, 3}}) {
+    for (const Shape& shape :
+         {Shape{7, 13, 5}, Shape{1000, 33}, Shape{3, 5000}, Shape{1, 1}, Shape{64, 1}, Shape{2, 70000, 3}}) {
       const Tensor x = RandomTensor(shape, dtype, 16);
       const Tensor gx = Gpu(x);
       for (int64_t dim = 0; dim < static_cast<int64_t>(shape.size()); ++dim) {
@@ -323,11 +334,13 @@ TEST(CudaOps, ArgMaxMatchesTheCpuIncludingTiesAndNaN) {
       Tensor x = RandomTensor(shape, dtype, 17);
       if (shape[0] >= 64 && shape[1] >= 10) {
         auto set = [&](int64_t r, int64_t c, double v) {
-          if (dtype == DType::kFloat32) x.data<float>()[r * shape[1] + c] = static_cast<float>(v);
-          else x.data<double>()[r * shape[1] + c] = v;
+          if (dtype == DType::kFloat32)
+            x.data<float>()[r * shape[1] + c] = static_cast<float>(v);
+          else
+            x.data<double>()[r * shape[1] + c] = v;
         };
         for (int64_t c = 0; c < shape[1]; ++c) set(3, c, 0.25);  // all equal: index 0
-        set(5, 9, 7.0);                                           // two maxima: the first
+        set(5, 9, 7.0);                                          // two maxima: the first
         set(5, 2, 7.0);
         set(6, 8, NAN);  // NaN wins, the first NaN
         set(6, 4, NAN);
@@ -437,11 +450,10 @@ TEST(CudaOps, LinearMatchesTheCpuWithAndWithoutItsFusedBias) {
       const Tensor gx = Gpu(x), gw = Gpu(w), gbias = Gpu(bias), gx_off = Gpu(x, true), gbias_off = Gpu(bias, true);
       const Tensor want = ops::Linear(x, w, bias);
       PoisonNext(s.m * s.n * DTypeSize(dtype));
-      ExpectAllNear(AsDoubles(ops::Linear(gx, gw, gbias).To(Device::CPU())), AsDoubles(want), tol, 0.0,
-                    "Linear " + c);
+      ExpectAllNear(AsDoubles(ops::Linear(gx, gw, gbias).To(Device::CPU())), AsDoubles(want), tol, 0.0, "Linear " + c);
       PoisonNext(s.m * s.n * DTypeSize(dtype));
-      ExpectAllNear(AsDoubles(ops::Linear(gx, gw, Tensor()).To(Device::CPU())),
-                    AsDoubles(ops::Linear(x, w, Tensor())), tol, 0.0, "Linear without bias " + c);
+      ExpectAllNear(AsDoubles(ops::Linear(gx, gw, Tensor()).To(Device::CPU())), AsDoubles(ops::Linear(x, w, Tensor())),
+                    tol, 0.0, "Linear without bias " + c);
       // Operands 4 bytes off alignment: cuBLASLt's epilogue may refuse them, the fallback adds the bias apart.
       PoisonNext(s.m * s.n * DTypeSize(dtype));
       ExpectAllNear(AsDoubles(ops::Linear(gx_off, gw, gbias_off).To(Device::CPU())), AsDoubles(want), tol, 0.0,

@@ -85,8 +85,7 @@ ReduceScratch GetReduceScratch(int device, cudaStream_t stream, int64_t num_part
   bool fresh = false;
   void* base = StreamScratch(ScratchKind::kReduce, device, stream, bytes, &fresh);
   if (fresh) CUDA_CHECK(cudaMemsetAsync(base, 0, 16, stream));
-  return ReduceScratch{static_cast<unsigned int*>(base),
-                       reinterpret_cast<double*>(static_cast<char*>(base) + 16)};
+  return ReduceScratch{static_cast<unsigned int*>(base), reinterpret_cast<double*>(static_cast<char*>(base) + 16)};
 }
 
 }  // namespace tinyddp::cuda::internal

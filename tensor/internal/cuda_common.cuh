@@ -118,11 +118,15 @@ __device__ __forceinline__ double Sqrt(double a) { return __dsqrt_rn(a); }
 
 struct SumOp {
   template <typename T>
-  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct MaxOp {  // NaN-ignoring like the CPU's `x > m ? x : m`, applied in a fixed order
   template <typename T>
-  __device__ __forceinline__ T operator()(T a, T b) const { return b > a ? b : a; }
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return b > a ? b : a;
+  }
 };
 
 /// Reduces over the 32 lanes of a warp with butterfly shuffles; every lane gets the result.
@@ -170,12 +174,24 @@ void DispatchFloat(DType dtype, const char* op, Fn&& fn) {
 template <typename Fn>
 void DispatchAll(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::kFloat32: fn(float{}); return;
-    case DType::kFloat64: fn(double{}); return;
-    case DType::kBFloat16: fn(Bf16{}); return;
-    case DType::kInt32: fn(int32_t{}); return;
-    case DType::kInt64: fn(int64_t{}); return;
-    case DType::kUInt8: fn(uint8_t{}); return;
+    case DType::kFloat32:
+      fn(float{});
+      return;
+    case DType::kFloat64:
+      fn(double{});
+      return;
+    case DType::kBFloat16:
+      fn(Bf16{});
+      return;
+    case DType::kInt32:
+      fn(int32_t{});
+      return;
+    case DType::kInt64:
+      fn(int64_t{});
+      return;
+    case DType::kUInt8:
+      fn(uint8_t{});
+      return;
   }
 }
 

@@ -75,17 +75,18 @@ __global__ void CastKernel(const From* x, To* out, int64_t n, double scale) {
 /// row size and both base addresses). An index outside [0, rows) stops the kernel with a message: the
 /// host cannot check indices that live on the GPU without waiting for it.
 template <typename U>
-__global__ void IndexSelectRowsKernel(const U* x, const int64_t* indices, U* out, int64_t rows,
-                                      int64_t units_per_row, int64_t total_units) {
+__global__ void IndexSelectRowsKernel(const U* x, const int64_t* indices, U* out, int64_t rows, int64_t units_per_row,
+                                      int64_t total_units) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < total_units; u += stride) {
     const int64_t b = u / units_per_row, j = u - b * units_per_row;
     const int64_t row = indices[b];
     if (row < 0 || row >= rows) {
       if (j == 0) {
-        printf("tinyddp: IndexSelectRows: index %lld at position %lld is out of range for %lld rows; "
-               "hint: indices must be in [0, N)\n",
-               static_cast<long long>(row), static_cast<long long>(b), static_cast<long long>(rows));
+        printf(
+            "tinyddp: IndexSelectRows: index %lld at position %lld is out of range for %lld rows; "
+            "hint: indices must be in [0, N)\n",
+            static_cast<long long>(row), static_cast<long long>(b), static_cast<long long>(rows));
       }
       __trap();
     }
@@ -107,8 +108,7 @@ void LaunchFill(const LaunchScope& scope, T* out, T value, int64_t n) {
 }
 
 template <typename U>
-void LaunchGather(const LaunchScope& scope, const Tensor& x, const Tensor& indices, Tensor& out,
-                  size_t row_bytes) {
+void LaunchGather(const LaunchScope& scope, const Tensor& x, const Tensor& indices, Tensor& out, size_t row_bytes) {
   const int64_t units_per_row = static_cast<int64_t>(row_bytes / sizeof(U));
   const int64_t total = units_per_row * indices.numel();
   if (total == 0) return;
@@ -126,13 +126,16 @@ void Fill(Tensor& out, double value) {
   const int64_t n = out.numel();
   // The value is converted once on the host, by the same rules as the CPU kernel's FromDouble.
   switch (out.dtype()) {
-    case DType::kFloat32: return LaunchFill(scope, out.data<float>(), static_cast<float>(value), n);
-    case DType::kFloat64: return LaunchFill(scope, out.data<double>(), value, n);
+    case DType::kFloat32:
+      return LaunchFill(scope, out.data<float>(), static_cast<float>(value), n);
+    case DType::kFloat64:
+      return LaunchFill(scope, out.data<double>(), value, n);
     case DType::kBFloat16:
-      return LaunchFill(scope, static_cast<Bf16*>(out.data_ptr()),
-                        Bf16{BFloat16(static_cast<float>(value)).bits}, n);
-    case DType::kInt32: return LaunchFill(scope, out.data<int32_t>(), static_cast<int32_t>(value), n);
-    case DType::kInt64: return LaunchFill(scope, out.data<int64_t>(), static_cast<int64_t>(value), n);
+      return LaunchFill(scope, static_cast<Bf16*>(out.data_ptr()), Bf16{BFloat16(static_cast<float>(value)).bits}, n);
+    case DType::kInt32:
+      return LaunchFill(scope, out.data<int32_t>(), static_cast<int32_t>(value), n);
+    case DType::kInt64:
+      return LaunchFill(scope, out.data<int64_t>(), static_cast<int64_t>(value), n);
     case DType::kUInt8:
       return LaunchFill(scope, out.data<uint8_t>(), static_cast<uint8_t>(static_cast<int64_t>(value)), n);
   }
@@ -141,8 +144,7 @@ void Fill(Tensor& out, double value) {
 void Copy(const Tensor& src, Tensor& out) {
   if (src.nbytes() == 0) return;
   LaunchScope scope(out);
-  CUDA_CHECK(cudaMemcpyAsync(out.data_ptr(), src.data_ptr(), src.nbytes(), cudaMemcpyDeviceToDevice,
-                             scope.stream()));
+  CUDA_CHECK(cudaMemcpyAsync(out.data_ptr(), src.data_ptr(), src.nbytes(), cudaMemcpyDeviceToDevice, scope.stream()));
 }
 
 void Cast(const Tensor& x, double scale, Tensor& out) {

@@ -173,10 +173,14 @@ void Binary(const char* op, const Tensor& a, const Tensor& b, Tensor& out) {
 
 void BinaryOp(BinaryKind op, const Tensor& a, const Tensor& b, Tensor& out) {
   switch (op) {
-    case BinaryKind::kAdd: return Binary<AddF>("Add", a, b, out);
-    case BinaryKind::kSub: return Binary<SubF>("Sub", a, b, out);
-    case BinaryKind::kMul: return Binary<MulF>("Mul", a, b, out);
-    case BinaryKind::kDiv: return Binary<DivF>("Div", a, b, out);
+    case BinaryKind::kAdd:
+      return Binary<AddF>("Add", a, b, out);
+    case BinaryKind::kSub:
+      return Binary<SubF>("Sub", a, b, out);
+    case BinaryKind::kMul:
+      return Binary<MulF>("Mul", a, b, out);
+    case BinaryKind::kDiv:
+      return Binary<DivF>("Div", a, b, out);
   }
 }
 
@@ -205,8 +209,8 @@ void AddRowVector(const Tensor& x, const Tensor& row, Tensor& out) {
     using T = decltype(tag);
     const int64_t n = out.numel(), cols = row.numel();
     if (n == 0 || cols == 0) return;
-    const bool vector = cols % Pack<T>::kSize == 0 && Aligned16(x.data<T>()) && Aligned16(row.data<T>()) &&
-                        Aligned16(out.data<T>());
+    const bool vector =
+        cols % Pack<T>::kSize == 0 && Aligned16(x.data<T>()) && Aligned16(row.data<T>()) && Aligned16(out.data<T>());
     const int64_t packs = vector ? n / Pack<T>::kSize : 0;
     const int64_t scalars = n - packs * Pack<T>::kSize;
     auto kernel = AddRowVectorKernel<T>;

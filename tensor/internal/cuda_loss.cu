@@ -25,9 +25,10 @@ constexpr int kItems = 8;  // row values held per thread
 
 __device__ __forceinline__ void CheckLabel(int64_t label, int64_t row, int64_t cols, const char* op) {
   if (label < 0 || label >= cols) {
-    printf("tinyddp: %s: label %lld at row %lld is out of range for %lld classes; hint: labels are class "
-           "indices in [0, C)\n",
-           op, static_cast<long long>(label), static_cast<long long>(row), static_cast<long long>(cols));
+    printf(
+        "tinyddp: %s: label %lld at row %lld is out of range for %lld classes; hint: labels are class "
+        "indices in [0, C)\n",
+        op, static_cast<long long>(label), static_cast<long long>(row), static_cast<long long>(cols));
     __trap();
   }
 }
@@ -35,8 +36,8 @@ __device__ __forceinline__ void CheckLabel(int64_t label, int64_t row, int64_t c
 /// kCrossEntropy = false: out = log_softmax(x). true: out = softmax(x), and *loss = the mean over rows
 /// of log(sum_j exp(x_j - m)) + m - x_label (the CPU kernel's formula).
 template <typename T, bool kCrossEntropy>
-__global__ void __launch_bounds__(1024) SoftmaxRowsKernel(const T* x, int64_t rows, int64_t cols, T* out, const int64_t* labels, T* loss,
-                                  ReduceScratch scratch) {
+__global__ void __launch_bounds__(1024) SoftmaxRowsKernel(const T* x, int64_t rows, int64_t cols, T* out,
+                                                          const int64_t* labels, T* loss, ReduceScratch scratch) {
   const bool in_registers = cols <= static_cast<int64_t>(blockDim.x) * kItems;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = x + r * cols;

@@ -140,7 +140,7 @@ std::unique_ptr<GemmPlan> MakePlan(cublasLtHandle_t lt, const GemmKey& key, cons
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt, plan->desc, plan->first, plan->second, plan->out,
-                                                                plan->out, pref, 1, &result, &found);
+                                                               plan->out, pref, 1, &result, &found);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   // NOT_SUPPORTED (no algorithm) is an answer: that shape goes to cublasSgemm.
   if (status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(status);
@@ -156,10 +156,10 @@ std::unique_ptr<GemmPlan> MakePlan(cublasLtHandle_t lt, const GemmKey& key, cons
 bool GemmF32(const LaunchScope& scope, const float* a, const float* b, float* c, const float* bias, bool trans_a,
              bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta) {
   BlasContext& ctx = ContextFor(scope.device());
-  void* workspace = internal::StreamScratch(internal::ScratchKind::kGemmWorkspace, scope.device(), scope.stream(),
-                                            kWorkspaceBytes);
-  const GemmKey key{trans_a,        trans_b,        bias != nullptr, m, n, k, AlignmentOf(a), AlignmentOf(b),
-                    AlignmentOf(c), AlignmentOf(bias)};
+  void* workspace =
+      internal::StreamScratch(internal::ScratchKind::kGemmWorkspace, scope.device(), scope.stream(), kWorkspaceBytes);
+  const GemmKey key{trans_a,        trans_b,        bias != nullptr,  m, n, k, AlignmentOf(a),
+                    AlignmentOf(b), AlignmentOf(c), AlignmentOf(bias)};
   std::lock_guard<std::mutex> lock(ctx.mu);
   auto it = ctx.plans.find(key);
   if (it == ctx.plans.end()) it = ctx.plans.emplace(key, MakePlan(ctx.lt, key, bias)).first;
@@ -183,8 +183,8 @@ bool GemmF32(const LaunchScope& scope, const float* a, const float* b, float* c,
 void GemmF64(const LaunchScope& scope, const double* a, const double* b, double* c, bool trans_a, bool trans_b,
              int64_t m, int64_t n, int64_t k, double alpha, double beta) {
   BlasContext& ctx = ContextFor(scope.device());
-  void* workspace = internal::StreamScratch(internal::ScratchKind::kGemmWorkspace, scope.device(), scope.stream(),
-                                            kWorkspaceBytes);
+  void* workspace =
+      internal::StreamScratch(internal::ScratchKind::kGemmWorkspace, scope.device(), scope.stream(), kWorkspaceBytes);
   std::lock_guard<std::mutex> lock(ctx.mu);
   CUBLAS_CHECK(cublasSetStream(ctx.blas, scope.stream()));
   CUBLAS_CHECK(cublasSetWorkspace(ctx.blas, workspace, kWorkspaceBytes));
@@ -216,8 +216,7 @@ void MatMul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float 
   }
   TINYDDP_CHECK_OP(a.dtype() == DType::kFloat32, "MatMul", "the CUDA kernel handles float32 and float64, not ",
                    DTypeName(a.dtype()));
-  GemmF32(scope, a.data<float>(), b.data<float>(), out.data<float>(), nullptr, trans_a, trans_b, m, n, k, alpha,
-          beta);
+  GemmF32(scope, a.data<float>(), b.data<float>(), out.data<float>(), nullptr, trans_a, trans_b, m, n, k, alpha, beta);
 }
 
 void Linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
@@ -235,9 +234,9 @@ void Linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
       TINYDDP_CHECK_OP(x.dtype() == DType::kFloat32, "Linear", "the CUDA kernel handles float32 and float64, not ",
                        DTypeName(x.dtype()));
       const float* b = bias.defined() ? bias.data<float>() : nullptr;
-      bias_done = GemmF32(scope, x.data<float>(), w.data<float>(), out.data<float>(), b, false, true, m, n, k, 1.f,
-                          0.f) &&
-                  b != nullptr;
+      bias_done =
+          GemmF32(scope, x.data<float>(), w.data<float>(), out.data<float>(), b, false, true, m, n, k, 1.f, 0.f) &&
+          b != nullptr;
     }
   }
   if (bias.defined() && !bias_done) AddRowVector(out, bias, out);

@@ -51,7 +51,7 @@ struct SgdUpdate {
   __device__ __forceinline__ void operator()(T (&e)[kDepth]) const {
     T d = e[1];
     if (has_wd) d = Add(d, Mul(wd, e[0]));  // d_p = grad.add(param, alpha=wd)
-    if constexpr (kDepth == 3) {             // with momentum: e[2] is the momentum buffer
+    if constexpr (kDepth == 3) {            // with momentum: e[2] is the momentum buffer
       const T b = first ? d : Add(Mul(momentum, e[2]), Mul(keep, d));
       e[2] = b;
       d = nesterov ? Add(d, Mul(momentum, b)) : b;
@@ -66,12 +66,12 @@ struct AdamUpdate {
   bool has_wd, decoupled;
   __device__ __forceinline__ void operator()(T (&e)[4]) const {  // param, grad, exp_avg, exp_avg_sq
     T grad = e[1];
-    if (has_wd && decoupled) e[0] = Mul(e[0], decay);       // AdamW: param.mul_(1 - lr*wd)
-    if (has_wd && !decoupled) grad = Add(grad, Mul(wd, e[0]));  // Adam: grad.add(param, alpha=wd)
-    e[2] = Add(e[2], Mul(one_minus_b1, Sub(grad, e[2])));   // exp_avg.lerp_(grad, 1 - beta1)
+    if (has_wd && decoupled) e[0] = Mul(e[0], decay);               // AdamW: param.mul_(1 - lr*wd)
+    if (has_wd && !decoupled) grad = Add(grad, Mul(wd, e[0]));      // Adam: grad.add(param, alpha=wd)
+    e[2] = Add(e[2], Mul(one_minus_b1, Sub(grad, e[2])));           // exp_avg.lerp_(grad, 1 - beta1)
     e[3] = Add(Mul(e[3], b2), Mul(Mul(one_minus_b2, grad), grad));  // mul_(b2).addcmul_(g, g, 1 - b2)
-    const T denom = Add(Div(Sqrt(e[3]), bc2_sqrt), eps);   // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
-    e[0] = Add(e[0], Mul(neg_step, Div(e[2], denom)));     // param.addcdiv_(exp_avg, denom, -step_size)
+    const T denom = Add(Div(Sqrt(e[3]), bc2_sqrt), eps);            // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
+    e[0] = Add(e[0], Mul(neg_step, Div(e[2], denom)));              // param.addcdiv_(exp_avg, denom, -step_size)
   }
 };
 
@@ -168,9 +168,12 @@ void SgdStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Sp
   LaunchScope scope(params[0]);
   internal::DispatchFloat(params[0].dtype(), "SgdStep", [&](auto tag) {
     using T = decltype(tag);
-    const SgdUpdate<T> update{static_cast<T>(config.lr),       static_cast<T>(config.weight_decay),
-                              static_cast<T>(config.momentum), static_cast<T>(1.0 - config.dampening),
-                              config.weight_decay != 0.0,      config.first_step,
+    const SgdUpdate<T> update{static_cast<T>(config.lr),
+                              static_cast<T>(config.weight_decay),
+                              static_cast<T>(config.momentum),
+                              static_cast<T>(1.0 - config.dampening),
+                              config.weight_decay != 0.0,
+                              config.first_step,
                               config.nesterov};
     if (config.momentum != 0.0) {
       const Tensor* const slots[3] = {params.data(), grads.data(), momentum_bufs.data()};

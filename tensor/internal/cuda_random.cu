@@ -69,9 +69,12 @@ void Launch(const char* op, Tensor& out, double p0, double p1, uint64_t seed, ui
     CUDA_LAUNCH_CHECK();
   };
   switch (out.dtype()) {
-    case DType::kFloat32: return launch(float{});
-    case DType::kFloat64: return launch(double{});
-    case DType::kBFloat16: return launch(Bf16{});
+    case DType::kFloat32:
+      return launch(float{});
+    case DType::kFloat64:
+      return launch(double{});
+    case DType::kBFloat16:
+      return launch(Bf16{});
     default:
       TINYDDP_CHECK_OP(false, op, "needs a floating-point tensor, got ", DTypeName(out.dtype()));
   }

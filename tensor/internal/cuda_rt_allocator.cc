@@ -36,7 +36,7 @@ namespace tinyddp::cuda {
 namespace {
 
 constexpr size_t kSmallSize = size_t{1} << 20;   // requests up to 1 MiB...
-constexpr size_t kSmallRound = 512;               // ...round up to a multiple of 512 B,
+constexpr size_t kSmallRound = 512;              // ...round up to a multiple of 512 B,
 constexpr size_t kLargeRound = size_t{2} << 20;  // larger ones to a multiple of 2 MiB.
 
 size_t SizeClass(size_t bytes) {
@@ -211,8 +211,8 @@ class Allocator {
                      "  Hint: is another process using the GPU (nvidia-smi)? Otherwise reduce the batch size "
                      "or the model.\n",
                      device, MiB(requested), requested, MiB(size), MiB(state.stats.allocated_bytes),
-                     MiB(state.stats.peak_allocated_bytes), MiB(state.stats.reserved_bytes),
-                     MiB(free_bytes), MiB(total_bytes));
+                     MiB(state.stats.peak_allocated_bytes), MiB(state.stats.reserved_bytes), MiB(free_bytes),
+                     MiB(total_bytes));
         std::abort();
       }
     }
@@ -272,8 +272,8 @@ void OnStreamDestroy(int device, cudaStream_t stream) { TheAllocator().OnStreamD
 
 void* CachingMalloc(size_t bytes, int device, void* stream) {
   if (device < 0 || device >= DeviceCount()) {
-    std::fprintf(stderr, "tinyddp: CachingMalloc(%zu bytes) on cuda:%d, but %d CUDA device(s) are visible.\n",
-                 bytes, device, DeviceCount());
+    std::fprintf(stderr, "tinyddp: CachingMalloc(%zu bytes) on cuda:%d, but %d CUDA device(s) are visible.\n", bytes,
+                 device, DeviceCount());
     std::abort();
   }
   if (bytes == 0) return nullptr;  // an empty tensor has no data, as in PyTorch

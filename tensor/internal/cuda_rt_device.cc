@@ -52,8 +52,8 @@ std::string DeviceDescription(int device) {
   if (device < 0 || device >= DeviceCount()) return absl::StrFormat("no CUDA device %d", device);
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  return absl::StrFormat("%s, %d GiB, sm_%d%d", prop.name, static_cast<int>(prop.totalGlobalMem >> 30),
-                         prop.major, prop.minor);
+  return absl::StrFormat("%s, %d GiB, sm_%d%d", prop.name, static_cast<int>(prop.totalGlobalMem >> 30), prop.major,
+                         prop.minor);
 }
 
 void DeviceSynchronize() {
@@ -75,8 +75,8 @@ void MemcpyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, void* 
       cuda_kind = cudaMemcpyDeviceToDevice;
       break;
   }
-  cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream)
-                                     : internal::CurrentStreamHandle(CurrentDevice());
+  cudaStream_t s =
+      stream != nullptr ? static_cast<cudaStream_t>(stream) : internal::CurrentStreamHandle(CurrentDevice());
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cuda_kind, s));
 }
 

@@ -109,7 +109,7 @@ class PinnedCache {
 
   std::mutex mu_;
   std::unordered_map<void*, PinnedBlock> blocks_;  // every buffer from cudaHostAlloc
-  std::map<size_t, std::vector<void*>> free_;       // size class -> cached buffers, oldest free first
+  std::map<size_t, std::vector<void*>> free_;      // size class -> cached buffers, oldest free first
 };
 
 // Leaked on purpose, like the device allocator: buffers may be freed during static destruction.

@@ -22,8 +22,7 @@ namespace {
 
 void CheckDevice(int device, const char* what) {
   if (device < 0 || device >= DeviceCount()) {
-    std::fprintf(stderr, "tinyddp: %s: CUDA device %d does not exist (%d visible).\n", what, device,
-                 DeviceCount());
+    std::fprintf(stderr, "tinyddp: %s: CUDA device %d does not exist (%d visible).\n", what, device, DeviceCount());
     std::abort();
   }
 }
@@ -102,8 +101,7 @@ Stream Stream::SetCurrent(const Stream& stream) {
 void Stream::Wait(const Event& event) const {
   if (event.handle() == nullptr) return;  // never recorded: nothing to wait for, as in CUDA
   internal::DeviceGuard guard(device_);
-  CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(handle()), static_cast<cudaEvent_t>(event.handle()),
-                                 0));
+  CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(handle()), static_cast<cudaEvent_t>(event.handle()), 0));
 }
 
 void Stream::Synchronize() const {
