@@ -224,6 +224,9 @@ std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Ten
   }
   {
     std::lock_guard<std::mutex> works_lock(works_mu_);
+    // Tight loops of small collectives outpace the watchdog's period; reaping here as well keeps the
+    // list (and the events its Works hold) bounded. Amortised: one sweep per kReapEvery launches.
+    if (in_flight_.size() >= kReapEvery) ReapFinishedLocked();
     in_flight_.push_back(work);
   }
   return work;
@@ -288,17 +291,35 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunBarrier(const Call& call) {
 // --- The watchdog ----------------------------------------------------------------------------------
 
 void ProcessGroupNCCL::AbortLocked(const absl::Status& status, const WorkNCCL* culprit) {
-  if (comm_ != nullptr) ncclCommAbort(comm_);  // NCCL kernels exit; the streams move on
-  comm_ = nullptr;
   if (broken_.ok()) broken_ = status;
-  std::lock_guard<std::mutex> lock(works_mu_);
-  for (auto& w : in_flight_) {
-    if (w.get() == culprit) {
-      w->Fail(status);
-    } else {
-      w->Fail(absl::AbortedError(absl::StrCat(w->description(), " was aborted with the communicator: ", status.message())));
+  // Fail the Works first: aborting lets their kernels exit, and an end event that completes after an
+  // abort must never read as success (WorkNCCL::Wait checks the failure after seeing the event).
+  {
+    std::lock_guard<std::mutex> lock(works_mu_);
+    for (auto& w : in_flight_) {
+      if (w.get() == culprit) {
+        w->Fail(status);
+      } else {
+        w->Fail(absl::AbortedError(
+            absl::StrCat(w->description(), " was aborted with the communicator: ", status.message())));
+      }
     }
   }
+  if (comm_ != nullptr) ncclCommAbort(comm_);  // NCCL kernels exit; the streams move on
+  comm_ = nullptr;
+}
+
+void ProcessGroupNCCL::ReapFinishedLocked() {
+  // Finished Works let go of their tensors (and, once the caller drops its handle, of their events).
+  size_t kept = 0;
+  for (auto& w : in_flight_) {
+    if (w->GpuFinished()) {
+      w->ReleaseTensors();
+      continue;
+    }
+    in_flight_[kept++] = std::move(w);
+  }
+  in_flight_.resize(kept);
 }
 
 void ProcessGroupNCCL::WatchdogLoop() {
@@ -309,18 +330,9 @@ void ProcessGroupNCCL::WatchdogLoop() {
       std::unique_lock<std::mutex> lock(works_mu_);
       watchdog_cv_.wait_for(lock, period, [this] { return stopping_; });
       if (stopping_) return;
-      // Finished works let go of their tensors; the oldest unfinished one decides about the timeout.
-      const auto now = Clock::now();
-      size_t kept = 0;
-      for (auto& w : in_flight_) {
-        if (w->GpuFinished()) {
-          w->ReleaseTensors();
-          continue;
-        }
-        if (!late && now - w->enqueued_at() > timeout()) late = w;
-        in_flight_[kept++] = std::move(w);
-      }
-      in_flight_.resize(kept);
+      ReapFinishedLocked();
+      // The oldest unfinished Work decides about the timeout.
+      if (!in_flight_.empty() && Clock::now() - in_flight_.front()->enqueued_at() > timeout()) late = in_flight_.front();
     }
     std::lock_guard<std::mutex> comm_lock(comm_mu_);
     if (comm_ == nullptr) continue;

@@ -14,7 +14,9 @@
 // The watchdog thread keeps every in-flight Work (and thus its tensors) alive until its end event has
 // completed, polls ncclCommGetAsyncError, and aborts the communicator (ncclCommAbort) when NCCL reports an
 // error or a collective exceeds the group's timeout. The affected Works then fail with a clear status
-// (DeadlineExceeded for a timeout) instead of hanging, and the group refuses further collectives.
+// (DeadlineExceeded for a timeout) instead of hanging, and the group refuses further collectives. A
+// Work that was only SynchronizeStream()ed when its collective was aborted leaves undefined data behind:
+// check Wait() (or the next collective's status) before trusting results after an error.
 // NCCL's environment variables (NCCL_DEBUG, NCCL_SOCKET_IFNAME, ...) are read by NCCL itself, untouched.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_NCCL_H_
 #define TINYDDP_DIST_PROCESS_GROUP_NCCL_H_
@@ -82,6 +84,9 @@ class ProcessGroupNCCL : public ProcessGroup {
   template <typename Issue>
   std::shared_ptr<Work> Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue);
   void WatchdogLoop();
+  // Drops finished Works from in_flight_, releasing their tensors. Requires works_mu_.
+  void ReapFinishedLocked();
+  static constexpr size_t kReapEvery = 64;
   // Aborts the communicator and fails every in-flight Work: `culprit` with `status`, the others with a
   // note that they were aborted along with it. Requires comm_mu_.
   void AbortLocked(const absl::Status& status, const WorkNCCL* culprit);

@@ -101,7 +101,9 @@ absl::Status WorkNCCL::Wait(std::chrono::milliseconds timeout) {
   for (int spins = 0;; ++spins) {
     if (absl::Status f = Failure(); !f.ok()) return f;
     const cudaError_t q = cudaEventQuery(end_);
-    if (q == cudaSuccess) return absl::OkStatus();
+    // A Work the watchdog failed is failed before its kernels are aborted, so once the event has
+    // completed, Failure() is final.
+    if (q == cudaSuccess) return Failure();
     if (q != cudaErrorNotReady) {
       return absl::InternalError(absl::StrCat(description(), ": CUDA reported ", cudaGetErrorName(q), " (",
                                               cudaGetErrorString(q), ") while waiting for it"));
