@@ -17,6 +17,7 @@
 #include <cublas_v2.h>
 
 #include <climits>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -142,8 +143,16 @@ std::unique_ptr<GemmPlan> MakePlan(cublasLtHandle_t lt, const GemmKey& key, cons
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt, plan->desc, plan->first, plan->second, plan->out,
                                                                plan->out, pref, 1, &result, &found);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-  // NOT_SUPPORTED (no algorithm) is an answer: that shape goes to cublasSgemm.
-  if (status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(status);
+  // No algorithm is an answer, not an error: that shape goes to cublasSgemm (the bias to a kernel of
+  // ours). NOT_SUPPORTED is the usual way to say it; anything else is reported once, since it points
+  // at a descriptor cuBLASLt did not like, and the product is still computed correctly.
+  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
+    std::fprintf(stderr,
+                 "tinyddp: cuBLASLt found no algorithm for m=%lld n=%lld k=%lld trans_a=%d trans_b=%d bias=%d (%s); "
+                 "using cublasSgemm for this shape.\n",
+                 static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), key.trans_a,
+                 key.trans_b, key.bias, cublasGetStatusString(status));
+  }
   plan->usable = status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
   if (plan->usable) plan->algo = result.algo;
   return plan;
