@@ -147,7 +147,7 @@ TEST(CachingAllocator, ATrainingStepOfOpsCallsCudaMallocAndCudaFreeZeroTimesInSt
   }
   const Tensor one = Tensor::Full({}, 1.0, DType::kFloat32, gpu);
   ops::SgdConfig config;
-  config.lr = 0.1;
+  config.lr = 0.02;
   config.momentum = 0.9;
 
   auto step = [&](int i) {
