@@ -305,7 +305,7 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
     const int64_t first_batch = epoch == at.epoch ? at.batch_in_epoch : 0;
     for (int64_t skip = 0; skip < first_batch; ++skip) loader.Next();  // trained before the resume
     if (first_batch == 0) at.epoch_loss_sum = at.epoch_loss_count = 0;  // a fresh epoch
-      at.epoch = epoch;
+    at.epoch = epoch;
     at.batch_in_epoch = first_batch;
     if (lead) progress.BeginEpoch(epoch, o.epochs, steps_per_epoch, first_batch, o.batch_size * world);
 
@@ -390,7 +390,10 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
     RETURN_IF_ERROR(tracer->WriteChromeTrace(job.pg.get(), o.trace));  // collective: rank 0 writes
     if (lead) progress.Print(absl::StrCat("trace: ", o.trace, " (open in https://ui.perfetto.dev)"));
   }
-  if (lead) {
+  if (lead && last_eval.count == 0) {
+    progress.Print(absl::StrFormat("nothing to train: the run is already at step %d (--epochs=%d, --max_steps=%d)",
+                                   at.global_step, o.epochs, o.max_steps));
+  } else if (lead) {
     progress.Print(absl::StrFormat("done: %d steps, test accuracy %.2f%%, %.1fs", at.global_step,
                                    100 * last_eval.accuracy, seconds_since_start()));
   }

@@ -29,7 +29,7 @@ void Progress::BeginEpoch(int64_t epoch, int64_t num_epochs, int64_t total_batch
   total_ = total_batches;
   start_batch_ = done_ = start_batch;
   samples_per_batch_ = samples_per_batch;
-  loss_ = std::nan("");
+  // loss_ keeps the last logged value across epochs: better than a blank until the first log.
   epoch_start_ = Clock::now();
   last_draw_ = Clock::time_point();
   if (interactive_) Draw();

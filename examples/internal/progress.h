@@ -12,6 +12,7 @@
 #define TINYDDP_EXAMPLES_INTERNAL_PROGRESS_H_
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -57,7 +58,7 @@ class Progress {
   std::FILE* const out_;
   int64_t epoch_ = 0, num_epochs_ = 1, total_ = 0, start_batch_ = 0, samples_per_batch_ = 0;
   int64_t done_ = 0;
-  double loss_ = 0;
+  double loss_ = std::nan("");
   bool bar_visible_ = false;
   Clock::time_point epoch_start_, last_draw_;
 };

@@ -34,7 +34,7 @@ struct TrainOptions {
   int64_t warmup_steps = 0;        // cosine only: linear warmup steps
   int64_t lr_step_epochs = 1;      // step only: decay every this many epochs ...
   double lr_gamma = 0.5;           // ... by this factor
-  int64_t epochs = 2;
+  int64_t epochs = 4;
   int64_t batch_size = 64;         // per rank
   int64_t max_steps = 0;           // stop after this many optimizer steps in total (0: no limit)
   int64_t seed = 0;

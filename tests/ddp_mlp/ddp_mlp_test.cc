@@ -187,6 +187,35 @@ TEST(DdpMlp, ResumeUnderDifferentSettingsIsRefused) {
   EXPECT_NE(c.err.find("--seed: checkpoint 0, this run 3"), std::string::npos) << Explain(c);
 }
 
+// The first logged loss of a run (the mean of its first --log_every steps).
+double FirstLoggedLoss(const std::string& jsonl) {
+  for (absl::string_view line : absl::StrSplit(jsonl, '\n', absl::SkipWhitespace())) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "step") return j["loss"].get<double>();
+  }
+  return -1;
+}
+
+TEST(DdpMlp, InitFromStartsFromTheGivenWeightsAndRefusesMismatchedOnes) {
+  const std::string dir = FreshDir("init_from");
+  const RunResult trained = RunDdpMlp({"--epochs=3", "--checkpoint_dir=" + dir + "/ck",
+                                       "--metrics_out=" + dir + "/a.jsonl"});
+  ASSERT_EQ(trained.exit_code, 0) << Explain(trained);
+  const std::string weights = dir + "/ck/step-00000057/model.safetensors";
+  const RunResult warm = RunDdpMlp({"--epochs=1", "--init_from=" + weights, "--metrics_out=" + dir + "/b.jsonl"});
+  ASSERT_EQ(warm.exit_code, 0) << Explain(warm);
+  const double cold_start = FirstLoggedLoss(ReadFile(dir + "/a.jsonl"));
+  const double warm_start = FirstLoggedLoss(ReadFile(dir + "/b.jsonl"));
+  ASSERT_GT(cold_start, 2.0);  // about log(10) from a random init
+  EXPECT_LT(warm_start, 0.7 * cold_start) << "--init_from did not start from the trained weights";
+
+  // Weights of another shape: refused by every rank, naming the file and the parameter.
+  const RunResult bad = RunDdpMlp({"--epochs=1", "--hidden=16", "--init_from=" + weights});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find(weights), std::string::npos) << Explain(bad);
+  EXPECT_NE(bad.err.find("0.weight"), std::string::npos) << Explain(bad);
+}
+
 TEST(DdpMlp, BadFlagsExitWithStatus2AndSayWhichAndWhy) {
   const RunResult unknown = RunDdpMlp({"--epoch=3"}, /*plain=*/true);
   EXPECT_EQ(unknown.exit_code, 2);
