@@ -7,6 +7,8 @@
 //          --trace=FILE (Chrome trace of --trace_steps=5 extra steps)  --bucket_cap_mb=25  --first_bucket_mb=1
 //          --bucket_view=true|false (DdpOptions::gradient_as_bucket_view; default false: coalesced, no copies)
 //          --hook=allreduce|bf16  --backend=auto|nccl|gloo
+//          --fused_optimizer=true|false (DDP only, default true: one SGD per bucket stepped inside backward as
+//          each bucket's average arrives, DistributedDataParallel::RegisterFusedOptimizer)
 //
 // The step is PyTorch's: zero_grad(set_to_none) ; loss = cross_entropy(model(x), y) ; backward ; SGD
 // (lr 0.01, momentum 0.9) step. Inputs are made on the device once (different on each rank), so only the
@@ -61,6 +63,7 @@ struct Options {
   double first_bucket_mb = 1;
   bool bucket_view = false;
   bool bf16_hook = false;
+  bool fused_optimizer = true;
   dist::Backend backend = dist::Backend::kAuto;
 };
 
@@ -93,6 +96,8 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.no_ddp = true;
     } else if (kv[0] == "--bucket_view" && (!has || v == "true" || v == "false")) {
       o.bucket_view = !has || v == "true";
+    } else if (kv[0] == "--fused_optimizer" && (!has || v == "true" || v == "false")) {
+      o.fused_optimizer = !has || v == "true";
     } else if (kv[0] == "--hook" && has && (v == "allreduce" || v == "bf16")) {
       o.bf16_hook = v == "bf16";
     } else if (kv[0] == "--backend" && has) {
@@ -184,6 +189,11 @@ int Run(const Options& o) {
   so.lr = 0.01;
   so.momentum = 0.9;
   nn::SGD optimizer(model->Parameters(), so);
+  const bool fused = ddp && o.fused_optimizer;
+  if (fused) {
+    ddp->RegisterFusedOptimizer(
+        [so](std::vector<autograd::Variable> params) { return std::make_unique<nn::SGD>(std::move(params), so); });
+  }
   Tensor x = Tensor::Empty({o.batch, o.dims.front()}, DType::kFloat32, device);
   ops::NormalInit(x, 0.0, 1.0, /*seed=*/1234 + rank);
   std::vector<int64_t> labels(o.batch);
@@ -208,6 +218,7 @@ int Run(const Options& o) {
       dist::Tracer::Span b = dist::Tracer::MaybeScope(trace, "backward");
       autograd::Backward(loss);  // DDP: buckets all-reduced inside; averaged gradients when it returns
     }
+    if (fused) return;  // the per-bucket optimizers stepped inside Backward
     dist::Tracer::Span s = dist::Tracer::MaybeScope(trace, "optimizer");
     optimizer.Step();
   };
@@ -254,7 +265,7 @@ int Run(const Options& o) {
                 ddp ? "DDP" : (device.is_cuda() ? "1-GPU" : "1-CPU"), dims.c_str(), static_cast<long long>(o.batch),
                 world, backend,
                 ddp ? absl::StrCat(" buckets=", buckets, o.bucket_view ? " layout=views" : " layout=coalesced",
-                                   o.bf16_hook ? " hook=bf16" : "").c_str()
+                                   fused ? " fused_optimizer" : "", o.bf16_hook ? " hook=bf16" : "").c_str()
                     : "",
                 median, burst);
     auto round4 = [](double v) { return std::round(v * 1e4) / 1e4; };
@@ -270,6 +281,7 @@ int Run(const Options& o) {
                           {"params", model->NumParameters()},
                           {"buckets", buckets},
                           {"bucket_view", o.bucket_view},
+                          {"fused_optimizer", fused},
                           {"hook", o.bf16_hook ? "bf16" : "allreduce"}};
     std::printf("%s\n", row.dump().c_str());
     std::fflush(stdout);

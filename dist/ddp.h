@@ -27,6 +27,7 @@
 #define TINYDDP_DIST_DDP_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@
 
 namespace tinyddp::nn {
 class Module;
+class Optimizer;
 }
 
 namespace tinyddp::dist {
@@ -109,6 +111,19 @@ class DistributedDataParallel {
   };
   [[nodiscard]] NoSyncGuard NoSync();
 
+  /// Builds an optimizer over the given parameters (e.g. a lambda making nn::SGD with fixed options).
+  using OptimizerFactory = std::function<std::unique_ptr<nn::Optimizer>(std::vector<autograd::Variable>)>;
+  /// Optimizer overlap (PyTorch's DistributedDataParallel._register_fused_optim): DDP builds one optimizer
+  /// per bucket with `factory` and steps it at the end of each synchronised backward, right after that
+  /// bucket's average has arrived - so the update of the buckets that finished early runs while the last
+  /// buckets (the first layers' gradients, produced last) are still being all-reduced, hiding that tail.
+  /// The training loop then calls no Step(): Backward leaves updated parameters (and averaged .grad).
+  /// Per-parameter optimizer state follows the parameters when buckets are rebuilt. Backwards under NoSync
+  /// step nothing. Precondition: call before the first Forward; `factory` returns a non-null optimizer.
+  void RegisterFusedOptimizer(OptimizerFactory factory);
+  /// Sets the learning rate of every fused optimizer (an LR schedule calls it before each step).
+  void SetFusedOptimizerLr(double lr);
+
   nn::Module& module() { return module_; }
   ProcessGroup& process_group() { return *pg_; }
   /// The buckets, their order and per-iteration state (for tests, docs and the trace).
@@ -124,6 +139,13 @@ class DistributedDataParallel {
   DdpOptions options_;
   std::unique_ptr<Reducer> reducer_;
   bool sync_enabled_ = true;  // false inside NoSync()
+
+  // Fused optimizers: one per bucket, rebuilt (with their state) when the reducer rebuilds its buckets.
+  void RebuildFusedOptimizers();
+  OptimizerFactory fused_factory_;
+  std::vector<std::unique_ptr<nn::Optimizer>> fused_;
+  int64_t fused_generation_ = -1;
+  double fused_lr_ = -1;  // < 0: the factory's own
 };
 
 /// The collective check behind Create(), usable on its own: OK when every rank of `pg` passes the same

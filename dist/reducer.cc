@@ -108,6 +108,7 @@ void Reducer::BuildBuckets(const std::vector<size_t>& order) {
     }
   }
   buckets_ = std::move(buckets);
+  ++layout_generation_;
 }
 
 void Reducer::RebuildBucketsIfNeeded() {
@@ -278,6 +279,9 @@ void Reducer::FinalizeBackward() {
                      "DdpOptions::find_unused_parameters=true (it finds them after each forward), or make every "
                      "parameter take part in the loss");
   }
+  // Before the buckets complete, so that per-bucket callbacks (fused optimizers) see the final gradients.
+  if (options_.find_unused_parameters) RestoreGloballyUnused();
+
   Tracer* tracer = Tracer::Active(options_.tracer);
   int64_t previous_end_us = 0;
   for (Bucket& bucket : buckets_) {
@@ -294,8 +298,8 @@ void Reducer::FinalizeBackward() {
       previous_end_us = bucket.done_us;
     }
     bucket.future = CommFuture{};  // drop the Work (and the tensors it holds)
+    if (on_bucket_reduced_) on_bucket_reduced_(bucket.grad_bucket.index);
   }
-  if (options_.find_unused_parameters) RestoreGloballyUnused();
   if (!options_.gradient_as_bucket_view) {
     for (Bucket& bucket : buckets_) {
       for (Tensor& g : bucket.grad_bucket.gradients) g = Tensor();  // the parameters hold them
@@ -314,7 +318,7 @@ void Reducer::FinalizeBackward() {
 void Reducer::RestoreGloballyUnused() {
   // PyTorch keeps the gradient of a parameter that no rank used untouched: if it had none, it gets none,
   // so the optimizer skips it. That needs every rank's view: one small all_reduce(MAX) of a used map,
-  // issued after the buckets completed (the same position on every rank) and waited for on the host.
+  // issued after every bucket was launched (the same position on every rank) and waited for on the host.
   std::vector<int32_t> used(params_.size(), 1);
   for (size_t i : unused_) used[i] = 0;
   Tensor map = Tensor::FromVector<int32_t>(used, {static_cast<int64_t>(used.size())}, device_);
@@ -334,6 +338,12 @@ std::vector<std::vector<std::string>> Reducer::BucketParameterNames() const {
     for (size_t i : bucket.params) names.back().push_back(names_[i]);
   }
   return names;
+}
+
+std::vector<autograd::Variable> Reducer::BucketParameters(int b) const {
+  std::vector<autograd::Variable> params;
+  for (size_t i : buckets_.at(b).params) params.push_back(params_[i]);
+  return params;
 }
 
 int64_t Reducer::BucketBytes(int b) const {

@@ -39,6 +39,7 @@
 #define TINYDDP_DIST_REDUCER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -88,11 +89,19 @@ class Reducer {
   void PrepareForBackward(const autograd::Variable& output);
   /// Disarms: the next backward accumulates locally and communicates nothing (DDP's NoSync forward).
   void PrepareForLocalBackward();
+  /// Called at the end of each synchronised backward once per bucket, in launch order, right after that
+  /// bucket's average has arrived (the current stream is ordered after its collective), while later
+  /// buckets may still be in flight. DDP steps fused optimizers here. Empty: nothing.
+  void SetBucketReducedCallback(std::function<void(int bucket)> callback) { on_bucket_reduced_ = std::move(callback); }
 
   // --- Introspection (tests, docs, logs) --------------------------------------------------------------
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
   /// Dotted names of the parameters of each bucket, in launch order.
   std::vector<std::vector<std::string>> BucketParameterNames() const;
+  /// The parameters of bucket `b`, in bucket order.
+  std::vector<autograd::Variable> BucketParameters(int b) const;
+  /// Increases whenever the buckets are (re)built, so holders of per-bucket state know to rebuild theirs.
+  int64_t layout_generation() const { return layout_generation_; }
   /// Bytes of gradient in bucket `b`.
   int64_t BucketBytes(int b) const;
   /// The flat buffer of bucket `b` (undefined when gradient_as_bucket_view is false).
@@ -167,6 +176,8 @@ class Reducer {
   bool rebuilt_ = false;
   bool rebuild_pending_ = false;
   int64_t num_synced_backwards_ = 0;
+  int64_t layout_generation_ = 0;
+  std::function<void(int)> on_bucket_reduced_;
 };
 
 }  // namespace tinyddp::dist

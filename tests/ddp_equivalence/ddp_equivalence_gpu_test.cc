@@ -1,0 +1,154 @@
+// DDP on GPUs with NCCL, one process per GPU: the same claim as ddp_equivalence_test (N ranks == one
+// process on the concatenated batch, bit-identical ranks after every step) for both gradient layouts and
+// both optimizers, plus what the GPU path adds: the trained step allocates no device memory once warm, and
+// the bf16 hook stays identical across ranks. Needs at least 2 GPUs; skips otherwise.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "dist/ddp.h"
+#include "dist/ddp_testing.h"
+#include "dist/process_group_nccl.h"
+#include "dist/reducer.h"
+#include "dist/testing/multi_process.h"
+#include "gtest/gtest.h"
+#include "nn/adam.h"
+#include "nn/mlp.h"
+#include "nn/sgd.h"
+#include "tensor/cuda_allocator.h"
+#include "tensor/cuda_device.h"
+#include "tensor/stream.h"
+
+namespace tinyddp::dist {
+namespace {
+
+using autograd::Variable;
+using ddp_testing::Batch;
+using testing::RankContext;
+using testing::RunOnRanks;
+
+#define SKIP_WITHOUT_TWO_GPUS() \
+  if (cuda::DeviceCount() < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda::DeviceCount()
+
+// This rank's NCCL group on GPU `rank`, with a compute stream of its own (as ddp_step_bench runs).
+std::shared_ptr<ProcessGroup> Connect(const RankContext& ctx) {
+  cuda::SetDevice(ctx.rank);
+  cuda::Stream::SetCurrent(cuda::Stream::Create(ctx.rank));
+  NcclOptions options;
+  options.device = ctx.rank;
+  options.timeout = std::chrono::seconds(120);
+  auto pg = ProcessGroupNCCL::Create(ctx.store, ctx.rank, ctx.world_size, options);
+  EXPECT_TRUE(pg.ok()) << pg.status();
+  if (!pg.ok()) return nullptr;
+  return std::shared_ptr<ProcessGroup>(std::move(*pg));
+}
+
+const std::vector<int64_t> kDims = {67, 129, 95, 10};
+constexpr int64_t kPerRankBatch = 24;
+
+void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw) {
+  auto pg = Connect(ctx);
+  ASSERT_NE(pg, nullptr);
+  const Device device = Device::CUDA(ctx.rank);
+  nn::MlpOptions mo;
+  mo.seed = 42;
+  mo.device = device;
+  auto model = nn::MLP(kDims, mo);
+  auto reference = nn::MLP(kDims, mo);
+  if (ctx.rank != 0) ddp_testing::PerturbParameters(*model, ctx.rank);
+  DdpOptions options;
+  options.first_bucket_bytes = 4096;
+  options.bucket_cap_bytes = 40000;
+  options.gradient_as_bucket_view = bucket_view;
+  auto ddp = DistributedDataParallel::Create(*model, pg, options);
+  ASSERT_TRUE(ddp.ok()) << ddp.status();
+  ASSERT_GE((*ddp)->reducer().num_buckets(), 3);
+
+  std::unique_ptr<nn::Optimizer> opt, ref_opt;
+  if (adamw) {
+    opt = std::make_unique<nn::AdamW>(model->Parameters());
+    ref_opt = std::make_unique<nn::AdamW>(reference->Parameters());
+  } else {
+    nn::SgdOptions so;
+    so.lr = 0.05;
+    so.momentum = 0.9;
+    opt = std::make_unique<nn::SGD>(model->Parameters(), so);
+    ref_opt = std::make_unique<nn::SGD>(reference->Parameters(), so);
+  }
+  cuda::AllocatorStats warm;
+  for (int step = 0; step < 6; ++step) {
+    if (step == 3) warm = cuda::GetAllocatorStats(ctx.rank);
+    const Batch all = ddp_testing::MakeBatch(ctx.world_size * kPerRankBatch, kDims.front(), kDims.back(), 7 + step,
+                                             device);
+    const Batch mine = ddp_testing::Rows(all, ctx.rank * kPerRankBatch, (ctx.rank + 1) * kPerRankBatch);
+    opt->ZeroGrad();
+    autograd::Backward(autograd::CrossEntropy((*ddp)->Forward(Variable(mine.x)), mine.labels));
+    opt->Step();
+    ref_opt->ZeroGrad();
+    autograd::Backward(autograd::CrossEntropy(reference->Forward(Variable(all.x)), all.labels));
+    ref_opt->Step();
+    const std::string when = absl::StrCat("after step ", step + 1, adamw ? " (AdamW)" : " (SGD momentum)",
+                                          bucket_view ? ", bucket views" : ", coalesced");
+    ddp_testing::ExpectParametersNear(*model, *reference, 1e-5, 1e-4, when);
+    ddp_testing::ExpectBitIdenticalAcrossRanks(*pg, *model, when);
+  }
+  // Steps 4-6 (with the batches made and compared) called cudaMalloc no more: the caching allocator,
+  // the preallocated buckets and NCCL's pooled events serve every step.
+  EXPECT_EQ(cuda::GetAllocatorStats(ctx.rank).num_cuda_malloc, warm.num_cuda_malloc);
+}
+
+TEST(DdpOnGpus, MatchesOneProcessOnTheConcatenatedBatchWithBucketViews) {
+  SKIP_WITHOUT_TWO_GPUS();
+  RunOnRanks(cuda::DeviceCount(), [](const RankContext& ctx) {
+    TrainAndCompare(ctx, /*bucket_view=*/true, /*adamw=*/false);
+    TrainAndCompare(ctx, /*bucket_view=*/true, /*adamw=*/true);
+  });
+}
+
+TEST(DdpOnGpus, MatchesOneProcessOnTheConcatenatedBatchWithCoalescedGradients) {
+  SKIP_WITHOUT_TWO_GPUS();
+  RunOnRanks(cuda::DeviceCount(), [](const RankContext& ctx) {
+    TrainAndCompare(ctx, /*bucket_view=*/false, /*adamw=*/false);
+    TrainAndCompare(ctx, /*bucket_view=*/false, /*adamw=*/true);
+  });
+}
+
+TEST(DdpOnGpus, Bf16HookGradientsAreIdenticalOnEveryRankAndCloseToFp32) {
+  SKIP_WITHOUT_TWO_GPUS();
+  RunOnRanks(cuda::DeviceCount(), [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    const Device device = Device::CUDA(ctx.rank);
+    nn::MlpOptions mo;
+    mo.seed = 3;
+    mo.device = device;
+    auto model = nn::MLP(kDims, mo);
+    auto fp32_model = nn::MLP(kDims, mo);
+    DdpOptions options;
+    options.comm_hook = Bf16CompressHook();
+    auto ddp = DistributedDataParallel::Create(*model, pg, options);
+    auto fp32 = DistributedDataParallel::Create(*fp32_model, pg);
+    ASSERT_TRUE(ddp.ok() && fp32.ok());
+    const Batch mine = ddp_testing::MakeBatch(kPerRankBatch, kDims.front(), kDims.back(), 100 + ctx.rank, device);
+    autograd::Backward(autograd::CrossEntropy((*ddp)->Forward(Variable(mine.x)), mine.labels));
+    autograd::Backward(autograd::CrossEntropy((*fp32)->Forward(Variable(mine.x)), mine.labels));
+    const auto a = model->NamedParameters(), b = fp32_model->NamedParameters();
+    for (size_t i = 0; i < a.size(); ++i) {
+      const Tensor grad = a[i].second.grad();
+      Tensor all = Tensor::Empty({grad.numel() * ctx.world_size}, DType::kFloat32, device);
+      ASSERT_TRUE(pg->AllGather(all, grad.Flatten())->Wait().ok());
+      const std::vector<float> mine_v = grad.ToVector<float>();
+      for (int r = 0; r < ctx.world_size; ++r) {
+        EXPECT_EQ(all.Rows(r * grad.numel(), (r + 1) * grad.numel()).ToVector<float>(), mine_v)
+            << a[i].first << " differs on rank " << r;
+      }
+      ddp_testing::ExpectTensorNear(grad, b[i].second.grad(), 2e-3, 2e-2, absl::StrCat("bf16 grad of ", a[i].first));
+    }
+  });
+}
+
+}  // namespace
+}  // namespace tinyddp::dist
