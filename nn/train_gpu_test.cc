@@ -76,5 +76,23 @@ TEST(GpuTraining, CudaTrainingMatchesCpuTrainingOverSeveralSteps) {
   }
 }
 
+TEST(GpuTraining, ModuleToMovesParametersAndGradientsButKeepsTheVariables) {
+  if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  auto model = MLP({96, 32, 10});
+  const std::vector<Variable> before = model->Parameters();
+  const Batch cpu_batch = MakeBatch(Device::CPU());
+  autograd::Backward(CrossEntropyLoss()((*model)(Variable(cpu_batch.x)), cpu_batch.labels));
+  const std::vector<float> weight = before[0].data().ToVector<float>(), grad = before[0].grad().ToVector<float>();
+  model->To(Device::CUDA(0));
+  const std::vector<Variable> after = model->Parameters();
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_TRUE(after[i].Is(before[i])) << "optimizers and hooks holding the Variable stay valid";
+    EXPECT_EQ(after[i].device(), Device::CUDA(0));
+    EXPECT_EQ(after[i].grad().device(), Device::CUDA(0));
+  }
+  EXPECT_EQ(after[0].data().ToVector<float>(), weight);
+  EXPECT_EQ(after[0].grad().ToVector<float>(), grad);
+}
+
 }  // namespace
 }  // namespace tinyddp::nn
