@@ -415,6 +415,7 @@ TEST(Tracer, WritesOneProcessPerRankWithForwardBackwardAndEveryBucketsAllReduce)
   const nlohmann::json trace = nlohmann::json::parse(file);
   std::map<int, std::map<std::string, int>> counts;  // pid -> name -> complete events
   std::map<int, std::vector<int64_t>> buckets;        // pid -> all_reduce bucket indices in order
+  std::map<int, int64_t> comm_end;                    // pid -> end of the last all_reduce seen
   for (const nlohmann::json& e : trace.at("traceEvents")) {
     if (e.at("ph") != "X") continue;
     EXPECT_GE(e.at("dur").get<int64_t>(), 0);
@@ -423,6 +424,10 @@ TEST(Tracer, WritesOneProcessPerRankWithForwardBackwardAndEveryBucketsAllReduce)
     if (e.at("name") == "all_reduce") {
       EXPECT_EQ(e.at("tid").get<int>(), static_cast<int>(TraceTrack::kComm));
       buckets[pid].push_back(e.at("args").at("i").get<int64_t>());
+      // Gloo's one worker thread runs them one after another: each starts after the previous one ended.
+      const int64_t ts = e.at("ts").get<int64_t>();
+      EXPECT_GE(ts, comm_end[pid]) << "all_reduce intervals overlap on rank " << pid;
+      comm_end[pid] = ts + e.at("dur").get<int64_t>();
     }
   }
   ASSERT_EQ(counts.size(), 2u) << "one process per rank";

@@ -159,6 +159,7 @@ void ProcessGroupGloo::WorkerLoop() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
+    task.work->MarkStarted();  // for traces: when this collective really ran (Work::HostInterval)
     absl::Status status = RunTask(task, tag++);
     task.work->Complete(std::move(status));
     // `task` (and the tensors its closure holds) is released here, after completion.

@@ -2,6 +2,7 @@
 #include "dist/reducer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -144,7 +145,6 @@ void Reducer::PrepareForBackward(const autograd::Variable& output) {
   launch_order_.clear();
   for (Bucket& bucket : buckets_) {
     bucket.pending = bucket.params.size();
-    bucket.done_us = -1;
     bucket.gpu_slot = -1;
   }
   unused_.clear();
@@ -185,9 +185,6 @@ void Reducer::MarkReady(size_t param_index) {
     for (size_t unused : unused_) MarkParamReady(unused, /*unused=*/true);
   }
   MarkParamReady(param_index, /*unused=*/false);
-  if (Tracer* tracer = Tracer::Active(options_.tracer); tracer != nullptr && !tracer->on_gpu()) {
-    NoteCompletedCollectives();
-  }
   LaunchReadyBuckets();
 }
 
@@ -254,13 +251,16 @@ void Reducer::Launch(Bucket& bucket) {
   }
 }
 
-void Reducer::NoteCompletedCollectives() {
-  for (int b = 0; b < next_to_launch_; ++b) {
-    Bucket& bucket = buckets_[b];
-    if (bucket.done_us < 0 && bucket.future.work != nullptr && bucket.future.work->IsCompleted()) {
-      bucket.done_us = Tracer::NowUs();
-    }
+void Reducer::TraceHostCollective(Tracer& tracer, const Bucket& bucket) {
+  // Gloo's worker thread stamps when it really ran the collective; without that (another backend), the
+  // interval from the launch to now is the best the training thread knows.
+  std::chrono::steady_clock::time_point start, end;
+  int64_t start_us = bucket.launch_us, end_us = Tracer::NowUs();
+  if (bucket.future.work->HostInterval(&start, &end)) {
+    start_us = std::chrono::duration_cast<std::chrono::microseconds>(start.time_since_epoch()).count();
+    end_us = std::chrono::duration_cast<std::chrono::microseconds>(end.time_since_epoch()).count();
   }
+  tracer.AddHostEvent(TraceTrack::kComm, "all_reduce", start_us, end_us, bucket.grad_bucket.index);
 }
 
 void Reducer::FinalizeBackward() {
@@ -283,20 +283,11 @@ void Reducer::FinalizeBackward() {
   if (options_.find_unused_parameters) RestoreGloballyUnused();
 
   Tracer* tracer = Tracer::Active(options_.tracer);
-  int64_t previous_end_us = 0;
   for (Bucket& bucket : buckets_) {
-    if (tracer != nullptr && !tracer->on_gpu()) NoteCompletedCollectives();
     const absl::Status status = bucket.future.Complete();
     TINYDDP_CHECK_OP(status.ok(), kOp, "all_reduce of bucket ", bucket.grad_bucket.index, " failed on rank ",
                      pg_->rank(), ": ", status.ToString());
-    if (tracer != nullptr && !tracer->on_gpu()) {
-      // Gloo runs collectives one after another on its thread: a bucket starts when it was launched
-      // and the previous one had finished.
-      if (bucket.done_us < 0) bucket.done_us = Tracer::NowUs();
-      const int64_t start = std::max(bucket.launch_us, previous_end_us);
-      tracer->AddHostEvent(TraceTrack::kComm, "all_reduce", start, bucket.done_us, bucket.grad_bucket.index);
-      previous_end_us = bucket.done_us;
-    }
+    if (tracer != nullptr && !tracer->on_gpu()) TraceHostCollective(*tracer, bucket);
     bucket.future = CommFuture{};  // drop the Work (and the tensors it holds)
     if (on_bucket_reduced_) on_bucket_reduced_(bucket.grad_bucket.index);
   }

@@ -128,7 +128,6 @@ class Reducer {
     size_t pending = 0;
     CommFuture future;
     int64_t launch_us = 0;      // host time of the launch (trace)
-    int64_t done_us = -1;       // host time the CPU collective was seen complete (trace)
     int gpu_slot = -1;          // tracer slot of the GPU begin event
     std::unique_ptr<cuda::Event> fence;  // trace on GPU: orders the comm stream after compute
   };
@@ -149,7 +148,7 @@ class Reducer {
   void LaunchReadyBuckets();
   void Launch(Bucket& bucket);
   void FinalizeBackward();
-  void NoteCompletedCollectives();  // CPU trace: stamps collectives seen complete
+  void TraceHostCollective(Tracer& tracer, const Bucket& bucket);  // CPU: the comm track's interval
   // find_unused_parameters: parameters whose gradient stayed undefined on every rank keep no gradient.
   void RestoreGloballyUnused();
 

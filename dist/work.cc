@@ -18,8 +18,24 @@ void CompletionWork::Complete(absl::Status status) {
     if (done_) return;  // a second completion would be a bug in the caller; keep the first outcome
     done_ = true;
     status_ = std::move(status);
+    completed_at_ = std::chrono::steady_clock::now();
   }
   done_cv_.notify_all();
+}
+
+void CompletionWork::MarkStarted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  started_ = true;
+  started_at_ = std::chrono::steady_clock::now();
+}
+
+bool CompletionWork::HostInterval(std::chrono::steady_clock::time_point* start,
+                                  std::chrono::steady_clock::time_point* end) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!done_ || !started_) return false;
+  *start = started_at_;
+  *end = completed_at_;
+  return true;
 }
 
 absl::Status CompletionWork::Wait(std::chrono::milliseconds timeout) {

@@ -51,6 +51,12 @@ class Work {
   /// True once the collective has finished, successfully or not. Never blocks.
   virtual bool IsCompleted() = 0;
 
+  /// For traces (added for DDP's Tracer): when a host thread ran this collective (Gloo's worker), the
+  /// steady_clock times it started and finished; false for GPU work or work that has not finished.
+  virtual bool HostInterval(std::chrono::steady_clock::time_point* start, std::chrono::steady_clock::time_point* end) {
+    return false;
+  }
+
   const std::string& description() const { return description_; }
   std::chrono::milliseconds default_timeout() const { return default_timeout_; }
 
@@ -68,18 +74,23 @@ class CompletionWork : public Work {
   static std::shared_ptr<Work> Done(absl::Status status, std::string description,
                                     std::chrono::milliseconds default_timeout = kDefaultCollectiveTimeout);
 
-  /// Records the outcome and wakes every waiter. Precondition: called once.
+  /// Records the outcome (and the time) and wakes every waiter. Precondition: called once.
   void Complete(absl::Status status);
+  /// Records that a host thread starts running the collective now (for HostInterval).
+  void MarkStarted();
 
   absl::Status Wait(std::chrono::milliseconds timeout) override;
   using Work::Wait;
   bool IsCompleted() override;
+  bool HostInterval(std::chrono::steady_clock::time_point* start, std::chrono::steady_clock::time_point* end) override;
 
  private:
   std::mutex mu_;
   std::condition_variable done_cv_;
   bool done_ = false;
   absl::Status status_;
+  bool started_ = false;
+  std::chrono::steady_clock::time_point started_at_, completed_at_;
 };
 
 }  // namespace tinyddp::dist
