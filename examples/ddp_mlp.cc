@@ -167,6 +167,18 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
   if (!o.init_from.empty()) RETURN_IF_ERROR(nn::LoadModule(*s.model, o.init_from));
   s.optimizer = MakeOptimizer(o, s.model->Parameters());
   s.schedule = MakeSchedule(o, s.loader->num_batches());
+
+  // A fresh run must not mix its checkpoints with another run's: retention keeps the highest step
+  // numbers, which could be the old run's, and a later --resume would continue the wrong run.
+  if (rank == 0 && !o.checkpoint_dir.empty() && !o.resume) {
+    const std::vector<int64_t> steps = CheckpointSteps(o.checkpoint_dir);
+    if (!steps.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--checkpoint_dir=", o.checkpoint_dir, " already holds checkpoints of a run (newest: ",
+          CheckpointPath(o.checkpoint_dir, steps.front()),
+          "); pass --resume to continue it, or use an empty --checkpoint_dir"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -459,6 +471,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "ddp_mlp: %s\n", std::string(found.message()).c_str());
       return 1;
     }
+  }
+  // --backend=nccl needs a GPU: say so once, before starting workers that would all fail.
+  if (!tinyddp::dist::IsWorker() && options->backend == "nccl" &&
+      (!tinyddp::dist::NcclAvailable() || tinyddp::cuda::DeviceCount() == 0)) {
+    std::fprintf(stderr, "ddp_mlp: --backend=nccl: %s; use --backend=gloo (CPU ranks)\n",
+                 tinyddp::dist::NcclAvailable() ? "no GPU is visible" : "this build has no CUDA/NCCL");
+    return 2;
   }
   // Not a worker yet? Become a small launcher that runs this same binary once per rank, and exit
   // with the job's status. In a worker (RANK, SLURM_PROCID or OMPI_COMM_WORLD_RANK set) this returns.

@@ -32,20 +32,6 @@ absl::Status FsError(const std::string& what, const std::string& path, const std
   return absl::InternalError(absl::StrCat(what, " ", path, ": ", ec.message()));
 }
 
-// Step numbers of the step-* folders in `dir`, any order. Temporary folders start with '.'.
-std::vector<int64_t> ListCheckpointSteps(const std::string& dir) {
-  std::vector<int64_t> steps;
-  std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    int64_t step = 0;
-    if (absl::StartsWith(name, "step-") && absl::SimpleAtoi(name.substr(5), &step) && entry.is_directory(ec)) {
-      steps.push_back(step);
-    }
-  }
-  return steps;
-}
-
 json ProgressToJson(const TrainingProgress& p) {
   return {{"global_step", p.global_step},
           {"epoch", p.epoch},
@@ -72,6 +58,20 @@ CheckpointInfo InfoFromJson(const json& j, const std::string& path) {
 }
 
 }  // namespace
+
+std::vector<int64_t> CheckpointSteps(const std::string& dir) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = 0;
+    if (absl::StartsWith(name, "step-") && absl::SimpleAtoi(name.substr(5), &step) && entry.is_directory(ec)) {
+      steps.push_back(step);  // temporary folders start with '.', so they never match
+    }
+  }
+  std::sort(steps.begin(), steps.end(), std::greater<>());
+  return steps;
+}
 
 std::string CheckpointPath(const std::string& dir, int64_t global_step) {
   return absl::StrFormat("%s/step-%08d", dir, global_step);
@@ -131,8 +131,7 @@ absl::StatusOr<std::string> SaveTrainingCheckpoint(const std::string& dir, const
   if (replacing) fs::remove_all(old, ec);
 
   // 4. Retention: the newest `keep` by step number stay.
-  std::vector<int64_t> steps = ListCheckpointSteps(dir);
-  std::sort(steps.begin(), steps.end(), std::greater<>());
+  const std::vector<int64_t> steps = CheckpointSteps(dir);
   for (size_t i = static_cast<size_t>(std::max<int64_t>(keep, 1)); i < steps.size(); ++i) {
     fs::remove_all(CheckpointPath(dir, steps[i]), ec);
   }
@@ -183,9 +182,8 @@ absl::StatusOr<CheckpointInfo> VerifyCheckpoint(const std::string& path) {
 
 absl::StatusOr<std::optional<CheckpointInfo>> FindLatestGoodCheckpoint(const std::string& dir,
                                                                        std::vector<std::string>* rejected) {
-  std::vector<int64_t> steps = ListCheckpointSteps(dir);
+  const std::vector<int64_t> steps = CheckpointSteps(dir);
   if (steps.empty()) return std::optional<CheckpointInfo>();
-  std::sort(steps.begin(), steps.end(), std::greater<>());
   std::vector<std::string> problems;
   for (int64_t step : steps) {
     const std::string path = CheckpointPath(dir, step);

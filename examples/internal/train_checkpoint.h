@@ -54,6 +54,10 @@ struct CheckpointInfo {
   SettingsMap settings;         // TrainOptions::TrajectorySettings of the run that wrote it
 };
 
+/// The step numbers of the step-* folders in `dir`, newest first (none when `dir` does not exist).
+/// Folders are listed whether or not they verify.
+std::vector<int64_t> CheckpointSteps(const std::string& dir);
+
 /// "<dir>/step-00000469" for global_step 469.
 std::string CheckpointPath(const std::string& dir, int64_t global_step);
 

@@ -131,6 +131,16 @@ TEST(TrainCheckpoint, EmptyOrMissingFolderHasNoCheckpoint) {
   auto found = FindLatestGoodCheckpoint(FreshDir("does_not_exist"), nullptr);
   ASSERT_TRUE(found.ok());
   EXPECT_FALSE(found->has_value());
+  EXPECT_TRUE(CheckpointSteps(FreshDir("does_not_exist")).empty());
+}
+
+TEST(TrainCheckpoint, StepsAreListedNewestFirstWithoutTemporaryFolders) {
+  const std::string dir = FreshDir("listing");
+  for (const char* name : {"step-00000007", "step-00000123", ".tmp-step-00000999-5", "step-x", "notes"}) {
+    fs::create_directories(dir + "/" + name);
+  }
+  WriteFileDurably(dir + "/step-00000500", "a file, not a checkpoint folder").IgnoreError();
+  EXPECT_EQ(CheckpointSteps(dir), (std::vector<int64_t>{123, 7}));
 }
 
 TEST(TrainCheckpoint, DifferentSettingsAreRefusedNamingEachDifference) {

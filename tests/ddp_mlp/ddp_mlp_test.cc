@@ -19,6 +19,7 @@
 #include "dist/process_test_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tensor/cuda_device.h"
 
 namespace tinyddp {
 namespace {
@@ -185,6 +186,13 @@ TEST(DdpMlp, ResumeUnderDifferentSettingsIsRefused) {
   const RunResult c = RunDdpMlp({"--epochs=1", "--checkpoint_dir=" + dir, "--resume", "--seed=3"});
   EXPECT_NE(c.exit_code, 0);
   EXPECT_NE(c.err.find("--seed: checkpoint 0, this run 3"), std::string::npos) << Explain(c);
+  // A fresh run (no --resume) must not mix its checkpoints with the old run's.
+  const RunResult fresh = RunDdpMlp({"--epochs=1", "--checkpoint_dir=" + dir});
+  EXPECT_EQ(fresh.exit_code, 1);
+  EXPECT_NE(fresh.err.find("already holds checkpoints of a run (newest: " + dir + "/step-00000004); pass --resume"),
+            std::string::npos)
+      << Explain(fresh);
+  EXPECT_NE(fresh.err.find("rank 1: 1 other rank(s) failed while setting up"), std::string::npos) << Explain(fresh);
 }
 
 // The first logged loss of a run (the mean of its first --log_every steps).
@@ -226,6 +234,13 @@ TEST(DdpMlp, BadFlagsExitWithStatus2AndSayWhichAndWhy) {
   const RunResult range = RunDdpMlp({"--lr=0"}, true);
   EXPECT_EQ(range.exit_code, 2);
   EXPECT_NE(range.err.find("--lr: must be > 0"), std::string::npos) << range.err;
+  // NCCL without a GPU is a flag error too (on a GPU machine --backend=nccl is simply valid).
+  if (cuda::DeviceCount() == 0) {
+    const RunResult nccl = RunDdpMlp({"--backend=nccl", "--dataset=synthetic"}, true);
+    EXPECT_EQ(nccl.exit_code, 2) << Explain(nccl);
+    EXPECT_NE(nccl.err.find("--backend=nccl: "), std::string::npos) << nccl.err;
+    EXPECT_NE(nccl.err.find("use --backend=gloo"), std::string::npos) << nccl.err;
+  }
 }
 
 TEST(DdpMlp, MissingDatasetNamesThePathAndThePackage) {
