@@ -7,11 +7,12 @@
 // Read it top to bottom: it is the spine of a data-parallel training script, the C++ twin of a
 // torch.distributed + DDP script. Every rank runs this same program on its own shard of the data:
 //
-//   main      flags -> start workers if nobody else did -> Train()
-//   Train     join the job -> data -> model -> (resume) -> DDP -> for each epoch:
-//               for each batch: lr(step), zero grads, forward, loss, backward (DDP all_reduces the
-//               gradient buckets while it runs), optimizer step
-//               then: evaluate on every rank's shard, combine with all_reduce, log, checkpoint
+//   main       flags -> start workers if nobody else did (SpawnWorkersIfNeeded) -> RunWorker
+//   RunWorker  join the job (InitProcessGroup: NCCL on GPUs, Gloo on CPUs) -> Train
+//   Train      data -> model -> (resume) -> DDP -> for each epoch:
+//                for each batch: lr(step), zero grads, forward, loss, backward (DDP all_reduces the
+//                gradient buckets while it runs), optimizer step
+//                then: evaluate on every rank's shard, combine with all_reduce, log, checkpoint
 //
 // The pieces, and where they are defined (the includes are the table of contents):
 #include <unistd.h>
@@ -28,40 +29,40 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "autograd/engine.h"                       // Backward
-#include "data/data_loader.h"                      // DataLoader: batches with prefetch, on the device
-#include "data/distributed_sampler.h"              // DistributedSampler: this rank's share of each epoch
-#include "data/fashion_mnist.h"                    // LoadFashionMnist
-#include "data/synthetic.h"                        // MakeSyntheticDataset (--dataset=synthetic)
-#include "dist/ddp.h"                              // DistributedDataParallel
-#include "dist/env.h"                              // IsWorker
-#include "dist/init.h"                             // InitProcessGroup: env -> store -> NCCL or Gloo group
-#include "dist/spawn.h"                            // SpawnWorkersIfNeeded
-#include "dist/trace.h"                            // Tracer (--trace)
-#include "examples/internal/evaluate.h"            // EvalShardIndices, EvaluateShard, AllReduceEvalSums
-#include "examples/internal/metrics_writer.h"      // MetricsWriter (--metrics_out): JSON lines + SVG plot
-#include "examples/internal/progress.h"            // Progress: the live bar, or plain lines
-#include "examples/internal/train_checkpoint.h"    // Save/Find/LoadTrainingCheckpoint
-#include "examples/internal/train_options.h"       // TrainOptions, ParseTrainOptions: the flags
-#include "nn/adam.h"                               // AdamW
-#include "nn/checkpoint.h"                         // LoadModule (--init_from)
-#include "nn/loss.h"                               // CrossEntropyLoss
-#include "nn/lr_schedule.h"                        // ConstantLr, StepLr, CosineWithWarmupLr
-#include "nn/mlp.h"                                // MLP: Sequential(Linear, ReLU, ..., Linear)
-#include "nn/sgd.h"                                // SGD
-#include "tensor/cuda_device.h"                    // CurrentDevice
-#include "tensor/ops.h"                            // AddInto (loss accumulation on the device)
-#include "tensor/stream.h"                         // Stream: a compute stream of our own on the GPU
+#include "autograd/engine.h"                     // Backward
+#include "data/data_loader.h"                    // DataLoader: batches with prefetch, on the device
+#include "data/distributed_sampler.h"            // DistributedSampler: this rank's share of each epoch
+#include "data/fashion_mnist.h"                  // LoadFashionMnist
+#include "data/synthetic.h"                      // MakeSyntheticDataset (--dataset=synthetic)
+#include "dist/ddp.h"                            // DistributedDataParallel
+#include "dist/env.h"                            // IsWorker
+#include "dist/init.h"                           // InitProcessGroup: env -> store -> NCCL or Gloo group
+#include "dist/spawn.h"                          // SpawnWorkersIfNeeded
+#include "dist/trace.h"                          // Tracer (--trace)
+#include "examples/internal/evaluate.h"          // EvalShardIndices, EvaluateShard, AllReduceEvalSums
+#include "examples/internal/metrics_writer.h"    // MetricsWriter (--metrics_out): JSON lines + SVG plot
+#include "examples/internal/progress.h"          // Progress: the live bar, or plain lines
+#include "examples/internal/train_checkpoint.h"  // Save/Find/LoadTrainingCheckpoint
+#include "examples/internal/train_options.h"     // TrainOptions, ParseTrainOptions: the flags
+#include "nn/adam.h"                             // AdamW
+#include "nn/checkpoint.h"                       // LoadModule (--init_from)
+#include "nn/loss.h"                             // CrossEntropyLoss
+#include "nn/lr_schedule.h"                      // ConstantLr, StepLr, CosineWithWarmupLr
+#include "nn/mlp.h"                              // MLP: Sequential(Linear, ReLU, ..., Linear)
+#include "nn/sgd.h"                              // SGD
+#include "tensor/cuda_device.h"                  // CurrentDevice
+#include "tensor/ops.h"                          // AddInto (loss accumulation on the device)
+#include "tensor/stream.h"                       // Stream: a compute stream of our own on the GPU
 
 namespace tinyddp::examples {
 namespace {
 
 using autograd::Variable;
 
-#define RETURN_IF_ERROR(expr)                    \
-  do {                                           \
-    const absl::Status status_ = (expr);         \
-    if (!status_.ok()) return status_;           \
+#define RETURN_IF_ERROR(expr)            \
+  do {                                   \
+    const absl::Status status_ = (expr); \
+    if (!status_.ok()) return status_;   \
   } while (0)
 
 // --- Setup helpers ---------------------------------------------------------------------------------
@@ -107,7 +108,8 @@ std::unique_ptr<nn::Optimizer> MakeOptimizer(const TrainOptions& o, std::vector<
 
 // The learning rate as a pure function of the global step, so a resumed run continues the same curve.
 std::unique_ptr<nn::LrSchedule> MakeSchedule(const TrainOptions& o, int64_t steps_per_epoch) {
-  if (o.lr_schedule == "step") return std::make_unique<nn::StepLr>(o.lr, o.lr_step_epochs * steps_per_epoch, o.lr_gamma);
+  if (o.lr_schedule == "step")
+    return std::make_unique<nn::StepLr>(o.lr, o.lr_step_epochs * steps_per_epoch, o.lr_gamma);
   if (o.lr_schedule == "cosine") {
     const int64_t total = o.epochs * steps_per_epoch;
     return std::make_unique<nn::CosineWithWarmupLr>(o.lr, std::min(o.warmup_steps, total), total);
@@ -135,9 +137,9 @@ absl::Status AgreeOnStatus(const Job& job, const absl::Status& local, const char
 // Everything a rank builds before training starts.
 struct Setup {
   Datasets datasets;
-  std::unique_ptr<data::DataLoader> loader;   // this rank's batches of the training set
-  std::vector<int64_t> eval_indices;           // this rank's unpadded shard of the test set
-  std::vector<int64_t> dims;                   // 784, hidden..., 10
+  std::unique_ptr<data::DataLoader> loader;  // this rank's batches of the training set
+  std::vector<int64_t> eval_indices;         // this rank's unpadded shard of the test set
+  std::vector<int64_t> dims;                 // 784, hidden..., 10
   std::shared_ptr<nn::Sequential> model;
   std::unique_ptr<nn::Optimizer> optimizer;
   std::unique_ptr<nn::LrSchedule> schedule;
@@ -153,7 +155,8 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
       s.datasets.train->Size(),
       {.num_replicas = world, .rank = rank, .shuffle = o.shuffle, .seed = static_cast<uint64_t>(o.seed)});
   RETURN_IF_ERROR(sampler.status());
-  auto loader = data::DataLoader::Create(s.datasets.train, *sampler, {.batch_size = o.batch_size, .device = job.device});
+  auto loader =
+      data::DataLoader::Create(s.datasets.train, *sampler, {.batch_size = o.batch_size, .device = job.device});
   RETURN_IF_ERROR(loader.status());
   s.loader = *std::move(loader);
   s.eval_indices = EvalShardIndices(s.datasets.test->Size(), world, rank);
@@ -173,10 +176,10 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
   if (rank == 0 && !o.checkpoint_dir.empty() && !o.resume) {
     const std::vector<int64_t> steps = CheckpointSteps(o.checkpoint_dir);
     if (!steps.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--checkpoint_dir=", o.checkpoint_dir, " already holds checkpoints of a run (newest: ",
-          CheckpointPath(o.checkpoint_dir, steps.front()),
-          "); pass --resume to continue it, or use an empty --checkpoint_dir"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("--checkpoint_dir=", o.checkpoint_dir,
+                       " already holds checkpoints of a run (newest: ", CheckpointPath(o.checkpoint_dir, steps.front()),
+                       "); pass --resume to continue it, or use an empty --checkpoint_dir"));
     }
   }
   return absl::OkStatus();
@@ -208,15 +211,14 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
     return absl::AbortedError("rank 0 found no good checkpoint");
   }
   if (chosen == -1) {
-    if (job.pg->rank() == 0) progress.Print(absl::StrCat("--resume: no checkpoint in ", o.checkpoint_dir, " yet; starting from scratch"));
+    if (job.pg->rank() == 0) {
+      progress.Print(absl::StrCat("--resume: no checkpoint in ", o.checkpoint_dir, " yet; starting from scratch"));
+    }
     return TrainingProgress{};
   }
   const std::string path = CheckpointPath(o.checkpoint_dir, chosen);
   auto loaded = LoadTrainingCheckpoint(path, o.TrajectorySettings(job.pg->size()), model, optimizer);
-  Tensor failures = Tensor::FromVector<int64_t>({loaded.ok() ? 0 : 1}, {1}, job.device);
-  RETURN_IF_ERROR(job.pg->AllReduce(failures, dist::ReduceOp::kSum)->Wait());
-  if (!loaded.ok()) return loaded.status();
-  if (failures.ToVector<int64_t>()[0] > 0) return absl::AbortedError("another rank could not load the checkpoint");
+  RETURN_IF_ERROR(AgreeOnStatus(job, loaded.status(), "loading the checkpoint"));
   if (job.pg->rank() == 0) {
     progress.Print(absl::StrFormat("resumed from %s: epoch %d, batch %d, step %d", path, loaded->epoch + 1,
                                    loaded->batch_in_epoch, loaded->global_step));
@@ -299,10 +301,10 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   }
   RETURN_IF_ERROR(AgreeOnStatus(job, opened, "opening --metrics_out"));
   if (lead) {
-    progress.Print(absl::StrFormat(
-        "ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
-        absl::StrJoin(setup.dims, "-"), model.NumParameters(), world, job.pg->backend_name(), job.device.ToString(),
-        o.dataset, datasets.train->Size(), datasets.test->Size()));
+    progress.Print(
+        absl::StrFormat("ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
+                        absl::StrJoin(setup.dims, "-"), model.NumParameters(), world, job.pg->backend_name(),
+                        job.device.ToString(), o.dataset, datasets.train->Size(), datasets.test->Size()));
     progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s, lr %s", o.epochs,
                                    steps_per_epoch, o.batch_size, o.batch_size * world, o.optimizer,
                                    schedule.ToString()));
@@ -315,7 +317,7 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
     loader.Reset(epoch);  // the shuffle of this epoch, a function of (seed, epoch)
     const int64_t first_batch = epoch == at.epoch ? at.batch_in_epoch : 0;
-    for (int64_t skip = 0; skip < first_batch; ++skip) loader.Next();  // trained before the resume
+    for (int64_t skip = 0; skip < first_batch; ++skip) loader.Next();   // trained before the resume
     if (first_batch == 0) at.epoch_loss_sum = at.epoch_loss_count = 0;  // a fresh epoch
     at.epoch = epoch;
     at.batch_in_epoch = first_batch;
@@ -348,8 +350,8 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
           const double mean = *sum / static_cast<double>(steps);
           progress.LogStep(at.batch_in_epoch, mean, optimizer.lr());
           if (metrics) {
-            RETURN_IF_ERROR(metrics->WriteStep(
-                {at.global_step, epoch, mean, optimizer.lr(), progress.SamplesPerSecond()}));
+            RETURN_IF_ERROR(
+                metrics->WriteStep({at.global_step, epoch, mean, optimizer.lr(), progress.SamplesPerSecond()}));
           }
         }
       }
@@ -372,9 +374,10 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
     last_eval = *eval;
     const double train_loss = at.epoch_loss_count > 0 ? at.epoch_loss_sum / at.epoch_loss_count : std::nan("");
     if (lead) {
-      progress.Print(absl::StrFormat("epoch %d/%d%s: train loss %.4f | test loss %.4f, accuracy %.2f%% (%d examples) | %.1fs",
-                                     epoch + 1, o.epochs, epoch_done ? "" : " (stopped at --max_steps)", train_loss,
-                                     eval->loss, 100 * eval->accuracy, eval->count, seconds_since_start()));
+      progress.Print(
+          absl::StrFormat("epoch %d/%d%s: train loss %.4f | test loss %.4f, accuracy %.2f%% (%d examples) | %.1fs",
+                          epoch + 1, o.epochs, epoch_done ? "" : " (stopped at --max_steps)", train_loss, eval->loss,
+                          100 * eval->accuracy, eval->count, seconds_since_start()));
       if (metrics) {
         RETURN_IF_ERROR(metrics->WriteEpoch(
             {epoch, at.global_step, train_loss, eval->loss, eval->accuracy, seconds_since_start()}));
@@ -384,8 +387,8 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
     // 6. Checkpoint (rank 0: every rank holds the same weights and optimizer state).
     absl::Status saved_ok;
     if (lead && !o.checkpoint_dir.empty()) {
-      absl::StatusOr<std::string> saved = SaveTrainingCheckpoint(
-          o.checkpoint_dir, model, optimizer, at, o.TrajectorySettings(world), o.keep_checkpoints);
+      absl::StatusOr<std::string> saved = SaveTrainingCheckpoint(o.checkpoint_dir, model, optimizer, at,
+                                                                 o.TrajectorySettings(world), o.keep_checkpoints);
       if (saved.ok()) progress.Print(absl::StrCat("  checkpoint: ", *saved));
       saved_ok = saved.status();
     }

@@ -34,8 +34,7 @@ absl::StatusOr<EvalSums> EvaluateShard(nn::Module& model, const data::Dataset& d
   EvalSums sums;
   for (size_t begin = 0; begin < indices.size(); begin += static_cast<size_t>(batch_size)) {
     const size_t end = std::min(indices.size(), begin + static_cast<size_t>(batch_size));
-    absl::StatusOr<data::Batch> batch =
-        dataset.GetBatch(absl::MakeConstSpan(indices.data() + begin, end - begin));
+    absl::StatusOr<data::Batch> batch = dataset.GetBatch(absl::MakeConstSpan(indices.data() + begin, end - begin));
     if (!batch.ok()) return batch.status();
     const Tensor inputs = batch->inputs.To(device);
     const Tensor labels = batch->labels.To(device);

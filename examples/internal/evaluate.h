@@ -25,16 +25,16 @@ namespace tinyddp::examples {
 
 /// Sums over some examples: what one rank contributes before the all_reduce.
 struct EvalSums {
-  double loss_sum = 0;   // sum of per-example cross-entropy
-  double correct = 0;    // examples whose argmax matches the label
-  double count = 0;      // examples scored
+  double loss_sum = 0;  // sum of per-example cross-entropy
+  double correct = 0;   // examples whose argmax matches the label
+  double count = 0;     // examples scored
 };
 
 /// The job's metrics, identical on every rank after AllReduceEvalSums.
 struct EvalMetrics {
-  double loss = 0;       // mean cross-entropy over the test set
-  double accuracy = 0;   // fraction correct, in [0, 1]
-  int64_t count = 0;     // examples scored in total: the test set's size when sharded correctly
+  double loss = 0;      // mean cross-entropy over the test set
+  double accuracy = 0;  // fraction correct, in [0, 1]
+  int64_t count = 0;    // examples scored in total: the test set's size when sharded correctly
 };
 
 /// How many of rank `rank`'s num_samples sampler positions are real examples, not padding:
@@ -48,8 +48,7 @@ std::vector<int64_t> EvalShardIndices(int64_t n, int world_size, int rank);
 /// Scores `model` on the examples of `dataset` at `indices`, in batches of `batch_size`, with grad
 /// recording off. Batches are copied to `device` (the model's). Errors come from the dataset.
 absl::StatusOr<EvalSums> EvaluateShard(nn::Module& model, const data::Dataset& dataset,
-                                       const std::vector<int64_t>& indices, Device device,
-                                       int64_t batch_size = 1000);
+                                       const std::vector<int64_t>& indices, Device device, int64_t batch_size = 1000);
 
 /// Sums every rank's EvalSums with one all_reduce (a float64 tensor of 3 on `device`, the group's
 /// device) and turns them into metrics. Collective: every rank of `pg` calls it. A failed collective

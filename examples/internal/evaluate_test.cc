@@ -65,8 +65,8 @@ class EvalAcrossRanks : public ::testing::TestWithParam<int> {};
 TEST_P(EvalAcrossRanks, AllReducedMetricsEqualScoringTheWholeSetOnce) {
   const EvalSums want = Reference();
   ASSERT_EQ(want.count, 37);
-  ASSERT_GT(want.correct, 0);     // an untrained model still gets some right,
-  ASSERT_LT(want.correct, 37);    // and some wrong: accuracy is a real fraction
+  ASSERT_GT(want.correct, 0);   // an untrained model still gets some right,
+  ASSERT_LT(want.correct, 37);  // and some wrong: accuracy is a real fraction
   RunOnRanks(GetParam(), [want](const RankContext& ctx) {
     auto pg = dist::ProcessGroupGloo::Create(ctx.store, ctx.rank, ctx.world_size);
     ASSERT_TRUE(pg.ok()) << pg.status();
@@ -82,8 +82,8 @@ TEST_P(EvalAcrossRanks, AllReducedMetricsEqualScoringTheWholeSetOnce) {
     EXPECT_NEAR(m->loss, want.loss_sum / 37, 1e-6);
 
     // The padded shards would have scored 38 or 39 predictions: the bug this guards against.
-    auto sampler = data::DistributedSampler::Create(
-        37, {.num_replicas = ctx.world_size, .rank = ctx.rank, .shuffle = false});
+    auto sampler =
+        data::DistributedSampler::Create(37, {.num_replicas = ctx.world_size, .rank = ctx.rank, .shuffle = false});
     absl::StatusOr<EvalSums> padded = EvaluateShard(*model, test, sampler->Indices(), Device::CPU());
     absl::StatusOr<EvalMetrics> wrong = AllReduceEvalSums(**pg, Device::CPU(), *padded);
     ASSERT_TRUE(wrong.ok());
@@ -95,4 +95,3 @@ INSTANTIATE_TEST_SUITE_P(Ranks, EvalAcrossRanks, ::testing::Values(2, 3));
 
 }  // namespace
 }  // namespace tinyddp::examples
-

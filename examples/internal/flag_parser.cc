@@ -30,8 +30,8 @@ std::string FormatIntList(const std::vector<int64_t>& values) { return absl::Str
 }  // namespace
 
 void FlagParser::Add(Flag flag) {
-  TINYDDP_CHECK_OP(!flag.name.empty() && Find(flag.name) == nullptr, "FlagParser::Add",
-                   "flag --", flag.name, " is empty or registered twice");
+  TINYDDP_CHECK_OP(!flag.name.empty() && Find(flag.name) == nullptr, "FlagParser::Add", "flag --", flag.name,
+                   " is empty or registered twice");
   flags_.push_back(std::move(flag));
 }
 
@@ -126,8 +126,8 @@ absl::Status FlagParser::Parse(const std::vector<std::string>& args, bool* help_
     const std::string& arg = args[i];
     if (arg == "--") {
       if (i + 1 < args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", args[i + 1],
-                                                       "\": this program takes flags only"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("unexpected argument \"", args[i + 1], "\": this program takes flags only"));
       }
       break;
     }

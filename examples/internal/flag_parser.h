@@ -51,8 +51,8 @@ class FlagParser {
     std::string help;
     std::string default_text;
     bool is_bool = false;
-    bool* bool_value = nullptr;                             // set for booleans (for --noname)
-    std::function<absl::Status(const std::string&)> set;    // parses and stores; error says why
+    bool* bool_value = nullptr;                           // set for booleans (for --noname)
+    std::function<absl::Status(const std::string&)> set;  // parses and stores; error says why
     bool was_set = false;
   };
   void Add(Flag flag);

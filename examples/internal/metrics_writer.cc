@@ -47,14 +47,15 @@ absl::Status MetricsWriter::WriteStep(const StepRecord& r) {
 }
 
 absl::Status MetricsWriter::WriteEpoch(const EpochRecord& r) {
-  return WriteLine(json{{"type", "epoch"},
-                        {"epoch", r.epoch},
-                        {"step", r.step},
-                        {"train_loss", r.train_loss},
-                        {"test_loss", r.test_loss},
-                        {"test_accuracy", r.test_accuracy},
-                        {"time_s", r.time_s}}
-                       .dump());
+  return WriteLine(json{
+      {"type", "epoch"},
+      {"epoch", r.epoch},
+      {"step", r.step},
+      {"train_loss", r.train_loss},
+      {"test_loss", r.test_loss},
+      {"test_accuracy", r.test_accuracy},
+      {"time_s",
+       r.time_s}}.dump());
 }
 
 absl::StatusOr<std::string> MetricsWriter::Finish() {
@@ -82,7 +83,7 @@ std::string PlotPathFor(const std::string& metrics_path) {
 
 std::string PlotMetrics(const std::string& jsonl) {
   // Keyed by step / epoch: a resumed run that logs a step again replaces the earlier record.
-  std::map<int64_t, double> train_loss;               // step -> loss
+  std::map<int64_t, double> train_loss;                // step -> loss
   std::map<int64_t, std::pair<int64_t, double>> test;  // epoch -> (step, test loss)
   std::map<int64_t, double> accuracy;                  // epoch -> accuracy
   for (absl::string_view line : absl::StrSplit(jsonl, '\n', absl::SkipWhitespace())) {

@@ -63,9 +63,8 @@ void Progress::LogStep(int64_t batches_done, double loss, double lr) {
   loss_ = loss;
   if (interactive_) return;  // the live bar shows it
   std::fprintf(out_, "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f samples/s  ETA %s\n",
-               static_cast<long long>(epoch_ + 1), static_cast<long long>(num_epochs_),
-               static_cast<long long>(done_), static_cast<long long>(total_), loss, lr, SamplesPerSecond(),
-               FormatDuration(EtaSeconds()).c_str());
+               static_cast<long long>(epoch_ + 1), static_cast<long long>(num_epochs_), static_cast<long long>(done_),
+               static_cast<long long>(total_), loss, lr, SamplesPerSecond(), FormatDuration(EtaSeconds()).c_str());
   std::fflush(out_);
 }
 
@@ -74,9 +73,9 @@ void Progress::Draw() {
   const std::string loss = std::isfinite(loss_) ? absl::StrFormat("%.4f", loss_) : "-";
   // \r back to column 0, \033[K erase the rest of the old line (a shorter line leaves no debris).
   std::fprintf(out_, "\r\033[Kepoch %lld/%lld %s %lld/%lld  loss %s  %.0f samples/s  ETA %s",
-               static_cast<long long>(epoch_ + 1), static_cast<long long>(num_epochs_), RenderBar(done_, total_, 24).c_str(),
-               static_cast<long long>(done_), static_cast<long long>(total_), loss.c_str(), SamplesPerSecond(),
-               FormatDuration(EtaSeconds()).c_str());
+               static_cast<long long>(epoch_ + 1), static_cast<long long>(num_epochs_),
+               RenderBar(done_, total_, 24).c_str(), static_cast<long long>(done_), static_cast<long long>(total_),
+               loss.c_str(), SamplesPerSecond(), FormatDuration(EtaSeconds()).c_str());
   std::fflush(out_);
   bar_visible_ = true;
 }

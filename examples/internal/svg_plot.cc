@@ -18,11 +18,20 @@ std::string Escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -97,8 +106,8 @@ void RenderPanel(const PlotPanel& panel, int x0, int y0, int width, int height, 
     for (const auto& [x, y] : s.points) {
       if (std::isfinite(x) && std::isfinite(y)) absl::StrAppendFormat(&points, "%.1f,%.1f ", px(x), py(y));
     }
-    absl::StrAppendFormat(&svg, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"/>\n",
-                          points, s.color);
+    absl::StrAppendFormat(&svg, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"/>\n", points,
+                          s.color);
     if (s.markers) {
       for (const auto& [x, y] : s.points) {
         if (!std::isfinite(x) || !std::isfinite(y)) continue;

@@ -11,10 +11,10 @@
 namespace tinyddp::examples {
 
 struct PlotSeries {
-  std::string label;                               // shown in the panel's legend
-  std::string color;                               // any SVG color ("#1f77b4")
-  std::vector<std::pair<double, double>> points;   // (x, y), drawn in the given order
-  bool markers = false;                            // a dot at each point (for sparse series)
+  std::string label;                              // shown in the panel's legend
+  std::string color;                              // any SVG color ("#1f77b4")
+  std::vector<std::pair<double, double>> points;  // (x, y), drawn in the given order
+  bool markers = false;                           // a dot at each point (for sparse series)
 };
 
 struct PlotPanel {

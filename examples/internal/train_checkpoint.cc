@@ -105,8 +105,10 @@ absl::StatusOr<std::string> SaveTrainingCheckpoint(const std::string& dir, const
     files[name] = {{"bytes", bytes->size()}, {"crc32", Crc32(*bytes)}};
   }
   if (s.ok()) {
-    const json manifest = {{"format", kFormat},         {"version", kVersion},
-                           {"progress", ProgressToJson(progress)}, {"settings", settings},
+    const json manifest = {{"format", kFormat},
+                           {"version", kVersion},
+                           {"progress", ProgressToJson(progress)},
+                           {"settings", settings},
                            {"files", files}};
     s = WriteFileDurably(absl::StrCat(tmp, "/", kManifest), manifest.dump(2) + "\n");
   }
@@ -172,9 +174,10 @@ absl::StatusOr<CheckpointInfo> VerifyCheckpoint(const std::string& path) {
     }
     const uint32_t crc = Crc32(*bytes);
     if (crc != want_crc) {
-      return absl::DataLossError(absl::StrFormat("%s fails its checksum (CRC-32 %08x, manifest %08x): the file "
-                                                 "was damaged after it was written",
-                                                 name, crc, want_crc));
+      return absl::DataLossError(
+          absl::StrFormat("%s fails its checksum (CRC-32 %08x, manifest %08x): the file "
+                          "was damaged after it was written",
+                          name, crc, want_crc));
     }
   }
   return info;

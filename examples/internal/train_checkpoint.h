@@ -37,9 +37,9 @@ namespace tinyddp::examples {
 
 /// Where a run stands between two steps.
 struct TrainingProgress {
-  int64_t global_step = 0;      // optimizer steps taken since the start of the run
-  int64_t epoch = 0;            // the epoch to continue in
-  int64_t batch_in_epoch = 0;   // batches of `epoch` already trained on (0 at an epoch boundary)
+  int64_t global_step = 0;     // optimizer steps taken since the start of the run
+  int64_t epoch = 0;           // the epoch to continue in
+  int64_t batch_in_epoch = 0;  // batches of `epoch` already trained on (0 at an epoch boundary)
   // The train-loss sum and count of those batches (averaged over ranks), so the epoch's summary line
   // after a mid-epoch resume reports the same train loss as an uninterrupted run.
   double epoch_loss_sum = 0;
@@ -49,9 +49,9 @@ struct TrainingProgress {
 using SettingsMap = std::map<std::string, std::string>;
 
 struct CheckpointInfo {
-  std::string path;             // the step-* folder
+  std::string path;  // the step-* folder
   TrainingProgress progress;
-  SettingsMap settings;         // TrainOptions::TrajectorySettings of the run that wrote it
+  SettingsMap settings;  // TrainOptions::TrajectorySettings of the run that wrote it
 };
 
 /// The step numbers of the step-* folders in `dir`, newest first (none when `dir` does not exist).

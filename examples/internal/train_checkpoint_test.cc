@@ -64,8 +64,11 @@ const SettingsMap kSettings = {{"lr", "0.1"}, {"world_size", "2"}, {"hidden", "7
 TEST(TrainCheckpoint, RoundTripRestoresWeightsOptimizerStateAndProgressExactly) {
   const std::string dir = FreshDir("roundtrip");
   Trained a = MakeTrained(1, 3);
-  const TrainingProgress progress{.global_step = 123, .epoch = 2, .batch_in_epoch = 17,
-                                  .epoch_loss_sum = 8.123456789012345, .epoch_loss_count = 17};
+  const TrainingProgress progress{.global_step = 123,
+                                  .epoch = 2,
+                                  .batch_in_epoch = 17,
+                                  .epoch_loss_sum = 8.123456789012345,
+                                  .epoch_loss_count = 17};
   absl::StatusOr<std::string> path = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, progress, kSettings, 3);
   ASSERT_TRUE(path.ok()) << path.status();
   EXPECT_EQ(*path, dir + "/step-00000123");
@@ -153,7 +156,8 @@ TEST(TrainCheckpoint, DifferentSettingsAreRefusedNamingEachDifference) {
   other["world_size"] = "4";
   auto loaded = LoadTrainingCheckpoint(*path, other, *a.model, *a.sgd);
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(loaded.status().message().find("--lr: checkpoint 0.1, this run 0.05"), std::string::npos) << loaded.status();
+  EXPECT_NE(loaded.status().message().find("--lr: checkpoint 0.1, this run 0.05"), std::string::npos)
+      << loaded.status();
   EXPECT_NE(loaded.status().message().find("world_size: checkpoint 2, this run 4"), std::string::npos);
 }
 

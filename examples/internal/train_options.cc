@@ -16,8 +16,7 @@ void BindFlags(FlagParser& parser, TrainOptions& o) {
                    "collectives: nccl on GPUs, gloo on CPU; auto picks nccl when there is a GPU");
   parser.AddIntList("hidden", &o.hidden, "hidden layer widths of the MLP 784-...-10");
   parser.AddChoice("optimizer", &o.optimizer, {"sgd", "adamw"}, "sgd uses --momentum");
-  parser.AddChoice("lr_schedule", &o.lr_schedule, {"constant", "step", "cosine"},
-                   "learning rate over the run");
+  parser.AddChoice("lr_schedule", &o.lr_schedule, {"constant", "step", "cosine"}, "learning rate over the run");
   parser.AddDouble("lr", &o.lr, "base learning rate");
   parser.AddDouble("momentum", &o.momentum, "SGD momentum");
   parser.AddDouble("weight_decay", &o.weight_decay, "L2 penalty (sgd) or decoupled weight decay (adamw)");
@@ -71,8 +70,7 @@ absl::Status Validate(const TrainOptions& o) {
       Check(o.log_every >= 1, "log_every", absl::StrCat("must be >= 1, got ", o.log_every)),
       Check(o.keep_checkpoints >= 1, "keep_checkpoints", absl::StrCat("must be >= 1, got ", o.keep_checkpoints)),
       Check(!o.resume || !o.checkpoint_dir.empty(), "resume", "needs --checkpoint_dir=DIR to resume from"),
-      Check(o.dataset == "fashion_mnist" || o.data_dir.empty(), "data_dir",
-            "only applies to --dataset=fashion_mnist"),
+      Check(o.dataset == "fashion_mnist" || o.data_dir.empty(), "data_dir", "only applies to --dataset=fashion_mnist"),
   };
   for (const absl::Status& s : checks) {
     if (!s.ok()) return s;

@@ -21,22 +21,22 @@ namespace tinyddp::examples {
 
 struct TrainOptions {
   // Job shape (read before workers start; see SpawnOptionsFor in ddp_mlp.cc).
-  int64_t nproc = 0;               // 0: one rank per GPU, or 2 CPU ranks
-  std::string backend = "auto";    // auto | gloo | nccl
+  int64_t nproc = 0;             // 0: one rank per GPU, or 2 CPU ranks
+  std::string backend = "auto";  // auto | gloo | nccl
 
   // Model and optimisation.
   std::vector<int64_t> hidden = {512, 512};
-  std::string optimizer = "sgd";   // sgd (with momentum) | adamw
+  std::string optimizer = "sgd";       // sgd (with momentum) | adamw
   std::string lr_schedule = "cosine";  // constant | step | cosine
   double lr = 0.08;
-  double momentum = 0.9;           // SGD only
-  double weight_decay = 0.0;       // SGD: L2 added to the gradient; AdamW: decoupled decay
-  int64_t warmup_steps = 0;        // cosine only: linear warmup steps
-  int64_t lr_step_epochs = 1;      // step only: decay every this many epochs ...
-  double lr_gamma = 0.5;           // ... by this factor
+  double momentum = 0.9;       // SGD only
+  double weight_decay = 0.0;   // SGD: L2 added to the gradient; AdamW: decoupled decay
+  int64_t warmup_steps = 0;    // cosine only: linear warmup steps
+  int64_t lr_step_epochs = 1;  // step only: decay every this many epochs ...
+  double lr_gamma = 0.5;       // ... by this factor
   int64_t epochs = 4;
-  int64_t batch_size = 64;         // per rank
-  int64_t max_steps = 0;           // stop after this many optimizer steps in total (0: no limit)
+  int64_t batch_size = 64;  // per rank
+  int64_t max_steps = 0;    // stop after this many optimizer steps in total (0: no limit)
   int64_t seed = 0;
   bool shuffle = true;
 
@@ -47,15 +47,15 @@ struct TrainOptions {
   int64_t synthetic_input_size = 784;     // synthetic: features per example
 
   // Output and state.
-  int64_t log_every = 50;          // steps between loss lines / JSONL records
-  std::string checkpoint_dir;      // "" = no checkpoints
+  int64_t log_every = 50;      // steps between loss lines / JSONL records
+  std::string checkpoint_dir;  // "" = no checkpoints
   int64_t keep_checkpoints = 3;
   bool resume = false;
-  std::string init_from;           // a .safetensors state_dict to start from
-  std::string metrics_out;         // a .jsonl file; the plot goes next to it as .svg
-  std::string trace;               // a Chrome trace .json
+  std::string init_from;    // a .safetensors state_dict to start from
+  std::string metrics_out;  // a .jsonl file; the plot goes next to it as .svg
+  std::string trace;        // a Chrome trace .json
 
-  bool help = false;               // --help was given: print Usage() and exit 0
+  bool help = false;  // --help was given: print Usage() and exit 0
 
   /// The settings that decide the sequence of parameters a run produces, as name -> text. A checkpoint
   /// records them, and --resume refuses to continue under different ones (the result would match

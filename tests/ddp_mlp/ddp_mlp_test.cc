@@ -43,14 +43,14 @@ struct RunResult {
 // Runs ddp_mlp with `flags` (plus the tiny synthetic setup unless `plain`), as a fresh job: no launcher
 // variables inherited, so it starts its own 2 ranks.
 RunResult RunDdpMlp(const std::vector<std::string>& flags, bool plain = false,
-              std::vector<std::pair<std::string, std::string>> env = {}) {
+                    std::vector<std::pair<std::string, std::string>> env = {}) {
   static int counter = 0;
   const std::string dir = dist::testing::MakeTempDir();
   std::vector<std::string> argv = {BinaryPath()};
   if (!plain) {
-    for (const char* f : {"--dataset=synthetic", "--synthetic_examples=1200", "--synthetic_input_size=32",
-                          "--hidden=24", "--batch_size=32", "--nproc=2", "--backend=gloo", "--lr=0.2",
-                          "--log_every=5"}) {
+    for (const char* f :
+         {"--dataset=synthetic", "--synthetic_examples=1200", "--synthetic_input_size=32", "--hidden=24",
+          "--batch_size=32", "--nproc=2", "--backend=gloo", "--lr=0.2", "--log_every=5"}) {
       argv.push_back(f);
     }
   }
@@ -150,8 +150,7 @@ TEST(DdpMlp, ResumingAfterMaxStepsMatchesAnUninterruptedRunBitForBit) {
 
 TEST(DdpMlp, DamagedNewestCheckpointIsRefusedAndResumeUsesThePreviousOne) {
   const std::string whole = FreshDir("whole2"), parts = FreshDir("parts2");
-  const std::vector<std::string> common = {"--epochs=2", "--lr_schedule=constant", "--optimizer=adamw",
-                                           "--lr=0.003"};
+  const std::vector<std::string> common = {"--epochs=2", "--lr_schedule=constant", "--optimizer=adamw", "--lr=0.003"};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.begin(), common.begin(), common.end());
     return extra;
@@ -206,8 +205,8 @@ double FirstLoggedLoss(const std::string& jsonl) {
 
 TEST(DdpMlp, InitFromStartsFromTheGivenWeightsAndRefusesMismatchedOnes) {
   const std::string dir = FreshDir("init_from");
-  const RunResult trained = RunDdpMlp({"--epochs=3", "--checkpoint_dir=" + dir + "/ck",
-                                       "--metrics_out=" + dir + "/a.jsonl"});
+  const RunResult trained =
+      RunDdpMlp({"--epochs=3", "--checkpoint_dir=" + dir + "/ck", "--metrics_out=" + dir + "/a.jsonl"});
   ASSERT_EQ(trained.exit_code, 0) << Explain(trained);
   const std::string weights = dir + "/ck/step-00000057/model.safetensors";
   const RunResult warm = RunDdpMlp({"--epochs=1", "--init_from=" + weights, "--metrics_out=" + dir + "/b.jsonl"});
@@ -253,13 +252,13 @@ TEST(DdpMlp, MissingDatasetNamesThePathAndThePackage) {
 TEST(DdpMlp, RelativeOutputPathsLandInTheBuildWorkingDirectory) {
   const std::string wd = FreshDir("user_folder");
   const RunResult r = RunDdpMlp({"--epochs=1", "--max_steps=5", "--metrics_out=out/metrics.jsonl"}, false,
-                          {{"BUILD_WORKING_DIRECTORY", wd}});
+                                {{"BUILD_WORKING_DIRECTORY", wd}});
   // out/ does not exist: the error must name the resolved path.
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find(wd + "/out/metrics.jsonl"), std::string::npos) << Explain(r);
   fs::create_directories(wd + "/out");
   const RunResult ok = RunDdpMlp({"--epochs=1", "--max_steps=5", "--metrics_out=out/metrics.jsonl"}, false,
-                           {{"BUILD_WORKING_DIRECTORY", wd}});
+                                 {{"BUILD_WORKING_DIRECTORY", wd}});
   ASSERT_EQ(ok.exit_code, 0) << Explain(ok);
   EXPECT_TRUE(fs::exists(wd + "/out/metrics.jsonl"));
   EXPECT_TRUE(fs::exists(wd + "/out/metrics.svg"));
