@@ -49,7 +49,7 @@ std::shared_ptr<ProcessGroup> Connect(const RankContext& ctx) {
 const std::vector<int64_t> kDims = {67, 129, 95, 10};
 constexpr int64_t kPerRankBatch = 24;
 
-void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw) {
+void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw, bool fused = false) {
   auto pg = Connect(ctx);
   ASSERT_NE(pg, nullptr);
   const Device device = Device::CUDA(ctx.rank);
@@ -78,6 +78,15 @@ void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw) {
     opt = std::make_unique<nn::SGD>(model->Parameters(), so);
     ref_opt = std::make_unique<nn::SGD>(reference->Parameters(), so);
   }
+  if (fused) {
+    // One optimizer per bucket, stepped inside Backward (the benchmark's default); `opt` is then only
+    // used to clear gradients.
+    nn::SgdOptions so;
+    so.lr = 0.05;
+    so.momentum = 0.9;
+    (*ddp)->RegisterFusedOptimizer(
+        [so](std::vector<Variable> params) { return std::make_unique<nn::SGD>(std::move(params), so); });
+  }
   cuda::AllocatorStats warm;
   for (int step = 0; step < 6; ++step) {
     if (step == 3) warm = cuda::GetAllocatorStats(ctx.rank);
@@ -86,12 +95,12 @@ void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw) {
     const Batch mine = ddp_testing::Rows(all, ctx.rank * kPerRankBatch, (ctx.rank + 1) * kPerRankBatch);
     opt->ZeroGrad();
     autograd::Backward(autograd::CrossEntropy((*ddp)->Forward(Variable(mine.x)), mine.labels));
-    opt->Step();
+    if (!fused) opt->Step();
     ref_opt->ZeroGrad();
     autograd::Backward(autograd::CrossEntropy(reference->Forward(Variable(all.x)), all.labels));
     ref_opt->Step();
     const std::string when = absl::StrCat("after step ", step + 1, adamw ? " (AdamW)" : " (SGD momentum)",
-                                          bucket_view ? ", bucket views" : ", coalesced");
+                                          bucket_view ? ", bucket views" : ", coalesced", fused ? ", fused" : "");
     ddp_testing::ExpectParametersNear(*model, *reference, 1e-5, 1e-4, when);
     ddp_testing::ExpectBitIdenticalAcrossRanks(*pg, *model, when);
   }
@@ -113,6 +122,13 @@ TEST(DdpOnGpus, MatchesOneProcessOnTheConcatenatedBatchWithCoalescedGradients) {
   RunOnRanks(cuda::DeviceCount(), [](const RankContext& ctx) {
     TrainAndCompare(ctx, /*bucket_view=*/false, /*adamw=*/false);
     TrainAndCompare(ctx, /*bucket_view=*/false, /*adamw=*/true);
+  });
+}
+
+TEST(DdpOnGpus, FusedOptimizerMatchesOneProcessOnTheConcatenatedBatch) {
+  SKIP_WITHOUT_TWO_GPUS();
+  RunOnRanks(cuda::DeviceCount(), [](const RankContext& ctx) {
+    TrainAndCompare(ctx, /*bucket_view=*/false, /*adamw=*/false, /*fused=*/true);
   });
 }
 
