@@ -6,8 +6,6 @@
 // when the newest checkpoint is damaged and --resume falls back to the previous one; bad flags exit 2
 // naming the flag; a missing dataset names the path and the Debian package; --metrics_out writes JSON
 // lines and the SVG plot; relative paths land in BUILD_WORKING_DIRECTORY.
-#include <sys/wait.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -20,61 +18,16 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tensor/cuda_device.h"
+#include "tests/ddp_mlp/run_ddp_mlp.h"
 
-namespace tinyddp {
+namespace tinyddp::testing {
 namespace {
 
 namespace fs = std::filesystem;
 using dist::testing::ReadFile;
 
-std::string BinaryPath() {
-  if (const char* explicit_path = std::getenv("DDP_MLP_BINARY")) return explicit_path;
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  return std::string(srcdir != nullptr ? srcdir : ".") + "/" + (workspace != nullptr ? workspace : "tinyddp") +
-         "/examples/ddp_mlp";
-}
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-// Runs ddp_mlp with `flags` (plus the tiny synthetic setup unless `plain`), as a fresh job: no launcher
-// variables inherited, so it starts its own 2 ranks.
-RunResult RunDdpMlp(const std::vector<std::string>& flags, bool plain = false,
-                    std::vector<std::pair<std::string, std::string>> env = {}) {
-  static int counter = 0;
-  const std::string dir = dist::testing::MakeTempDir();
-  std::vector<std::string> argv = {BinaryPath()};
-  if (!plain) {
-    for (const char* f :
-         {"--dataset=synthetic", "--synthetic_examples=1200", "--synthetic_input_size=32", "--hidden=24",
-          "--batch_size=32", "--nproc=2", "--backend=gloo", "--lr=0.2", "--log_every=5"}) {
-      argv.push_back(f);
-    }
-  }
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  const std::string out = dir + "/out" + std::to_string(counter) + ".txt";
-  const std::string err = dir + "/err" + std::to_string(counter++) + ".txt";
-  std::vector<std::string> unset = dist::testing::LauncherVariables();
-  unset.push_back("BUILD_WORKING_DIRECTORY");
-  const pid_t pid = dist::testing::StartProcess(argv, env, unset, out, err);
-  const std::optional<int> status = dist::testing::WaitFor(pid, std::chrono::seconds(240));
-  RunResult r;
-  r.out = ReadFile(out);
-  r.err = ReadFile(err);
-  if (status && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
-  return r;
-}
-
-std::string Explain(const RunResult& r) { return "stdout:\n" + r.out + "\nstderr:\n" + r.err; }
-
-std::string FreshDir(const std::string& name) {
-  const std::string dir = dist::testing::MakeTempDir() + "/" + name;
-  fs::create_directories(dir);
-  return dir;
-}
+// The tiny synthetic job on 2 Gloo ranks, then `more`.
+std::vector<std::string> Tiny(const std::vector<std::string>& more) { return TinyJob("gloo", more); }
 
 // The newest step-* folder of a checkpoint dir.
 std::string NewestCheckpoint(const std::string& dir) {
@@ -86,12 +39,11 @@ std::string NewestCheckpoint(const std::string& dir) {
   return newest;
 }
 
-// 1200 examples on 2 ranks at 32 per rank: 19 steps per epoch.
-constexpr int kStepsPerEpoch = 19;
+constexpr int kStepsPerEpoch = kTinyStepsPerEpoch;
 
 TEST(DdpMlp, TwoGlooRanksLearnTheSyntheticTaskWellAboveChance) {
   const std::string dir = FreshDir("learn");
-  const RunResult r = RunDdpMlp({"--epochs=3", "--lr_schedule=constant", "--metrics_out=" + dir + "/m.jsonl"});
+  const RunResult r = RunDdpMlp(Tiny({"--epochs=3", "--lr_schedule=constant", "--metrics_out=" + dir + "/m.jsonl"}));
   ASSERT_EQ(r.exit_code, 0) << Explain(r);
   EXPECT_NE(r.out.find("2 rank(s) over gloo on cpu"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("epoch 3/3: train loss"), std::string::npos) << r.out;
@@ -125,17 +77,17 @@ TEST(DdpMlp, ResumingAfterMaxStepsMatchesAnUninterruptedRunBitForBit) {
     extra.insert(extra.begin(), common.begin(), common.end());
     return extra;
   };
-  const RunResult a = RunDdpMlp(with({"--checkpoint_dir=" + whole}));
+  const RunResult a = RunDdpMlp(Tiny(with({"--checkpoint_dir=" + whole})));
   ASSERT_EQ(a.exit_code, 0) << Explain(a);
 
   // Stop in the middle of epoch 2; the newest checkpoint is step 26, the one before it step 19.
-  const RunResult b = RunDdpMlp(with({"--checkpoint_dir=" + parts, "--max_steps=26"}));
+  const RunResult b = RunDdpMlp(Tiny(with({"--checkpoint_dir=" + parts, "--max_steps=26"})));
   ASSERT_EQ(b.exit_code, 0) << Explain(b);
   EXPECT_NE(b.out.find("(stopped at --max_steps)"), std::string::npos) << b.out;
   ASSERT_TRUE(fs::exists(parts + "/step-00000026")) << b.out;
   ASSERT_TRUE(fs::exists(parts + "/step-00000019"));
 
-  const RunResult c = RunDdpMlp(with({"--checkpoint_dir=" + parts, "--resume"}));
+  const RunResult c = RunDdpMlp(Tiny(with({"--checkpoint_dir=" + parts, "--resume"})));
   ASSERT_EQ(c.exit_code, 0) << Explain(c);
   EXPECT_NE(c.out.find("resumed from " + parts + "/step-00000026: epoch 2, batch 7, step 26"), std::string::npos)
       << c.out;
@@ -155,9 +107,9 @@ TEST(DdpMlp, DamagedNewestCheckpointIsRefusedAndResumeUsesThePreviousOne) {
     extra.insert(extra.begin(), common.begin(), common.end());
     return extra;
   };
-  const RunResult a = RunDdpMlp(with({"--checkpoint_dir=" + whole}));
+  const RunResult a = RunDdpMlp(Tiny(with({"--checkpoint_dir=" + whole})));
   ASSERT_EQ(a.exit_code, 0) << Explain(a);
-  const RunResult b = RunDdpMlp(with({"--checkpoint_dir=" + parts, "--max_steps=30"}));
+  const RunResult b = RunDdpMlp(Tiny(with({"--checkpoint_dir=" + parts, "--max_steps=30"})));
   ASSERT_EQ(b.exit_code, 0) << Explain(b);
 
   // Damage the newest checkpoint's weights: one flipped bit in the middle.
@@ -167,7 +119,7 @@ TEST(DdpMlp, DamagedNewestCheckpointIsRefusedAndResumeUsesThePreviousOne) {
   bytes[bytes.size() / 2] ^= 0x01;
   dist::testing::WriteFile(newest + "/model.safetensors", bytes);
 
-  const RunResult c = RunDdpMlp(with({"--checkpoint_dir=" + parts, "--resume"}));
+  const RunResult c = RunDdpMlp(Tiny(with({"--checkpoint_dir=" + parts, "--resume"})));
   ASSERT_EQ(c.exit_code, 0) << Explain(c);
   EXPECT_NE(c.out.find("refusing damaged checkpoint " + newest + ": model.safetensors fails its checksum"),
             std::string::npos)
@@ -180,13 +132,13 @@ TEST(DdpMlp, DamagedNewestCheckpointIsRefusedAndResumeUsesThePreviousOne) {
 
 TEST(DdpMlp, ResumeUnderDifferentSettingsIsRefused) {
   const std::string dir = FreshDir("settings");
-  const RunResult b = RunDdpMlp({"--epochs=1", "--checkpoint_dir=" + dir, "--max_steps=4"});
+  const RunResult b = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir, "--max_steps=4"}));
   ASSERT_EQ(b.exit_code, 0) << Explain(b);
-  const RunResult c = RunDdpMlp({"--epochs=1", "--checkpoint_dir=" + dir, "--resume", "--seed=3"});
+  const RunResult c = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir, "--resume", "--seed=3"}));
   EXPECT_NE(c.exit_code, 0);
   EXPECT_NE(c.err.find("--seed: checkpoint 0, this run 3"), std::string::npos) << Explain(c);
   // A fresh run (no --resume) must not mix its checkpoints with the old run's.
-  const RunResult fresh = RunDdpMlp({"--epochs=1", "--checkpoint_dir=" + dir});
+  const RunResult fresh = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir}));
   EXPECT_EQ(fresh.exit_code, 1);
   EXPECT_NE(fresh.err.find("already holds checkpoints of a run (newest: " + dir + "/step-00000004); pass --resume"),
             std::string::npos)
@@ -194,22 +146,13 @@ TEST(DdpMlp, ResumeUnderDifferentSettingsIsRefused) {
   EXPECT_NE(fresh.err.find("rank 1: 1 other rank(s) failed while setting up"), std::string::npos) << Explain(fresh);
 }
 
-// The first logged loss of a run (the mean of its first --log_every steps).
-double FirstLoggedLoss(const std::string& jsonl) {
-  for (absl::string_view line : absl::StrSplit(jsonl, '\n', absl::SkipWhitespace())) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["type"] == "step") return j["loss"].get<double>();
-  }
-  return -1;
-}
-
 TEST(DdpMlp, InitFromStartsFromTheGivenWeightsAndRefusesMismatchedOnes) {
   const std::string dir = FreshDir("init_from");
   const RunResult trained =
-      RunDdpMlp({"--epochs=3", "--checkpoint_dir=" + dir + "/ck", "--metrics_out=" + dir + "/a.jsonl"});
+      RunDdpMlp(Tiny({"--epochs=3", "--checkpoint_dir=" + dir + "/ck", "--metrics_out=" + dir + "/a.jsonl"}));
   ASSERT_EQ(trained.exit_code, 0) << Explain(trained);
   const std::string weights = dir + "/ck/step-00000057/model.safetensors";
-  const RunResult warm = RunDdpMlp({"--epochs=1", "--init_from=" + weights, "--metrics_out=" + dir + "/b.jsonl"});
+  const RunResult warm = RunDdpMlp(Tiny({"--epochs=1", "--init_from=" + weights, "--metrics_out=" + dir + "/b.jsonl"}));
   ASSERT_EQ(warm.exit_code, 0) << Explain(warm);
   const double cold_start = FirstLoggedLoss(ReadFile(dir + "/a.jsonl"));
   const double warm_start = FirstLoggedLoss(ReadFile(dir + "/b.jsonl"));
@@ -217,25 +160,25 @@ TEST(DdpMlp, InitFromStartsFromTheGivenWeightsAndRefusesMismatchedOnes) {
   EXPECT_LT(warm_start, 0.7 * cold_start) << "--init_from did not start from the trained weights";
 
   // Weights of another shape: refused by every rank, naming the file and the parameter.
-  const RunResult bad = RunDdpMlp({"--epochs=1", "--hidden=16", "--init_from=" + weights});
+  const RunResult bad = RunDdpMlp(Tiny({"--epochs=1", "--hidden=16", "--init_from=" + weights}));
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find(weights), std::string::npos) << Explain(bad);
   EXPECT_NE(bad.err.find("0.weight"), std::string::npos) << Explain(bad);
 }
 
 TEST(DdpMlp, BadFlagsExitWithStatus2AndSayWhichAndWhy) {
-  const RunResult unknown = RunDdpMlp({"--epoch=3"}, /*plain=*/true);
+  const RunResult unknown = RunDdpMlp({"--epoch=3"});
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.err.find("unknown flag --epoch"), std::string::npos) << unknown.err;
-  const RunResult bad = RunDdpMlp({"--batch_size=many"}, true);
+  const RunResult bad = RunDdpMlp({"--batch_size=many"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--batch_size=many: expected an integer"), std::string::npos) << bad.err;
-  const RunResult range = RunDdpMlp({"--lr=0"}, true);
+  const RunResult range = RunDdpMlp({"--lr=0"});
   EXPECT_EQ(range.exit_code, 2);
   EXPECT_NE(range.err.find("--lr: must be > 0"), std::string::npos) << range.err;
   // NCCL without a GPU is a flag error too (on a GPU machine --backend=nccl is simply valid).
   if (cuda::DeviceCount() == 0) {
-    const RunResult nccl = RunDdpMlp({"--backend=nccl", "--dataset=synthetic"}, true);
+    const RunResult nccl = RunDdpMlp({"--backend=nccl", "--dataset=synthetic"});
     EXPECT_EQ(nccl.exit_code, 2) << Explain(nccl);
     EXPECT_NE(nccl.err.find("--backend=nccl: "), std::string::npos) << nccl.err;
     EXPECT_NE(nccl.err.find("use --backend=gloo"), std::string::npos) << nccl.err;
@@ -243,7 +186,7 @@ TEST(DdpMlp, BadFlagsExitWithStatus2AndSayWhichAndWhy) {
 }
 
 TEST(DdpMlp, MissingDatasetNamesThePathAndThePackage) {
-  const RunResult r = RunDdpMlp({"--data_dir=/nonexistent/fmnist", "--nproc=2", "--backend=gloo"}, true);
+  const RunResult r = RunDdpMlp({"--data_dir=/nonexistent/fmnist", "--nproc=2", "--backend=gloo"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("/nonexistent/fmnist"), std::string::npos) << Explain(r);
   EXPECT_NE(r.err.find("dataset-fashion-mnist"), std::string::npos) << Explain(r);
@@ -251,13 +194,13 @@ TEST(DdpMlp, MissingDatasetNamesThePathAndThePackage) {
 
 TEST(DdpMlp, RelativeOutputPathsLandInTheBuildWorkingDirectory) {
   const std::string wd = FreshDir("user_folder");
-  const RunResult r = RunDdpMlp({"--epochs=1", "--max_steps=5", "--metrics_out=out/metrics.jsonl"}, false,
+  const RunResult r = RunDdpMlp(Tiny({"--epochs=1", "--max_steps=5", "--metrics_out=out/metrics.jsonl"}),
                                 {{"BUILD_WORKING_DIRECTORY", wd}});
   // out/ does not exist: the error must name the resolved path.
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find(wd + "/out/metrics.jsonl"), std::string::npos) << Explain(r);
   fs::create_directories(wd + "/out");
-  const RunResult ok = RunDdpMlp({"--epochs=1", "--max_steps=5", "--metrics_out=out/metrics.jsonl"}, false,
+  const RunResult ok = RunDdpMlp(Tiny({"--epochs=1", "--max_steps=5", "--metrics_out=out/metrics.jsonl"}),
                                  {{"BUILD_WORKING_DIRECTORY", wd}});
   ASSERT_EQ(ok.exit_code, 0) << Explain(ok);
   EXPECT_TRUE(fs::exists(wd + "/out/metrics.jsonl"));
@@ -265,4 +208,4 @@ TEST(DdpMlp, RelativeOutputPathsLandInTheBuildWorkingDirectory) {
 }
 
 }  // namespace
-}  // namespace tinyddp
+}  // namespace tinyddp::testing
