@@ -6,6 +6,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <cstdlib>
@@ -85,7 +86,13 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
   cuda::SetDevice(device);
 
   // Rank 0 creates the communicator's identity; the store carries it to everyone else.
-  PrefixStore keys(options.store_prefix, std::move(store));
+  // Each group this process creates gets its own key: a second group over the same store (a test that
+  // trains twice, a new group after an abort) must never read the previous group's stale id. Every rank
+  // creates its groups in the same order, so the n-th group has the same number everywhere (as c10d's
+  // group counter).
+  static std::atomic<int64_t> groups_created{0};
+  const int64_t generation = groups_created.fetch_add(1);
+  PrefixStore keys(absl::StrCat(options.store_prefix, "/", generation), std::move(store));
   ncclUniqueId id;
   if (rank == 0) {
     if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
