@@ -35,6 +35,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "dist/comm_hooks.h"
+#include "dist/comm_stream.h"
 #include "dist/ddp.h"
 #include "dist/init.h"
 #include "dist/reducer.h"
@@ -265,7 +266,8 @@ int Run(const Options& o) {
                 ddp ? "DDP" : (device.is_cuda() ? "1-GPU" : "1-CPU"), dims.c_str(), static_cast<long long>(o.batch),
                 world, backend,
                 ddp ? absl::StrCat(" buckets=", buckets, o.bucket_view ? " layout=views" : " layout=coalesced",
-                                   fused ? " fused_optimizer" : "", o.bf16_hook ? " hook=bf16" : "").c_str()
+                                   fused ? " fused_optimizer" : "", o.bf16_hook ? " hook=bf16" : "",
+                                   " all_reduce=", dist::BucketAllReducePath(*pg)).c_str()
                     : "",
                 median, burst);
     auto round4 = [](double v) { return std::round(v * 1e4) / 1e4; };
@@ -282,7 +284,8 @@ int Run(const Options& o) {
                           {"buckets", buckets},
                           {"bucket_view", o.bucket_view},
                           {"fused_optimizer", fused},
-                          {"hook", o.bf16_hook ? "bf16" : "allreduce"}};
+                          {"hook", o.bf16_hook ? "bf16" : "allreduce"},
+                          {"all_reduce", pg ? dist::BucketAllReducePath(*pg) : ""}};
     std::printf("%s\n", row.dump().c_str());
     std::fflush(stdout);
   }

@@ -5,6 +5,8 @@
 #ifndef TINYDDP_DIST_COMM_STREAM_H_
 #define TINYDDP_DIST_COMM_STREAM_H_
 
+#include <string>
+
 #include "dist/process_group.h"
 #include "tensor/stream.h"
 
@@ -12,6 +14,11 @@ namespace tinyddp::dist {
 
 /// ProcessGroupNCCL's NCCL stream; a default-constructed Stream (handle() == nullptr) for other groups.
 cuda::Stream CollectiveStream(ProcessGroup& pg);
+
+/// How the group all-reduces large float32 buckets, for benchmark output: "copy engines" when
+/// ProcessGroupNCCL uses its copy-engine path, "nccl kernels (why)" when it does not, the backend's name
+/// for other groups.
+std::string BucketAllReducePath(ProcessGroup& pg);
 
 }  // namespace tinyddp::dist
 

@@ -10,4 +10,10 @@ cuda::Stream CollectiveStream(ProcessGroup& pg) {
   return cuda::Stream();
 }
 
+std::string BucketAllReducePath(ProcessGroup& pg) {
+  auto* nccl = dynamic_cast<ProcessGroupNCCL*>(&pg);
+  if (nccl == nullptr) return pg.backend_name();
+  return nccl->copy_engine_on() ? "copy engines" : "nccl kernels (copy engines off: " + nccl->copy_engine_off_reason() + ")";
+}
+
 }  // namespace tinyddp::dist

@@ -5,4 +5,6 @@ namespace tinyddp::dist {
 
 cuda::Stream CollectiveStream(ProcessGroup&) { return cuda::Stream(); }
 
+std::string BucketAllReducePath(ProcessGroup& pg) { return pg.backend_name(); }
+
 }  // namespace tinyddp::dist

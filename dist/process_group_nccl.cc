@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dist/host_reduce.h"
+#include "dist/internal/copy_engine_all_reduce.h"
 #include "dist/prefix_store.h"
 #include "dist/work_nccl.h"
 #include "tensor/cuda_device.h"
@@ -92,7 +93,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
   // group counter).
   static std::atomic<int64_t> groups_created{0};
   const int64_t generation = groups_created.fetch_add(1);
-  PrefixStore keys(absl::StrCat(options.store_prefix, "/", generation), std::move(store));
+  const std::string prefix = absl::StrCat(options.store_prefix, "/", generation);
+  PrefixStore keys(prefix, store);
   ncclUniqueId id;
   if (rank == 0) {
     if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
@@ -159,7 +161,16 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
     return absl::UnavailableError(absl::StrCat("ncclCommInitRankConfig (rank ", rank, "/", size,
                                                ") failed: ", NcclError(r, nullptr)));
   }
-  return std::unique_ptr<ProcessGroupNCCL>(new ProcessGroupNCCL(rank, size, options.timeout, device, comm));
+  std::unique_ptr<ProcessGroupNCCL> group(new ProcessGroupNCCL(rank, size, options.timeout, device, comm));
+  if (size == 2) {
+    // Collective as well: both ranks agree whether their all_reduces may use the copy engines.
+    absl::StatusOr<std::unique_ptr<internal::CopyEngineAllReduce>> ce = internal::CopyEngineAllReduce::Create(
+        std::make_shared<PrefixStore>(prefix + "/ce", store), rank, device, options.timeout, &group->copy_engine_off_);
+    if (!ce.ok()) return ce.status();
+    group->copy_engine_ = *std::move(ce);
+    if (group->copy_engine_ != nullptr) group->copy_engine_off_.clear();
+  }
+  return group;
 }
 
 ProcessGroupNCCL::ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device, ncclComm* comm)
@@ -204,6 +215,7 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
     comm_ = nullptr;
   }
   for (auto& w : in_flight_) w->ReleaseTensors();
+  copy_engine_.reset();
   cudaFree(barrier_buffer_);
 }
 
@@ -279,6 +291,26 @@ std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Ten
 std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors, const Call& call) {
   const ncclRedOp_t op = ToNccl(call.op);
   std::vector<Tensor> keep = tensors;
+  // Two ranks on one machine, float32, a sum or an average, big enough: the copy engines do it. The
+  // choice depends only on what every rank passes, so both ranks take the same path.
+  if (copy_engine_ != nullptr &&
+      copy_engine_->Takes(tensors, call.op == ReduceOp::kSum || call.op == ReduceOp::kAvg)) {
+    int previous_device = 0;
+    cudaGetDevice(&previous_device);
+    if (previous_device != device_) cudaSetDevice(device_);
+    absl::Status s = copy_engine_->Reserve(tensors, static_cast<cudaStream_t>(nccl_stream_.handle()));
+    if (previous_device != device_) cudaSetDevice(previous_device);
+    if (!s.ok()) {
+      return CompletionWork::Done(absl::Status(s.code(), absl::StrCat(call.description, ": ", s.message())),
+                                  call.description, timeout());
+    }
+    ++copy_engine_calls_;
+    const float scale = call.op == ReduceOp::kAvg ? 0.5f : 1.0f;
+    return Launch(call, std::move(keep), [&](ncclComm_t, cudaStream_t stream) {
+      return static_cast<int>(copy_engine_->Enqueue(tensors, scale, stream) == cudaSuccess ? ncclSuccess
+                                                                                            : ncclUnhandledCudaError);
+    });
+  }
   return Launch(call, std::move(keep), [&](ncclComm_t comm, cudaStream_t stream) {
     if (tensors.size() == 1) {
       const Tensor& t = tensors[0];
@@ -349,6 +381,7 @@ void ProcessGroupNCCL::AbortLocked(const absl::Status& status, const WorkNCCL* c
   }
   if (comm_ != nullptr) ncclCommAbort(comm_);  // NCCL kernels exit; the streams move on
   comm_ = nullptr;
+  if (copy_engine_ != nullptr) copy_engine_->Release();  // so do copy-engine waits on a dead peer
 }
 
 void ProcessGroupNCCL::ReapFinishedLocked() {

@@ -40,6 +40,9 @@ namespace tinyddp::dist {
 
 class WorkNCCL;
 class CudaEventPool;
+namespace internal {
+class CopyEngineAllReduce;
+}
 
 struct NcclOptions {
   /// Bound on communicator setup and on every collective; past it the watchdog aborts the communicator.
@@ -65,6 +68,16 @@ class ProcessGroupNCCL : public ProcessGroup {
   int device() const { return device_; }
   /// The stream NCCL kernels run on (for benchmarks and tests that time or inspect it).
   const cuda::Stream& nccl_stream() const { return nccl_stream_; }
+
+  /// Two ranks on one machine whose GPUs reach each other: a float32 SUM/AVG all_reduce of 4 MiB or more
+  /// (DDP's buckets) runs on the copy engines instead of in an NCCL kernel (dist/internal/
+  /// copy_engine_all_reduce.h), leaving the SMs to the backward it overlaps. TINYDDP_COPY_ENGINE_ALLREDUCE=0
+  /// turns it off, TINYDDP_COPY_ENGINE_MIN_BYTES moves the threshold.
+  bool copy_engine_on() const { return copy_engine_ != nullptr; }
+  /// Why it is off ("TINYDDP_COPY_ENGINE_ALLREDUCE=0", "the two ranks run on different machines", ...).
+  const std::string& copy_engine_off_reason() const { return copy_engine_off_; }
+  /// How many all_reduces took the copy-engine path so far.
+  int64_t copy_engine_calls() const { return copy_engine_calls_; }
 
  protected:
   std::shared_ptr<Work> RunAllReduce(std::vector<Tensor> tensors, const Call& call) override;
@@ -99,6 +112,10 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::mutex comm_mu_;  // guards comm_ and broken_: NCCL calls, abort and destroy never overlap
   ncclComm* comm_ = nullptr;
   absl::Status broken_;  // set once the communicator was aborted
+
+  std::unique_ptr<internal::CopyEngineAllReduce> copy_engine_;  // used under comm_mu_
+  std::string copy_engine_off_ = "it needs exactly two ranks";
+  int64_t copy_engine_calls_ = 0;
 
   std::mutex works_mu_;
   std::vector<std::shared_ptr<WorkNCCL>> in_flight_;

@@ -103,7 +103,12 @@ absl::Status WorkNCCL::Wait(std::chrono::milliseconds timeout) {
     const cudaError_t q = cudaEventQuery(end_);
     // A Work the watchdog failed is failed before its kernels are aborted, so once the event has
     // completed, Failure() is final.
-    if (q == cudaSuccess) return Failure();
+    if (q == cudaSuccess) {
+      // The GPU is done with the tensors: let them go now rather than at the watchdog's next sweep, so a
+      // caller that waits and then allocates again gets the same blocks back from the caching allocator.
+      ReleaseTensors();
+      return Failure();
+    }
     if (q != cudaErrorNotReady) {
       return absl::InternalError(absl::StrCat(description(), ": CUDA reported ", cudaGetErrorName(q), " (",
                                               cudaGetErrorString(q), ") while waiting for it"));

@@ -2,6 +2,7 @@
 // process on the concatenated batch, bit-identical ranks after every step) for both gradient layouts and
 // both optimizers, plus what the GPU path adds: the trained step allocates no device memory once warm, and
 // the bf16 hook stays identical across ranks. Needs at least 2 GPUs; skips otherwise.
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,8 +50,13 @@ std::shared_ptr<ProcessGroup> Connect(const RankContext& ctx) {
 const std::vector<int64_t> kDims = {67, 129, 95, 10};
 constexpr int64_t kPerRankBatch = 24;
 
-void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw, bool fused = false) {
+// copy_engines: every float32 bucket goes through the copy-engine all_reduce (its size threshold set to
+// 0 for this group), which otherwise takes only buckets of 4 MiB and more.
+void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw, bool fused = false,
+                     bool copy_engines = false) {
+  if (copy_engines) setenv("TINYDDP_COPY_ENGINE_MIN_BYTES", "0", 1);
   auto pg = Connect(ctx);
+  if (copy_engines) unsetenv("TINYDDP_COPY_ENGINE_MIN_BYTES");
   ASSERT_NE(pg, nullptr);
   const Device device = Device::CUDA(ctx.rank);
   nn::MlpOptions mo;
@@ -88,8 +94,10 @@ void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw, bool 
         [so](std::vector<Variable> params) { return std::make_unique<nn::SGD>(std::move(params), so); });
   }
   cuda::AllocatorStats warm;
+  std::string mallocs;  // cudaMalloc count after each step, for the message below
   for (int step = 0; step < 6; ++step) {
     if (step == 3) warm = cuda::GetAllocatorStats(ctx.rank);
+    if (step > 0) absl::StrAppend(&mallocs, " ", cuda::GetAllocatorStats(ctx.rank).num_cuda_malloc);
     const Batch all = ddp_testing::MakeBatch(ctx.world_size * kPerRankBatch, kDims.front(), kDims.back(), 7 + step,
                                              device);
     const Batch mine = ddp_testing::Rows(all, ctx.rank * kPerRankBatch, (ctx.rank + 1) * kPerRankBatch);
@@ -106,7 +114,16 @@ void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw, bool 
   }
   // Steps 4-6 (with the batches made and compared) called cudaMalloc no more: the caching allocator,
   // the preallocated buckets and NCCL's pooled events serve every step.
-  EXPECT_EQ(cuda::GetAllocatorStats(ctx.rank).num_cuda_malloc, warm.num_cuda_malloc);
+  EXPECT_EQ(cuda::GetAllocatorStats(ctx.rank).num_cuda_malloc, warm.num_cuda_malloc)
+      << "cudaMalloc calls after steps 1..5:" << mallocs;
+  auto* nccl = static_cast<ProcessGroupNCCL*>(pg.get());
+  if (copy_engines) {
+    ASSERT_TRUE(nccl->copy_engine_on()) << nccl->copy_engine_off_reason();
+    // Every bucket of every step, at least.
+    EXPECT_GE(nccl->copy_engine_calls(), 6 * (*ddp)->reducer().num_buckets());
+  } else {
+    EXPECT_EQ(nccl->copy_engine_calls(), 0) << "these buckets are below the copy engines' threshold";
+  }
 }
 
 TEST(DdpOnGpus, MatchesOneProcessOnTheConcatenatedBatchWithBucketViews) {
@@ -129,6 +146,16 @@ TEST(DdpOnGpus, FusedOptimizerMatchesOneProcessOnTheConcatenatedBatch) {
   SKIP_WITHOUT_TWO_GPUS();
   RunOnRanks(cuda::DeviceCount(), [](const RankContext& ctx) {
     TrainAndCompare(ctx, /*bucket_view=*/false, /*adamw=*/false, /*fused=*/true);
+  });
+}
+
+TEST(DdpOnGpus, MatchesOneProcessWhenEveryBucketGoesThroughTheCopyEngines) {
+  SKIP_WITHOUT_TWO_GPUS();
+  if (cuda::DeviceCount() != 2) GTEST_SKIP() << "the copy-engine all_reduce is for exactly two GPUs";
+  RunOnRanks(2, [](const RankContext& ctx) {
+    TrainAndCompare(ctx, /*bucket_view=*/true, /*adamw=*/false, /*fused=*/false, /*copy_engines=*/true);
+    TrainAndCompare(ctx, /*bucket_view=*/false, /*adamw=*/true, /*fused=*/false, /*copy_engines=*/true);
+    TrainAndCompare(ctx, /*bucket_view=*/false, /*adamw=*/false, /*fused=*/true, /*copy_engines=*/true);
   });
 }
 

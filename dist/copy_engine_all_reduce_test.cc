@@ -1,0 +1,181 @@
+// The copy-engine all_reduce of two GPUs (dist/internal/copy_engine_all_reduce.h), through
+// ProcessGroupNCCL as DDP uses it: flat buffers and coalesced lists, SUM and AVG, odd sizes, long runs of
+// collectives in flight while the compute stream rewrites the tensors, coexistence with NCCL collectives,
+// and what stays with NCCL. Needs two GPUs of one machine that reach each other (the GPU machine); skips
+// with fewer.
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "dist/process_group_nccl.h"
+#include "dist/testing/multi_process.h"
+#include "gtest/gtest.h"
+#include "tensor/cuda_allocator.h"
+#include "tensor/cuda_device.h"
+#include "tensor/ops.h"
+#include "tensor/stream.h"
+
+namespace tinyddp::dist {
+namespace {
+
+using testing::RankContext;
+using testing::RunOnRanks;
+
+#define SKIP_WITHOUT_TWO_GPUS() \
+  if (cuda::DeviceCount() < 2) GTEST_SKIP() << "needs two CUDA devices"
+
+std::unique_ptr<ProcessGroupNCCL> Connect(const RankContext& ctx) {
+  NcclOptions options;
+  options.timeout = std::chrono::seconds(120);
+  options.device = ctx.rank;
+  auto pg = ProcessGroupNCCL::Create(ctx.store, ctx.rank, ctx.world_size, options);
+  EXPECT_TRUE(pg.ok()) << pg.status();
+  return pg.ok() ? std::move(*pg) : nullptr;
+}
+
+// Rank-dependent values whose sums and halves are exact in float32.
+std::vector<float> Pattern(int64_t n, int rank, int salt) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    v[i] = rank == 0 ? static_cast<float>((i * 7 + salt) % 1024) : 0.5f * static_cast<float>((i + salt) % 13) - 3.0f;
+  }
+  return v;
+}
+
+TEST(CopyEngineAllReduce, IsOnForTwoGpusOfThisMachine) {
+  SKIP_WITHOUT_TWO_GPUS();
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    EXPECT_TRUE(pg->copy_engine_on()) << "copy-engine all_reduce is off: " << pg->copy_engine_off_reason();
+  });
+}
+
+TEST(CopyEngineAllReduce, SumAndAverageOfRegisteredBuffersAreExact) {
+  SKIP_WITHOUT_TWO_GPUS();
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    ASSERT_TRUE(pg->copy_engine_on()) << pg->copy_engine_off_reason();
+    const Device gpu = Device::CUDA(pg->device());
+    // Sizes: a round 4 MiB, an odd count whose halves are unaligned, and 64 MiB (a medium MLP's layer).
+    const std::vector<int64_t> sizes = {int64_t{1} << 20, 3000017, int64_t{16} << 20};
+    std::vector<Tensor> buffers(sizes.size());
+    Tensor small = Tensor::Zeros({1000}, DType::kFloat32, gpu);  // unregistered: NCCL
+    for (int round = 0; round < 6; ++round) {
+      for (size_t b = 0; b < buffers.size(); ++b) {
+        const int64_t n = sizes[b];
+        const int salt = round * 3 + static_cast<int>(b);
+        buffers[b] = Tensor::FromVector<float>(Pattern(n, ctx.rank, salt), {n}, gpu);
+        const bool avg = (round + b) % 2 == 1;
+        const int64_t calls = pg->copy_engine_calls();
+        ASSERT_TRUE(pg->AllReduce(buffers[b], avg ? ReduceOp::kAvg : ReduceOp::kSum)->Wait().ok());
+        ASSERT_EQ(pg->copy_engine_calls(), calls + 1) << "took NCCL, not the copy engines";
+        ops::Fill(small, ctx.rank + 1.0);
+        ASSERT_TRUE(pg->AllReduce(small)->Wait().ok());
+        const std::vector<float> got = buffers[b].ToVector<float>();
+        const std::vector<float> a = Pattern(n, 0, salt), c = Pattern(n, 1, salt);
+        int64_t wrong = 0, first = -1;
+        for (int64_t i = 0; i < n; ++i) {
+          const float want = avg ? (a[i] + c[i]) * 0.5f : a[i] + c[i];
+          if (got[i] != want && wrong++ == 0) first = i;
+        }
+        ASSERT_EQ(wrong, 0) << wrong << " of " << n << " elements wrong in round " << round << " (" << (avg ? "AVG" : "SUM")
+                            << "), first at " << first << ": got " << got[first];
+        ASSERT_EQ(small.ToVector<float>()[999], 3.0f);
+      }
+    }
+  });
+}
+
+TEST(CopyEngineAllReduce, ManyInFlightWhileComputeRewritesTheBuffersAsBackwardDoes) {
+  SKIP_WITHOUT_TWO_GPUS();
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    ASSERT_TRUE(pg->copy_engine_on()) << pg->copy_engine_off_reason();
+    cuda::Stream compute = cuda::Stream::Create(pg->device());
+    cuda::Stream::SetCurrent(compute);
+    const Device gpu = Device::CUDA(pg->device());
+    const int64_t n = (int64_t{6} << 20) + 5;
+    std::vector<Tensor> buckets, sums;
+    for (int b = 0; b < 3; ++b) {
+      buckets.push_back(Tensor::Zeros({n}, DType::kFloat32, gpu));
+      sums.push_back(Tensor::Zeros({n}, DType::kFloat32, gpu));
+    }
+    // 40 "steps" without any host wait: the compute stream writes each bucket (a step's gradients), the
+    // bucket is all-reduced, the compute stream is ordered after it, reads the result and, next step,
+    // overwrites the bucket again. Any hole in the protocol shows up as a wrong sum.
+    const int steps = 40;
+    cuda::AllocatorStats before{};
+    for (int step = 0; step < steps; ++step) {
+      if (step == 5) before = cuda::GetAllocatorStats(pg->device());
+      for (int b = 0; b < 3; ++b) {
+        ops::Fill(buckets[b], (ctx.rank + 1.0) * (step + 1) + b);
+        auto work = pg->AllReduce(buckets[b], ReduceOp::kSum);
+        ASSERT_TRUE(work->SynchronizeStream().ok());
+        ops::AddInto(sums[b], buckets[b]);
+      }
+    }
+    EXPECT_EQ(cuda::GetAllocatorStats(pg->device()).num_cuda_malloc, before.num_cuda_malloc);
+    for (int b = 0; b < 3; ++b) {
+      // sum over steps of (1*(s+1)+b) + (2*(s+1)+b) = 3 * steps*(steps+1)/2 + 2*b*steps
+      const float want = 3.0f * steps * (steps + 1) / 2 + 2.0f * b * steps;
+      const std::vector<float> got = sums[b].ToVector<float>();
+      int64_t wrong = 0;
+      for (float g : got) wrong += g != want;
+      EXPECT_EQ(wrong, 0) << "bucket " << b << ": " << wrong << " of " << n << " elements wrong, e.g. " << got[0]
+                          << " and " << got[n - 1] << " instead of " << want;
+    }
+  });
+}
+
+TEST(CopyEngineAllReduce, CoalescedTensorsOfOddSizesAreReducedAsOneVector) {
+  SKIP_WITHOUT_TWO_GPUS();
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    ASSERT_TRUE(pg->copy_engine_on()) << pg->copy_engine_off_reason();
+    const Device gpu = Device::CUDA(pg->device());
+    // A weight, its bias, another weight: the split between the ranks' halves falls inside a tensor.
+    const std::vector<int64_t> sizes = {1000003, 1031, 2500001, 7};
+    std::vector<Tensor> grads;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      grads.push_back(Tensor::FromVector<float>(Pattern(sizes[i], ctx.rank, static_cast<int>(i)), {sizes[i]}, gpu));
+    }
+    const int64_t calls = pg->copy_engine_calls();
+    ASSERT_TRUE(pg->AllReduceCoalesced(grads, ReduceOp::kAvg)->Wait().ok());
+    ASSERT_EQ(pg->copy_engine_calls(), calls + 1);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const std::vector<float> got = grads[i].ToVector<float>();
+      const std::vector<float> a = Pattern(sizes[i], 0, static_cast<int>(i)), c = Pattern(sizes[i], 1, static_cast<int>(i));
+      int64_t wrong = 0;
+      for (int64_t j = 0; j < sizes[i]; ++j) wrong += got[j] != (a[j] + c[j]) * 0.5f;
+      EXPECT_EQ(wrong, 0) << "tensor " << i << " of " << sizes[i] << " elements";
+    }
+  });
+}
+
+TEST(CopyEngineAllReduce, OtherOpsTypesAndSmallCallsStayWithNccl) {
+  SKIP_WITHOUT_TWO_GPUS();
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    const Device gpu = Device::CUDA(pg->device());
+    const int64_t n = int64_t{2} << 20;
+    const int64_t calls = pg->copy_engine_calls();
+    Tensor big = Tensor::Full({n}, ctx.rank + 1.0, DType::kFloat32, gpu);
+    ASSERT_TRUE(pg->AllReduce(big, ReduceOp::kMax)->Wait().ok());
+    Tensor small = Tensor::Full({1000}, ctx.rank + 1.0, DType::kFloat32, gpu);
+    ASSERT_TRUE(pg->AllReduce(small, ReduceOp::kSum)->Wait().ok());
+    Tensor bf16 = Tensor::Full({n}, ctx.rank + 1.0, DType::kBFloat16, gpu);
+    ASSERT_TRUE(pg->AllReduce(bf16, ReduceOp::kSum)->Wait().ok());
+    EXPECT_EQ(pg->copy_engine_calls(), calls);
+    EXPECT_EQ(big.ToVector<float>()[n - 1], 2.0f);
+    EXPECT_EQ(small.ToVector<float>()[999], 3.0f);
+    EXPECT_EQ(ops::Cast(bf16, DType::kFloat32).ToVector<float>()[n / 2], 3.0f);
+  });
+}
+
+}  // namespace
+}  // namespace tinyddp::dist

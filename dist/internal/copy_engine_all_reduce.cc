@@ -1,0 +1,322 @@
+// CopyEngineAllReduce (copy_engine_all_reduce.h): setup through the store, CUDA IPC, and the five steps.
+#include "dist/internal/copy_engine_all_reduce.h"
+
+#include <cuda.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "dist/internal/copy_engine_reduce.h"
+
+namespace tinyddp::dist::internal {
+namespace {
+
+// Stream memory operations are driver API; the runtime hands out their entry points, so nothing links
+// libcuda directly.
+using StreamValue32Fn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+struct DriverApi {
+  StreamValue32Fn wait_value = nullptr;
+  StreamValue32Fn write_value = nullptr;
+  bool ok() const { return wait_value && write_value; }
+};
+
+template <typename Fn>
+Fn Resolve(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    return nullptr;
+  }
+  return reinterpret_cast<Fn>(fn);
+}
+
+const DriverApi& Driver() {
+  static const DriverApi api = [] {
+    DriverApi a;
+    a.wait_value = Resolve<StreamValue32Fn>("cuStreamWaitValue32");
+    a.write_value = Resolve<StreamValue32Fn>("cuStreamWriteValue32");
+    return a;
+  }();
+  return api;
+}
+
+constexpr size_t kFlagBytes = 256;
+constexpr int kData = 0;   // flag indices, in uint32 units: one 128-byte line each
+constexpr int kDone = 32;
+// Both halves start on a 256-byte boundary, so copies and the vectorised addition run aligned.
+constexpr int64_t kSplitAlign = 64;  // floats
+
+std::string ReadFirstLine(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// "host|boot id|PCI bus id": two ranks may share CUDA memory only if the first two match.
+std::string Identity(int device) {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  char bus[64] = {};
+  cudaDeviceGetPCIBusId(bus, sizeof(bus), device);
+  return absl::StrCat(host, "|", ReadFirstLine("/proc/sys/kernel/random/boot_id"), "|", bus);
+}
+
+Bytes ToBytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
+std::string ToString(const Bytes& b) { return std::string(b.begin(), b.end()); }
+
+std::string CudaError(const char* what, cudaError_t err) {
+  return absl::StrCat(what, " failed: ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
+}
+
+// The range [lo, hi) of the tensors seen as one concatenated vector: fn(pointer, position in the range,
+// count) for each tensor's part of it, in order; stops at the first error.
+template <typename Fn>
+cudaError_t ForRange(const std::vector<Tensor>& tensors, int64_t lo, int64_t hi, Fn&& fn) {
+  int64_t base = 0;
+  for (const Tensor& t : tensors) {
+    const int64_t b = std::max(lo, base), e = std::min(hi, base + t.numel());
+    if (b < e) {
+      if (cudaError_t err = fn(static_cast<float*>(t.data_ptr()) + (b - base), b - lo, e - b); err != cudaSuccess) {
+        return err;
+      }
+    }
+    base += t.numel();
+  }
+  return cudaSuccess;
+}
+
+int64_t TotalNumel(const std::vector<Tensor>& tensors) {
+  int64_t n = 0;
+  for (const Tensor& t : tensors) n += t.numel();
+  return n;
+}
+
+// Rank 0 owns [0, split), rank 1 [split, n); split is 64-float aligned so both halves start aligned.
+int64_t Split(int64_t n) { return std::min(n, ((n + 1) / 2 + kSplitAlign - 1) / kSplitAlign * kSplitAlign); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> CopyEngineAllReduce::Create(std::shared_ptr<Store> store, int rank, int device,
+                                                                                  std::chrono::milliseconds timeout,
+                                                                                  std::string* why_not) {
+  std::unique_ptr<CopyEngineAllReduce> ce(new CopyEngineAllReduce(std::move(store), rank, device, timeout));
+  if (const char* v = std::getenv("TINYDDP_COPY_ENGINE_MIN_BYTES")) {
+    int64_t bytes = 0;
+    if (absl::SimpleAtoi(v, &bytes) && bytes >= 0) ce->min_bytes_ = bytes;
+  }
+
+  // Each rank decides what it can do, then both take the stricter answer, so the decision is symmetric.
+  std::string mine_why;
+  const char* env = std::getenv("TINYDDP_COPY_ENGINE_ALLREDUCE");
+  if (env != nullptr && std::string(env) == "0") mine_why = "TINYDDP_COPY_ENGINE_ALLREDUCE=0";
+  if (mine_why.empty() && !Driver().ok()) mine_why = "the CUDA driver offers no stream memory operations";
+  const std::string me = Identity(device);
+  absl::StatusOr<Bytes> peer = ce->Exchange("identity", ToBytes(me));
+  if (!peer.ok()) return peer.status();
+  const std::string them = ToString(*peer);
+  const std::string my_host = me.substr(0, me.rfind('|')), their_host = them.substr(0, them.rfind('|'));
+  if (mine_why.empty() && my_host != their_host) mine_why = "the two ranks run on different machines";
+  if (mine_why.empty()) {
+    int peer_device = -1, can = 0;
+    if (cudaDeviceGetByPCIBusId(&peer_device, them.substr(them.rfind('|') + 1).c_str()) != cudaSuccess) {
+      cudaGetLastError();
+      mine_why = "the peer's GPU is not visible in this process (CUDA_VISIBLE_DEVICES)";
+    } else if (cudaDeviceCanAccessPeer(&can, device, peer_device) != cudaSuccess || !can) {
+      cudaGetLastError();
+      mine_why = "the two GPUs cannot access each other peer-to-peer";
+    }
+  }
+  // Shared memory: the flags and a first scratch buffer. Failing here (IPC refused) also means "no".
+  if (mine_why.empty()) {
+    cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&ce->flags_), kFlagBytes);
+    if (err == cudaSuccess) err = cudaMemset(ce->flags_, 0, kFlagBytes);
+    if (err != cudaSuccess) mine_why = CudaError("allocating the flag area", err);
+  }
+  Bytes exported;
+  if (mine_why.empty()) {
+    absl::StatusOr<Bytes> e = Export(ce->flags_);
+    if (e.ok()) exported = *e; else mine_why = std::string(e.status().message());
+  }
+  absl::StatusOr<Bytes> peer_flags = ce->Exchange("flags", exported);
+  if (!peer_flags.ok()) return peer_flags.status();
+  if (mine_why.empty() && peer_flags->empty()) mine_why = "the peer cannot use it";
+  if (mine_why.empty()) {
+    absl::StatusOr<char*> p = Import(*peer_flags);
+    if (p.ok()) ce->peer_flags_ = *p; else mine_why = std::string(p.status().message());
+  }
+  absl::StatusOr<Bytes> verdict = ce->Exchange("verdict", ToBytes(mine_why));
+  if (!verdict.ok()) return verdict.status();
+  if (!mine_why.empty() || !verdict->empty()) {
+    *why_not = !mine_why.empty() ? mine_why : absl::StrCat("rank ", 1 - rank, ": ", ToString(*verdict));
+    return std::unique_ptr<CopyEngineAllReduce>();
+  }
+  int least = 0, greatest = 0;
+  cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  cudaStreamCreateWithPriority(&ce->release_stream_, cudaStreamNonBlocking, greatest);
+  return ce;
+}
+
+CopyEngineAllReduce::CopyEngineAllReduce(std::shared_ptr<Store> store, int rank, int device,
+                                         std::chrono::milliseconds timeout)
+    : store_(std::move(store)), rank_(rank), device_(device), timeout_(timeout) {}
+
+CopyEngineAllReduce::~CopyEngineAllReduce() {
+  // The group destroys this after its collectives finished; the peer's mappings of our memory die with it.
+  if (peer_flags_ != nullptr) cudaIpcCloseMemHandle(peer_flags_);
+  if (peer_scratch_ != nullptr) cudaIpcCloseMemHandle(peer_scratch_);
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  if (flags_ != nullptr) cudaFree(flags_);
+  if (release_stream_ != nullptr) cudaStreamDestroy(release_stream_);
+}
+
+absl::StatusOr<Bytes> CopyEngineAllReduce::Exchange(const std::string& key, const Bytes& mine) {
+  const std::string base = absl::StrCat("ce/", exchanges_++, "/", key, "/");
+  if (absl::Status s = store_->Set(base + std::to_string(rank_), mine); !s.ok()) return s;
+  const std::string theirs = base + std::to_string(1 - rank_);
+  if (absl::Status s = store_->Wait({theirs}, timeout_); !s.ok()) {
+    return absl::DeadlineExceededError(absl::StrCat("copy-engine all_reduce setup: rank ", rank_, " waited ",
+                                                    timeout_.count(), " ms for rank ", 1 - rank_, "'s '", key,
+                                                    "': ", s.message()));
+  }
+  return store_->Get(theirs);
+}
+
+absl::StatusOr<Bytes> CopyEngineAllReduce::Export(void* ptr) {
+  cudaIpcMemHandle_t handle;
+  if (cudaError_t err = cudaIpcGetMemHandle(&handle, ptr); err != cudaSuccess) {
+    cudaGetLastError();
+    return absl::UnavailableError(CudaError("cudaIpcGetMemHandle", err));
+  }
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(&handle);
+  return Bytes(p, p + sizeof(handle));
+}
+
+absl::StatusOr<char*> CopyEngineAllReduce::Import(const Bytes& bytes) {
+  if (bytes.size() != sizeof(cudaIpcMemHandle_t)) return absl::DataLossError("a malformed IPC handle in the store");
+  cudaIpcMemHandle_t handle;
+  std::memcpy(&handle, bytes.data(), sizeof(handle));
+  void* base = nullptr;
+  if (cudaError_t err = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess); err != cudaSuccess) {
+    cudaGetLastError();
+    return absl::UnavailableError(CudaError("cudaIpcOpenMemHandle", err));
+  }
+  return static_cast<char*>(base);
+}
+
+bool CopyEngineAllReduce::Takes(const std::vector<Tensor>& tensors, bool sum_or_avg) const {
+  if (!sum_or_avg || tensors.empty()) return false;
+  for (const Tensor& t : tensors) {
+    if (t.dtype() != DType::kFloat32) return false;
+  }
+  return TotalNumel(tensors) * 4 >= min_bytes_;
+}
+
+absl::Status CopyEngineAllReduce::Reserve(const std::vector<Tensor>& tensors, cudaStream_t stream) {
+  const int64_t half = Split(TotalNumel(tensors)) * 4;
+  if (half <= half_bytes_) return absl::OkStatus();
+  // Both ranks grow here, at the same call. Our stream idle means our last all_reduce finished, and
+  // with it every write of the peer into our old scratch and of ours into the peer's.
+  if (cudaError_t err = cudaStreamSynchronize(stream); err != cudaSuccess) {
+    return absl::InternalError(CudaError("cudaStreamSynchronize before growing the copy-engine scratch", err));
+  }
+  // Grow by at least half again, so that a sequence of slightly bigger calls does not regrow each time.
+  const int64_t want = std::max(half, half_bytes_ * 3 / 2);
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  if (peer_scratch_ != nullptr) cudaIpcCloseMemHandle(peer_scratch_);
+  scratch_ = peer_scratch_ = nullptr;
+  half_bytes_ = 0;
+  Bytes exported;
+  std::string error;
+  if (cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&scratch_), 2 * want); err != cudaSuccess) {
+    cudaGetLastError();
+    scratch_ = nullptr;
+    error = CudaError(absl::StrCat("allocating ", 2 * want, " bytes of copy-engine scratch").c_str(), err);
+  } else {
+    absl::StatusOr<Bytes> e = Export(scratch_);
+    if (e.ok()) exported = *e; else error = std::string(e.status().message());
+  }
+  absl::StatusOr<Bytes> peer = Exchange("scratch", exported);
+  if (!peer.ok()) return peer.status();
+  if (!error.empty()) return absl::ResourceExhaustedError(error);
+  if (peer->empty()) return absl::ResourceExhaustedError("the peer could not allocate its copy-engine scratch");
+  absl::StatusOr<char*> p = Import(*peer);
+  if (!p.ok()) return p.status();
+  peer_scratch_ = *p;
+  half_bytes_ = want;
+  return absl::OkStatus();
+}
+
+cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, float scale, cudaStream_t stream) {
+  const int64_t n = TotalNumel(tensors);
+  const int64_t split = Split(n);
+  const int64_t my_lo = rank_ == 0 ? 0 : split, my_hi = rank_ == 0 ? split : n;
+  const int64_t peer_lo = rank_ == 0 ? split : 0, peer_hi = rank_ == 0 ? n : split;
+  if (split * 4 > half_bytes_) return cudaErrorInvalidValue;  // Reserve was not called
+  float* in = reinterpret_cast<float*>(scratch_);
+  float* out = reinterpret_cast<float*>(scratch_ + half_bytes_);
+  float* peer_in = reinterpret_cast<float*>(peer_scratch_);
+  float* peer_out = reinterpret_cast<float*>(peer_scratch_ + half_bytes_);
+  const uint32_t seq = ++seq_;
+  const DriverApi& d = Driver();
+  CUstream s = reinterpret_cast<CUstream>(stream);
+  auto signal = [&](char* flags, int index) {
+    return d.write_value(s, reinterpret_cast<CUdeviceptr>(flags) + index * 4, seq, CU_STREAM_WRITE_VALUE_DEFAULT) ==
+                   CUDA_SUCCESS
+               ? cudaSuccess
+               : cudaErrorUnknown;
+  };
+  auto wait = [&](int index) {
+    return d.wait_value(s, reinterpret_cast<CUdeviceptr>(flags_ + index), seq, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS
+               ? cudaSuccess
+               : cudaErrorUnknown;
+  };
+  // 1. My values of the peer's half -> its IN.
+  cudaError_t err = ForRange(tensors, peer_lo, peer_hi, [&](float* p, int64_t at, int64_t count) {
+    return cudaMemcpyAsync(peer_in + at, p, count * 4, cudaMemcpyDeviceToDevice, stream);
+  });
+  if (err == cudaSuccess) err = signal(peer_flags_, kData);
+  // 2-3. The peer's values of my half are in my IN: reduce.
+  if (err == cudaSuccess) err = wait(kData);
+  if (err == cudaSuccess) {
+    err = ForRange(tensors, my_lo, my_hi, [&](float* p, int64_t at, int64_t count) {
+      return LaunchAddScale(p, in + at, count, scale, stream);
+    });
+  }
+  // 4. My reduced half -> the peer's OUT.
+  if (err == cudaSuccess) {
+    err = ForRange(tensors, my_lo, my_hi, [&](float* p, int64_t at, int64_t count) {
+      return cudaMemcpyAsync(peer_out + at, p, count * 4, cudaMemcpyDeviceToDevice, stream);
+    });
+  }
+  if (err == cudaSuccess) err = signal(peer_flags_, kDone);
+  // 5-6. The peer's reduced half is in my OUT: into my tensors.
+  if (err == cudaSuccess) err = wait(kDone);
+  if (err == cudaSuccess) {
+    err = ForRange(tensors, peer_lo, peer_hi, [&](float* p, int64_t at, int64_t count) {
+      return cudaMemcpyAsync(p, out + at, count * 4, cudaMemcpyDeviceToDevice, stream);
+    });
+  }
+  return err;
+}
+
+void CopyEngineAllReduce::Release() {
+  // Far ahead of any sequence number this rank will reach, in the wrap-around order GEQ uses. The group
+  // calls this under the same lock as Enqueue, so seq_ is stable.
+  const uint32_t far = seq_ + (1u << 30);
+  uint32_t host[kDone + 1] = {};
+  host[kData] = far;
+  host[kDone] = far;
+  cudaMemcpyAsync(flags_, host, sizeof(host), cudaMemcpyHostToDevice, release_stream_);
+  cudaStreamSynchronize(release_stream_);
+}
+
+}  // namespace tinyddp::dist::internal

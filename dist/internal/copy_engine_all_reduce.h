@@ -1,0 +1,111 @@
+// CopyEngineAllReduce: the all_reduce of two GPUs of one machine done by their copy engines, so that
+// DDP's gradient buckets are averaged without taking streaming multiprocessors away from backward.
+//
+// Why. An NCCL all_reduce is a kernel: for as long as it runs, a few dozen SMs spin moving data, and the
+// backward GEMMs that overlap it get the rest. On 2x H200 that stretched the backward of the medium MLP
+// from ~1.55 to ~2.3 ms (docs/ddp.md). Each GPU also has copy engines, DMA units that move memory over
+// NVLink without any SM. With two ranks an all_reduce is a reduce-scatter plus an all-gather, and both
+// halves are plain copies; only the addition needs an SM, for one pass over half the bucket.
+//
+// The protocol, per all_reduce, identical on both ranks (r = this rank, p = the peer). The tensors are
+// seen as one concatenated vector split in two halves; rank 0 owns the first, rank 1 the second. Each rank
+// has a scratch area in two parts, IN and OUT, mapped into the peer's address space with CUDA IPC.
+// Everything is enqueued on the group's NCCL stream, ordered with NCCL collectives and with the events
+// around it (process_group_nccl.h):
+//   1. copy my values of the peer's half into the peer's IN             (copy engine, NVLink write)
+//      signal the peer: DATA = seq                                       (cuStreamWriteValue32 over NVLink)
+//   2. wait until my DATA >= seq: my IN holds the peer's values of my half     (cuStreamWaitValue32)
+//   3. my half = (my half + IN) * scale                                  (one small kernel per tensor)
+//   4. copy my reduced half into the peer's OUT                          (copy engine, NVLink write)
+//      signal the peer: DONE = seq
+//   5. wait until my DONE >= seq: my OUT holds the peer's reduced half
+//   6. copy OUT into the peer's half of my tensors                       (copy engine, local)
+// Why it is safe: the peer writes my IN and OUT for call k+1 only after its call k finished, which needed
+// my DONE of call k, given after my step 3 read IN; and my OUT of call k is read by my step 6 before my
+// call k+1 even starts its step 1, which the peer's step 4 of call k+1 waits for (DATA). My tensors are
+// only ever written by my own stream. Waits are stream memory operations executed by the GPU's front end:
+// no SM spins and the host never blocks. The tensors need no registration and may be separate (DDP's
+// coalesced layout) or one flat bucket.
+//
+// Setup is collective, through the store: both GPUs must be on one host (same boot id) and reach each
+// other peer-to-peer, else Create returns null and the group keeps using NCCL. The scratch grows (a
+// collective exchange, host-blocking, the first time a bigger call comes) to the largest call seen; it
+// grows identically on both ranks since both make the same calls. Only float32 SUM/AVG calls of at least
+// min_bytes come here; everything else goes to NCCL.
+//
+// Timeouts: a peer that dies leaves step 2 or 5 waiting; the group's watchdog fails the Work after its
+// timeout and calls Release(), which satisfies the waits locally so the stream drains (with garbage).
+// Not thread-safe: the group calls it from the launching thread, Release from its watchdog under its lock.
+#ifndef TINYDDP_DIST_INTERNAL_COPY_ENGINE_ALL_REDUCE_H_
+#define TINYDDP_DIST_INTERNAL_COPY_ENGINE_ALL_REDUCE_H_
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dist/store.h"
+#include "tensor/tensor.h"
+
+namespace tinyddp::dist::internal {
+
+class CopyEngineAllReduce {
+ public:
+  /// Collective over the two ranks of `store` (a prefix private to this group). Returns null, and why in
+  /// `*why_not`, when the pair cannot use it (another host, no peer access, no stream memory operations,
+  /// or TINYDDP_COPY_ENGINE_ALLREDUCE=0); an error only when the store fails or times out.
+  static absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> Create(std::shared_ptr<Store> store, int rank, int device,
+                                                                     std::chrono::milliseconds timeout,
+                                                                     std::string* why_not);
+  ~CopyEngineAllReduce();
+  CopyEngineAllReduce(const CopyEngineAllReduce&) = delete;
+  CopyEngineAllReduce& operator=(const CopyEngineAllReduce&) = delete;
+
+  /// Whether a call on `tensors` with this op comes here: float32, SUM or AVG, at least min_bytes in all.
+  /// Depends only on what every rank passes, so both ranks answer the same.
+  bool Takes(const std::vector<Tensor>& tensors, bool sum_or_avg) const;
+  /// Makes the scratch big enough for `tensors` (collective the first time a call is bigger than any
+  /// before; host-blocking then, free afterwards). `stream`: where the all_reduces run.
+  absl::Status Reserve(const std::vector<Tensor>& tensors, cudaStream_t stream);
+  /// Enqueues the all_reduce of `tensors` in place on `stream`, scaled by `scale` (1 for SUM, 0.5 for
+  /// AVG). Precondition: Takes() and Reserve() succeeded for them.
+  cudaError_t Enqueue(const std::vector<Tensor>& tensors, float scale, cudaStream_t stream);
+  /// Satisfies every wait this rank has enqueued, so a stream stuck on a dead peer drains. For the
+  /// watchdog, after it failed the Works; results are garbage from then on.
+  void Release();
+
+  /// Smaller calls stay with NCCL, whose latency is lower (TINYDDP_COPY_ENGINE_MIN_BYTES overrides).
+  int64_t min_bytes() const { return min_bytes_; }
+
+ private:
+  CopyEngineAllReduce(std::shared_ptr<Store> store, int rank, int device, std::chrono::milliseconds timeout);
+  // Publishes `mine` under `key`/rank and returns the peer's value of `key`.
+  absl::StatusOr<Bytes> Exchange(const std::string& key, const Bytes& mine);
+  // Exports the allocation starting at `ptr` (cudaMalloc'd) for the peer.
+  static absl::StatusOr<Bytes> Export(void* ptr);
+  // Maps the peer's exported allocation here.
+  static absl::StatusOr<char*> Import(const Bytes& exported);
+
+  std::shared_ptr<Store> store_;
+  const int rank_;
+  const int device_;
+  const std::chrono::milliseconds timeout_;
+  int64_t min_bytes_ = int64_t{4} << 20;
+  int64_t exchanges_ = 0;
+
+  uint32_t* flags_ = nullptr;       // mine: [0] DATA, [32] DONE (one 128-byte line each)
+  char* peer_flags_ = nullptr;      // the peer's, mapped here
+  char* scratch_ = nullptr;         // mine: IN = [0, half_bytes_), OUT = [half_bytes_, 2 half_bytes_)
+  char* peer_scratch_ = nullptr;    // the peer's, mapped here
+  int64_t half_bytes_ = 0;
+  uint32_t seq_ = 0;
+  cudaStream_t release_stream_ = nullptr;
+};
+
+}  // namespace tinyddp::dist::internal
+
+#endif  // TINYDDP_DIST_INTERNAL_COPY_ENGINE_ALL_REDUCE_H_
