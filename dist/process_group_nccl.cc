@@ -249,8 +249,8 @@ std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Ten
   int previous_device = 0;
   cudaGetDevice(&previous_device);
   if (previous_device != device_) cudaSetDevice(device_);
-  auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors));
   cudaStream_t compute = static_cast<cudaStream_t>(cuda::Stream::Current(device_).handle());
+  auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors), compute);
   cudaStream_t stream = static_cast<cudaStream_t>(nccl_stream_.handle());
 
   // 1. The NCCL stream waits for everything queued on the caller's stream so far.

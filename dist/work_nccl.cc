@@ -61,13 +61,14 @@ void CudaEventPool::Put(cudaEvent_t event) {
 // --- WorkNCCL --------------------------------------------------------------------------------------
 
 WorkNCCL::WorkNCCL(std::string description, std::chrono::milliseconds default_timeout, int device,
-                   std::shared_ptr<CudaEventPool> pool, std::vector<Tensor> tensors)
+                   std::shared_ptr<CudaEventPool> pool, std::vector<Tensor> tensors, cudaStream_t caller_stream)
     : Work(std::move(description), default_timeout),
       device_(device),
       pool_(std::move(pool)),
       start_(pool_->Get()),
       end_(pool_->Get()),
       enqueued_at_(Clock::now()),
+      caller_stream_(caller_stream),
       tensors_(std::move(tensors)) {}
 
 WorkNCCL::~WorkNCCL() {
@@ -136,6 +137,10 @@ absl::Status WorkNCCL::SynchronizeStream() {
   if (err != cudaSuccess) {
     return absl::InternalError(absl::StrCat(description(), ": cudaStreamWaitEvent failed: ", cudaGetErrorString(err)));
   }
+  // The tensors' memory returns to the caching allocator's pool of the stream they were made on, which is
+  // reused in that stream's order: safe once that stream is behind the collective. Holding them until
+  // the watchdog's next sweep instead would make every step allocate afresh (DDP's coalesced gradients).
+  if (current == caller_stream_) ReleaseTensors();
   return absl::OkStatus();
 }
 

@@ -43,15 +43,18 @@ class WorkNCCL : public Work {
  public:
   using Clock = std::chrono::steady_clock;
 
+  /// `caller_stream`: the stream the collective was issued from (its start event is recorded there).
   WorkNCCL(std::string description, std::chrono::milliseconds default_timeout, int device,
-           std::shared_ptr<CudaEventPool> pool, std::vector<Tensor> tensors);
+           std::shared_ptr<CudaEventPool> pool, std::vector<Tensor> tensors, cudaStream_t caller_stream);
   ~WorkNCCL() override;
 
   /// Polls the end event from the host (spinning briefly, then sleeping) until it completes, the
   /// watchdog fails this Work, or `timeout` passes.
   absl::Status Wait(std::chrono::milliseconds timeout) override;
   using Work::Wait;
-  /// cudaStreamWaitEvent(current stream of the device, end): the GPU waits, the host does not.
+  /// cudaStreamWaitEvent(current stream of the device, end): the GPU waits, the host does not. When that
+  /// is the caller's stream, the tensors are let go at once: whatever that stream does next, including
+  /// reusing their memory through the caching allocator, runs after the collective.
   absl::Status SynchronizeStream() override;
   bool IsCompleted() override;
 
@@ -74,6 +77,7 @@ class WorkNCCL : public Work {
   cudaEvent_t start_;
   cudaEvent_t end_;
   const Clock::time_point enqueued_at_;
+  const cudaStream_t caller_stream_;
   std::mutex mu_;
   std::vector<Tensor> tensors_;
   absl::Status failure_;

@@ -4,9 +4,9 @@
 #include <cuda.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <fstream>
 #include <utility>
 
@@ -48,9 +48,14 @@ const DriverApi& Driver() {
   return api;
 }
 
-constexpr size_t kFlagBytes = 256;
-constexpr int kData = 0;   // flag indices, in uint32 units: one 128-byte line each
-constexpr int kDone = 32;
+// Flags, in uint32 units: DATA of chunk j at kData + j, DONE of chunk j at kDone + j.
+constexpr int kData = 0;
+constexpr int kDone = 64;
+constexpr size_t kFlagWords = 128;
+constexpr size_t kFlagBytes = kFlagWords * 4;
+// A half is moved in chunks so that the addition of one chunk overlaps the copies of the next: at least
+// 1 Mi floats (4 MiB) each, at most kMaxChunks of them.
+constexpr int64_t kMinChunk = int64_t{1} << 20;
 // Both halves start on a 256-byte boundary, so copies and the vectorised addition run aligned.
 constexpr int64_t kSplitAlign = 64;  // floats
 
@@ -98,6 +103,20 @@ int64_t TotalNumel(const std::vector<Tensor>& tensors) {
   int64_t n = 0;
   for (const Tensor& t : tensors) n += t.numel();
   return n;
+}
+
+// The chunks of a half of `len` elements: `size` elements each (the last one shorter), `count` of them.
+// A function of the length only, so the pusher and the owner of a half cut it the same way.
+struct Chunks {
+  int64_t size = 0;
+  int64_t count = 0;
+};
+Chunks ChunksOf(int64_t len, int max_chunks) {
+  Chunks c;
+  c.size = std::max(kMinChunk, (len + max_chunks - 1) / max_chunks);
+  c.size = (c.size + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
+  c.count = (len + c.size - 1) / c.size;
+  return c;
 }
 
 // Rank 0 owns [0, split), rank 1 [split, n); split is 64-float aligned so both halves start aligned.
@@ -162,6 +181,10 @@ absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> CopyEngineAllReduce::Create
   int least = 0, greatest = 0;
   cudaDeviceGetStreamPriorityRange(&least, &greatest);
   cudaStreamCreateWithPriority(&ce->release_stream_, cudaStreamNonBlocking, greatest);
+  cudaStreamCreateWithPriority(&ce->helper_, cudaStreamNonBlocking, greatest);
+  cudaEventCreateWithFlags(&ce->start_, cudaEventDisableTiming);
+  cudaEventCreateWithFlags(&ce->helper_done_, cudaEventDisableTiming);
+  for (cudaEvent_t& e : ce->reduced_) cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
   return ce;
 }
 
@@ -176,6 +199,12 @@ CopyEngineAllReduce::~CopyEngineAllReduce() {
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (flags_ != nullptr) cudaFree(flags_);
   if (release_stream_ != nullptr) cudaStreamDestroy(release_stream_);
+  if (helper_ != nullptr) cudaStreamDestroy(helper_);
+  if (start_ != nullptr) cudaEventDestroy(start_);
+  if (helper_done_ != nullptr) cudaEventDestroy(helper_done_);
+  for (cudaEvent_t e : reduced_) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
 }
 
 absl::StatusOr<Bytes> CopyEngineAllReduce::Exchange(const std::string& key, const Bytes& mine) {
@@ -261,50 +290,81 @@ cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, flo
   const int64_t my_lo = rank_ == 0 ? 0 : split, my_hi = rank_ == 0 ? split : n;
   const int64_t peer_lo = rank_ == 0 ? split : 0, peer_hi = rank_ == 0 ? n : split;
   if (split * 4 > half_bytes_) return cudaErrorInvalidValue;  // Reserve was not called
+  const Chunks mine = ChunksOf(my_hi - my_lo, kMaxChunks), theirs = ChunksOf(peer_hi - peer_lo, kMaxChunks);
   float* in = reinterpret_cast<float*>(scratch_);
   float* out = reinterpret_cast<float*>(scratch_ + half_bytes_);
   float* peer_in = reinterpret_cast<float*>(peer_scratch_);
   float* peer_out = reinterpret_cast<float*>(peer_scratch_ + half_bytes_);
   const uint32_t seq = ++seq_;
   const DriverApi& d = Driver();
-  CUstream s = reinterpret_cast<CUstream>(stream);
-  auto signal = [&](char* flags, int index) {
-    return d.write_value(s, reinterpret_cast<CUdeviceptr>(flags) + index * 4, seq, CU_STREAM_WRITE_VALUE_DEFAULT) ==
-                   CUDA_SUCCESS
+  auto signal = [&](cudaStream_t on, int index) {
+    return d.write_value(reinterpret_cast<CUstream>(on), reinterpret_cast<CUdeviceptr>(peer_flags_) + index * 4, seq,
+                         CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS
                ? cudaSuccess
                : cudaErrorUnknown;
   };
-  auto wait = [&](int index) {
-    return d.wait_value(s, reinterpret_cast<CUdeviceptr>(flags_ + index), seq, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS
+  auto wait = [&](cudaStream_t on, int index) {
+    return d.wait_value(reinterpret_cast<CUstream>(on), reinterpret_cast<CUdeviceptr>(flags_ + index), seq,
+                        CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS
                ? cudaSuccess
                : cudaErrorUnknown;
   };
-  // 1. My values of the peer's half -> its IN.
-  cudaError_t err = ForRange(tensors, peer_lo, peer_hi, [&](float* p, int64_t at, int64_t count) {
-    return cudaMemcpyAsync(peer_in + at, p, count * 4, cudaMemcpyDeviceToDevice, stream);
-  });
-  if (err == cudaSuccess) err = signal(peer_flags_, kData);
-  // 2-3. The peer's values of my half are in my IN: reduce.
-  if (err == cudaSuccess) err = wait(kData);
-  if (err == cudaSuccess) {
-    err = ForRange(tensors, my_lo, my_hi, [&](float* p, int64_t at, int64_t count) {
-      return LaunchAddScale(p, in + at, count, scale, stream);
+  // [lo, hi) of chunk j of a half starting at `base`.
+  auto chunk = [](int64_t base, int64_t end, const Chunks& c, int64_t j) {
+    return std::pair<int64_t, int64_t>(base + j * c.size, std::min(end, base + (j + 1) * c.size));
+  };
+  cudaStream_t copies = stream, helper = helper_;
+  // The helper stream starts after everything the group's stream waits for (the gradients).
+  cudaError_t err = cudaEventRecord(start_, copies);
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(helper, start_, 0);
+
+  // 1. Copy engines: my values of the peer's half into its IN, chunk by chunk, each announced.
+  for (int64_t j = 0; err == cudaSuccess && j < theirs.count; ++j) {
+    const std::pair<int64_t, int64_t> range = chunk(peer_lo, peer_hi, theirs, j);
+    const int64_t lo = range.first, hi = range.second;
+    err = ForRange(tensors, lo, hi, [&](float* p, int64_t at, int64_t count) {
+      return cudaMemcpyAsync(peer_in + (lo - peer_lo) + at, p, count * 4, cudaMemcpyDeviceToDevice, copies);
     });
+    if (err == cudaSuccess) err = signal(copies, kData + static_cast<int>(j));
   }
-  // 4. My reduced half -> the peer's OUT.
-  if (err == cudaSuccess) {
-    err = ForRange(tensors, my_lo, my_hi, [&](float* p, int64_t at, int64_t count) {
-      return cudaMemcpyAsync(peer_out + at, p, count * 4, cudaMemcpyDeviceToDevice, stream);
-    });
+  // 2-3. Helper stream: as each chunk of the peer's values of my half arrives, reduce it.
+  for (int64_t j = 0; err == cudaSuccess && j < mine.count; ++j) {
+    const std::pair<int64_t, int64_t> range = chunk(my_lo, my_hi, mine, j);
+    const int64_t lo = range.first, hi = range.second;
+    err = wait(helper, kData + static_cast<int>(j));
+    if (err == cudaSuccess) {
+      err = ForRange(tensors, lo, hi, [&](float* p, int64_t at, int64_t count) {
+        return LaunchAddScale(p, in + (lo - my_lo) + at, count, scale, helper);
+      });
+    }
+    if (err == cudaSuccess) err = cudaEventRecord(reduced_[j], helper);
   }
-  if (err == cudaSuccess) err = signal(peer_flags_, kDone);
-  // 5-6. The peer's reduced half is in my OUT: into my tensors.
-  if (err == cudaSuccess) err = wait(kDone);
-  if (err == cudaSuccess) {
-    err = ForRange(tensors, peer_lo, peer_hi, [&](float* p, int64_t at, int64_t count) {
-      return cudaMemcpyAsync(p, out + at, count * 4, cudaMemcpyDeviceToDevice, stream);
-    });
+  // 4. Copy engines: each reduced chunk into the peer's OUT as soon as it is reduced, announced.
+  for (int64_t j = 0; err == cudaSuccess && j < mine.count; ++j) {
+    const std::pair<int64_t, int64_t> range = chunk(my_lo, my_hi, mine, j);
+    const int64_t lo = range.first, hi = range.second;
+    err = cudaStreamWaitEvent(copies, reduced_[j], 0);
+    if (err == cudaSuccess) {
+      err = ForRange(tensors, lo, hi, [&](float* p, int64_t at, int64_t count) {
+        return cudaMemcpyAsync(peer_out + (lo - my_lo) + at, p, count * 4, cudaMemcpyDeviceToDevice, copies);
+      });
+    }
+    if (err == cudaSuccess) err = signal(copies, kDone + static_cast<int>(j));
   }
+  // 5-6. Helper stream: as each reduced chunk of the peer's half arrives in my OUT, into my tensors.
+  for (int64_t j = 0; err == cudaSuccess && j < theirs.count; ++j) {
+    const std::pair<int64_t, int64_t> range = chunk(peer_lo, peer_hi, theirs, j);
+    const int64_t lo = range.first, hi = range.second;
+    err = wait(helper, kDone + static_cast<int>(j));
+    if (err == cudaSuccess) {
+      err = ForRange(tensors, lo, hi, [&](float* p, int64_t at, int64_t count) {
+        return cudaMemcpyAsync(p, out + (lo - peer_lo) + at, count * 4, cudaMemcpyDeviceToDevice, helper);
+      });
+    }
+  }
+  // The group's stream, whose end event completes the Work, joins the helper.
+  if (err == cudaSuccess) err = cudaEventRecord(helper_done_, helper);
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(copies, helper_done_, 0);
   return err;
 }
 
@@ -312,9 +372,8 @@ void CopyEngineAllReduce::Release() {
   // Far ahead of any sequence number this rank will reach, in the wrap-around order GEQ uses. The group
   // calls this under the same lock as Enqueue, so seq_ is stable.
   const uint32_t far = seq_ + (1u << 30);
-  uint32_t host[kDone + 1] = {};
-  host[kData] = far;
-  host[kDone] = far;
+  uint32_t host[kFlagWords];
+  for (uint32_t& v : host) v = far;
   cudaMemcpyAsync(flags_, host, sizeof(host), cudaMemcpyHostToDevice, release_stream_);
   cudaStreamSynchronize(release_stream_);
 }

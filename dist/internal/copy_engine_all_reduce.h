@@ -97,13 +97,18 @@ class CopyEngineAllReduce {
   int64_t min_bytes_ = int64_t{4} << 20;
   int64_t exchanges_ = 0;
 
-  uint32_t* flags_ = nullptr;       // mine: [0] DATA, [32] DONE (one 128-byte line each)
+  static constexpr int kMaxChunks = 16;  // per half
+  uint32_t* flags_ = nullptr;       // mine: DATA and DONE of each chunk (see the .cc)
   char* peer_flags_ = nullptr;      // the peer's, mapped here
   char* scratch_ = nullptr;         // mine: IN = [0, half_bytes_), OUT = [half_bytes_, 2 half_bytes_)
   char* peer_scratch_ = nullptr;    // the peer's, mapped here
   int64_t half_bytes_ = 0;
   uint32_t seq_ = 0;
   cudaStream_t release_stream_ = nullptr;
+  cudaStream_t helper_ = nullptr;   // additions and local copies, beside the group's stream (copies)
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t helper_done_ = nullptr;
+  cudaEvent_t reduced_[kMaxChunks] = {};
 };
 
 }  // namespace tinyddp::dist::internal
