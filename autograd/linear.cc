@@ -12,10 +12,18 @@ namespace tinyddp::autograd {
 Variable Linear(const Variable& x, const Variable& w, const Variable& bias) {
   const Tensor xd = x.data(), wd = w.data();
   Tensor y = ops::Linear(xd, wd, bias.defined() ? bias.data() : Tensor());
-  // x and w are saved for the backward (x for dw, w for dx); the bias needs nothing.
-  BackwardFn backward = [xd, wd](const Tensor& g, const NeedsGrad& needs) -> Grads {
+  // Two nodes, so that the parameters' gradients are final before the input's gradient is computed:
+  //   y.grad_fn = "Linear": dw and db, and dy passed on unchanged to
+  //   "LinearInput":        dx = dy @ w, towards x's grad_fn.
+  // The engine runs a leaf's AccumulateGrad (and its hooks) as soon as its gradient is complete, so w's
+  // and b's hooks fire between the two GEMMs. DDP's all_reduce of their bucket then starts after dw on
+  // the GPU, not after dx: one GEMM earlier per layer, more time to overlap it. The carrier `through`
+  // holds y's value only to give dy's shape; it saves nothing.
+  Variable through = Record("LinearInput", y, {x}, [wd](const Tensor& g, const NeedsGrad&) -> Grads {
+    return {ops::MatMul(g, wd)};  // [N,out] @ [out,in]
+  });
+  BackwardFn backward = [xd](const Tensor& g, const NeedsGrad& needs) -> Grads {
     Grads grads(needs.size());
-    if (needs[0]) grads[0] = ops::MatMul(g, wd);  // [N,out] @ [out,in]
     if (needs[1]) {
       // dw = g^T @ x: [out,N] @ [N,in]. When the engine offers the weight's existing .grad (a DDP bucket
       // view, or a gradient being accumulated over micro-batches), the GEMM adds into it directly.
@@ -28,10 +36,11 @@ Variable Linear(const Variable& x, const Variable& w, const Variable& bias) {
       }
     }
     if (needs.size() > 2 && needs[2]) grads[2] = ops::Sum(g, 0);  // [out]
+    if (needs[0]) grads[0] = g;  // to "LinearInput"
     return grads;
   };
-  if (bias.defined()) return Record("Linear", std::move(y), {x, w, bias}, std::move(backward));
-  return Record("Linear", std::move(y), {x, w}, std::move(backward));
+  if (bias.defined()) return Record("Linear", std::move(y), {through, w, bias}, std::move(backward));
+  return Record("Linear", std::move(y), {through, w}, std::move(backward));
 }
 
 Variable MatMul(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {

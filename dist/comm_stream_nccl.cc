@@ -13,7 +13,8 @@ cuda::Stream CollectiveStream(ProcessGroup& pg) {
 std::string BucketAllReducePath(ProcessGroup& pg) {
   auto* nccl = dynamic_cast<ProcessGroupNCCL*>(&pg);
   if (nccl == nullptr) return pg.backend_name();
-  return nccl->copy_engine_on() ? "copy engines" : "nccl kernels (copy engines off: " + nccl->copy_engine_off_reason() + ")";
+  if (nccl->copy_engine_on()) return "copy engines";
+  return "nccl kernels (copy engines off: " + nccl->copy_engine_off_reason() + ")";
 }
 
 }  // namespace tinyddp::dist

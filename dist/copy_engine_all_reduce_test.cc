@@ -80,8 +80,8 @@ TEST(CopyEngineAllReduce, SumAndAverageOfRegisteredBuffersAreExact) {
           const float want = avg ? (a[i] + c[i]) * 0.5f : a[i] + c[i];
           if (got[i] != want && wrong++ == 0) first = i;
         }
-        ASSERT_EQ(wrong, 0) << wrong << " of " << n << " elements wrong in round " << round << " (" << (avg ? "AVG" : "SUM")
-                            << "), first at " << first << ": got " << got[first];
+        ASSERT_EQ(wrong, 0) << wrong << " of " << n << " elements wrong in round " << round << " ("
+                            << (avg ? "AVG" : "SUM") << "), first at " << first << ": got " << got[first];
         ASSERT_EQ(small.ToVector<float>()[999], 3.0f);
       }
     }
@@ -148,7 +148,8 @@ TEST(CopyEngineAllReduce, CoalescedTensorsOfOddSizesAreReducedAsOneVector) {
     ASSERT_EQ(pg->copy_engine_calls(), calls + 1);
     for (size_t i = 0; i < sizes.size(); ++i) {
       const std::vector<float> got = grads[i].ToVector<float>();
-      const std::vector<float> a = Pattern(sizes[i], 0, static_cast<int>(i)), c = Pattern(sizes[i], 1, static_cast<int>(i));
+      const int salt = static_cast<int>(i);
+      const std::vector<float> a = Pattern(sizes[i], 0, salt), c = Pattern(sizes[i], 1, salt);
       int64_t wrong = 0;
       for (int64_t j = 0; j < sizes[i]; ++j) wrong += got[j] != (a[j] + c[j]) * 0.5f;
       EXPECT_EQ(wrong, 0) << "tensor " << i << " of " << sizes[i] << " elements";

@@ -53,8 +53,10 @@ constexpr int kData = 0;
 constexpr int kDone = 64;
 constexpr size_t kFlagWords = 128;
 constexpr size_t kFlagBytes = kFlagWords * 4;
-// A half is moved in chunks so that the addition of one chunk overlaps the copies of the next: at least
-// 1 Mi floats (4 MiB) each, at most kMaxChunks of them.
+// A half is moved in chunks so that the addition of one chunk overlaps the copies of the next: at most
+// kMaxChunks of them, at least 1 Mi floats (4 MiB) each. Measured on 2x H200 inside DDP's backward
+// (medium MLP, ms/step): 1 chunk 2.56, 2 chunks 2.51, 4 chunks 2.48, 16 chunks 2.62; every chunk costs a
+// few microseconds of signalling, which small chunks do not earn back.
 constexpr int64_t kMinChunk = int64_t{1} << 20;
 // Both halves start on a 256-byte boundary, so copies and the vectorised addition run aligned.
 constexpr int64_t kSplitAlign = 64;  // floats
@@ -124,9 +126,8 @@ int64_t Split(int64_t n) { return std::min(n, ((n + 1) / 2 + kSplitAlign - 1) / 
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> CopyEngineAllReduce::Create(std::shared_ptr<Store> store, int rank, int device,
-                                                                                  std::chrono::milliseconds timeout,
-                                                                                  std::string* why_not) {
+absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> CopyEngineAllReduce::Create(
+    std::shared_ptr<Store> store, int rank, int device, std::chrono::milliseconds timeout, std::string* why_not) {
   std::unique_ptr<CopyEngineAllReduce> ce(new CopyEngineAllReduce(std::move(store), rank, device, timeout));
   if (const char* v = std::getenv("TINYDDP_COPY_ENGINE_MIN_BYTES")) {
     int64_t bytes = 0;
@@ -182,6 +183,7 @@ absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> CopyEngineAllReduce::Create
   cudaDeviceGetStreamPriorityRange(&least, &greatest);
   cudaStreamCreateWithPriority(&ce->release_stream_, cudaStreamNonBlocking, greatest);
   cudaStreamCreateWithPriority(&ce->helper_, cudaStreamNonBlocking, greatest);
+
   cudaEventCreateWithFlags(&ce->start_, cudaEventDisableTiming);
   cudaEventCreateWithFlags(&ce->helper_done_, cudaEventDisableTiming);
   for (cudaEvent_t& e : ce->reduced_) cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
@@ -200,6 +202,7 @@ CopyEngineAllReduce::~CopyEngineAllReduce() {
   if (flags_ != nullptr) cudaFree(flags_);
   if (release_stream_ != nullptr) cudaStreamDestroy(release_stream_);
   if (helper_ != nullptr) cudaStreamDestroy(helper_);
+
   if (start_ != nullptr) cudaEventDestroy(start_);
   if (helper_done_ != nullptr) cudaEventDestroy(helper_done_);
   for (cudaEvent_t e : reduced_) {
@@ -365,6 +368,7 @@ cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, flo
   // The group's stream, whose end event completes the Work, joins the helper.
   if (err == cudaSuccess) err = cudaEventRecord(helper_done_, helper);
   if (err == cudaSuccess) err = cudaStreamWaitEvent(copies, helper_done_, 0);
+
   return err;
 }
 

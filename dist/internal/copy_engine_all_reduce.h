@@ -9,23 +9,24 @@
 //
 // The protocol, per all_reduce, identical on both ranks (r = this rank, p = the peer). The tensors are
 // seen as one concatenated vector split in two halves; rank 0 owns the first, rank 1 the second. Each rank
-// has a scratch area in two parts, IN and OUT, mapped into the peer's address space with CUDA IPC.
-// Everything is enqueued on the group's NCCL stream, ordered with NCCL collectives and with the events
-// around it (process_group_nccl.h):
-//   1. copy my values of the peer's half into the peer's IN             (copy engine, NVLink write)
-//      signal the peer: DATA = seq                                       (cuStreamWriteValue32 over NVLink)
-//   2. wait until my DATA >= seq: my IN holds the peer's values of my half     (cuStreamWaitValue32)
-//   3. my half = (my half + IN) * scale                                  (one small kernel per tensor)
-//   4. copy my reduced half into the peer's OUT                          (copy engine, NVLink write)
-//      signal the peer: DONE = seq
-//   5. wait until my DONE >= seq: my OUT holds the peer's reduced half
-//   6. copy OUT into the peer's half of my tensors                       (copy engine, local)
-// Why it is safe: the peer writes my IN and OUT for call k+1 only after its call k finished, which needed
-// my DONE of call k, given after my step 3 read IN; and my OUT of call k is read by my step 6 before my
-// call k+1 even starts its step 1, which the peer's step 4 of call k+1 waits for (DATA). My tensors are
-// only ever written by my own stream. Waits are stream memory operations executed by the GPU's front end:
-// no SM spins and the host never blocks. The tensors need no registration and may be separate (DDP's
-// coalesced layout) or one flat bucket.
+// has a scratch area in two parts, IN and OUT, mapped into the peer's address space with CUDA IPC. Each
+// half moves in up to four chunks, so that the addition of one chunk overlaps the copies of the next.
+// Copies run on the group's NCCL stream ("copies", ordered with NCCL collectives and with the events
+// around it, process_group_nccl.h), additions and local copies on a helper stream:
+//   1. copies: my values of the peer's half -> the peer's IN, per chunk  (copy engine, NVLink write)
+//              then signal the peer: DATA[chunk] = seq                   (cuStreamWriteValue32 over NVLink)
+//   2. helper: wait until my DATA[chunk] >= seq: IN holds the peer's values of that chunk of my half
+//   3. helper: that chunk of my half = (mine + IN) * scale                (a small kernel)
+//   4. copies: once reduced, the chunk -> the peer's OUT; signal DONE[chunk] = seq
+//   5. helper: wait until my DONE[chunk] >= seq: OUT holds that reduced chunk of the peer's half
+//   6. helper: OUT -> the peer's half of my tensors                       (copy engine, local)
+//   and the copies stream waits for the helper before the Work's end event.
+// Why it is safe: the peer writes my IN and OUT for call k+1 only after its call k finished, which
+// needed my DONE of call k (every chunk), given after my step 3 read IN; and my OUT of call k is read by
+// my step 6 before my call k+1 even starts its step 1, which the peer's step 4 of call k+1 waits for
+// (DATA). My tensors are only ever written by my own streams. Waits are stream memory operations executed
+// by the GPU's front end: no SM spins and the host never blocks. The tensors need no registration and
+// may be separate (DDP's coalesced layout) or one flat bucket.
 //
 // Setup is collective, through the store: both GPUs must be on one host (same boot id) and reach each
 // other peer-to-peer, else Create returns null and the group keeps using NCCL. The scratch grows (a
@@ -58,8 +59,8 @@ class CopyEngineAllReduce {
   /// Collective over the two ranks of `store` (a prefix private to this group). Returns null, and why in
   /// `*why_not`, when the pair cannot use it (another host, no peer access, no stream memory operations,
   /// or TINYDDP_COPY_ENGINE_ALLREDUCE=0); an error only when the store fails or times out.
-  static absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> Create(std::shared_ptr<Store> store, int rank, int device,
-                                                                     std::chrono::milliseconds timeout,
+  static absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> Create(std::shared_ptr<Store> store, int rank,
+                                                                     int device, std::chrono::milliseconds timeout,
                                                                      std::string* why_not);
   ~CopyEngineAllReduce();
   CopyEngineAllReduce(const CopyEngineAllReduce&) = delete;
@@ -97,7 +98,7 @@ class CopyEngineAllReduce {
   int64_t min_bytes_ = int64_t{4} << 20;
   int64_t exchanges_ = 0;
 
-  static constexpr int kMaxChunks = 16;  // per half
+  static constexpr int kMaxChunks = 4;  // per half (see the .cc)
   uint32_t* flags_ = nullptr;       // mine: DATA and DONE of each chunk (see the .cc)
   char* peer_flags_ = nullptr;      // the peer's, mapped here
   char* scratch_ = nullptr;         // mine: IN = [0, half_bytes_), OUT = [half_bytes_, 2 half_bytes_)

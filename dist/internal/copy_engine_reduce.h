@@ -1,7 +1,7 @@
 // The one kernel of the copy-engine all_reduce (copy_engine_all_reduce.h): dst = (dst + src) * scale over
 // one rank's half of a bucket. Everything else that path does is copies and stream memory operations,
-// which need no SM; this kernel is deliberately small (a capped grid) so that it slips in between the
-// backward GEMMs it runs beside instead of displacing them.
+// which need no SM; this kernel has a capped grid (two blocks per SM) and runs on a high-priority stream,
+// so that it slips in between the blocks of the backward GEMMs it runs beside.
 #ifndef TINYDDP_DIST_INTERNAL_COPY_ENGINE_REDUCE_H_
 #define TINYDDP_DIST_INTERNAL_COPY_ENGINE_REDUCE_H_
 
