@@ -21,8 +21,11 @@ absl::Status CommFuture::Complete() {
 CommFuture AllReduceHook(ProcessGroup& pg, GradBucket& bucket) {
   // kAvg: the sum over ranks divided by the world size, done by the backend (NCCL's ncclAvg folds the
   // division into the reduction kernel), so averaging costs no extra pass over the gradients.
-  if (bucket.buffer.defined()) return CommFuture{pg.AllReduce(bucket.buffer, ReduceOp::kAvg), nullptr};
-  return CommFuture{pg.AllReduceCoalesced(bucket.gradients, ReduceOp::kAvg), nullptr};
+  // overlaps_compute: backward keeps running beside it (the NCCL group of two GPUs then uses its copy
+  // engines and leaves the SMs to backward).
+  const AllReduceOptions overlapped{/*overlaps_compute=*/true};
+  if (bucket.buffer.defined()) return CommFuture{pg.AllReduce(bucket.buffer, ReduceOp::kAvg, overlapped), nullptr};
+  return CommFuture{pg.AllReduceCoalesced(bucket.gradients, ReduceOp::kAvg, overlapped), nullptr};
 }
 
 namespace {
@@ -76,7 +79,7 @@ CommHook Bf16CompressHook() {
       for (size_t i = 0; i < bucket.gradients.size(); ++i) ops::CastInto(s.slices[i], bucket.gradients[i].Flatten());
     }
     CommFuture future;
-    future.work = pg.AllReduce(s.flat, ReduceOp::kAvg);
+    future.work = pg.AllReduce(s.flat, ReduceOp::kAvg, AllReduceOptions{/*overlaps_compute=*/true});
     // Decompress once the average has arrived: the reducer runs `then` after ordering the current stream
     // behind the collective. The bucket record and the scratch outlive the future (the reducer and the
     // hook own them).

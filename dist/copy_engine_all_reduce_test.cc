@@ -21,6 +21,9 @@ namespace {
 using testing::RankContext;
 using testing::RunOnRanks;
 
+// DDP's buckets are all-reduced this way (comm_hooks.cc); only such calls take the copy engines.
+const AllReduceOptions kOverlapped{/*overlaps_compute=*/true};
+
 #define SKIP_WITHOUT_TWO_GPUS() \
   if (cuda::DeviceCount() < 2) GTEST_SKIP() << "needs two CUDA devices"
 
@@ -69,7 +72,7 @@ TEST(CopyEngineAllReduce, SumAndAverageOfRegisteredBuffersAreExact) {
         buffers[b] = Tensor::FromVector<float>(Pattern(n, ctx.rank, salt), {n}, gpu);
         const bool avg = (round + b) % 2 == 1;
         const int64_t calls = pg->copy_engine_calls();
-        ASSERT_TRUE(pg->AllReduce(buffers[b], avg ? ReduceOp::kAvg : ReduceOp::kSum)->Wait().ok());
+        ASSERT_TRUE(pg->AllReduce(buffers[b], avg ? ReduceOp::kAvg : ReduceOp::kSum, kOverlapped)->Wait().ok());
         ASSERT_EQ(pg->copy_engine_calls(), calls + 1) << "took NCCL, not the copy engines";
         ops::Fill(small, ctx.rank + 1.0);
         ASSERT_TRUE(pg->AllReduce(small)->Wait().ok());
@@ -112,7 +115,7 @@ TEST(CopyEngineAllReduce, ManyInFlightWhileComputeRewritesTheBuffersAsBackwardDo
       if (step == 5) before = cuda::GetAllocatorStats(pg->device());
       for (int b = 0; b < 3; ++b) {
         ops::Fill(buckets[b], (ctx.rank + 1.0) * (step + 1) + b);
-        auto work = pg->AllReduce(buckets[b], ReduceOp::kSum);
+        auto work = pg->AllReduce(buckets[b], ReduceOp::kSum, kOverlapped);
         ASSERT_TRUE(work->SynchronizeStream().ok());
         ops::AddInto(sums[b], buckets[b]);
       }
@@ -144,7 +147,7 @@ TEST(CopyEngineAllReduce, CoalescedTensorsOfOddSizesAreReducedAsOneVector) {
       grads.push_back(Tensor::FromVector<float>(Pattern(sizes[i], ctx.rank, static_cast<int>(i)), {sizes[i]}, gpu));
     }
     const int64_t calls = pg->copy_engine_calls();
-    ASSERT_TRUE(pg->AllReduceCoalesced(grads, ReduceOp::kAvg)->Wait().ok());
+    ASSERT_TRUE(pg->AllReduceCoalesced(grads, ReduceOp::kAvg, kOverlapped)->Wait().ok());
     ASSERT_EQ(pg->copy_engine_calls(), calls + 1);
     for (size_t i = 0; i < sizes.size(); ++i) {
       const std::vector<float> got = grads[i].ToVector<float>();
@@ -157,7 +160,7 @@ TEST(CopyEngineAllReduce, CoalescedTensorsOfOddSizesAreReducedAsOneVector) {
   });
 }
 
-TEST(CopyEngineAllReduce, OtherOpsTypesAndSmallCallsStayWithNccl) {
+TEST(CopyEngineAllReduce, StandaloneCallsOtherOpsTypesAndSmallCallsStayWithNccl) {
   SKIP_WITHOUT_TWO_GPUS();
   RunOnRanks(2, [](const RankContext& ctx) {
     auto pg = Connect(ctx);
@@ -166,12 +169,15 @@ TEST(CopyEngineAllReduce, OtherOpsTypesAndSmallCallsStayWithNccl) {
     const int64_t n = int64_t{2} << 20;
     const int64_t calls = pg->copy_engine_calls();
     Tensor big = Tensor::Full({n}, ctx.rank + 1.0, DType::kFloat32, gpu);
-    ASSERT_TRUE(pg->AllReduce(big, ReduceOp::kMax)->Wait().ok());
+    ASSERT_TRUE(pg->AllReduce(big, ReduceOp::kMax, kOverlapped)->Wait().ok());
     Tensor small = Tensor::Full({1000}, ctx.rank + 1.0, DType::kFloat32, gpu);
-    ASSERT_TRUE(pg->AllReduce(small, ReduceOp::kSum)->Wait().ok());
+    ASSERT_TRUE(pg->AllReduce(small, ReduceOp::kSum, kOverlapped)->Wait().ok());
     Tensor bf16 = Tensor::Full({n}, ctx.rank + 1.0, DType::kBFloat16, gpu);
-    ASSERT_TRUE(pg->AllReduce(bf16, ReduceOp::kSum)->Wait().ok());
+    ASSERT_TRUE(pg->AllReduce(bf16, ReduceOp::kSum, kOverlapped)->Wait().ok());
+    Tensor standalone = Tensor::Full({n}, ctx.rank + 1.0, DType::kFloat32, gpu);
+    ASSERT_TRUE(pg->AllReduce(standalone, ReduceOp::kSum)->Wait().ok());  // not overlapped: NCCL is faster
     EXPECT_EQ(pg->copy_engine_calls(), calls);
+    EXPECT_EQ(standalone.ToVector<float>()[n - 1], 3.0f);
     EXPECT_EQ(big.ToVector<float>()[n - 1], 2.0f);
     EXPECT_EQ(small.ToVector<float>()[999], 3.0f);
     EXPECT_EQ(ops::Cast(bf16, DType::kFloat32).ToVector<float>()[n / 2], 3.0f);

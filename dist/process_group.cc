@@ -98,15 +98,17 @@ ProcessGroup::Prepared ProcessGroup::Prepare(const char* op_name, absl::Span<con
   return p;
 }
 
-std::shared_ptr<Work> ProcessGroup::AllReduce(const Tensor& tensor, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroup::AllReduce(const Tensor& tensor, ReduceOp op, AllReduceOptions options) {
   auto check = [this](const Tensor& t) { return CheckTensor(t); };
   Prepared p = Prepare("AllReduce", {tensor}, absl::StrCat(TensorSignature(tensor), ", ", ReduceOpName(op)),
                        op, 0, CheckTensors({tensor}, check));
   if (p.failed) return p.failed;
+  p.call.overlaps_compute = options.overlaps_compute;
   return RunAllReduce({tensor}, p.call);
 }
 
-std::shared_ptr<Work> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op,
+                                                       AllReduceOptions options) {
   auto check = [this](const Tensor& t) { return CheckTensor(t); };
   std::vector<std::string> parts;
   for (const Tensor& t : tensors) parts.push_back(TensorSignature(t));
@@ -114,6 +116,7 @@ std::shared_ptr<Work> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> 
   Prepared p = Prepare("AllReduceCoalesced", tensors, absl::StrJoin(parts, ", "), op, 0,
                        CheckTensors(tensors, check));
   if (p.failed) return p.failed;
+  p.call.overlaps_compute = options.overlaps_compute;
   return RunAllReduce(std::vector<Tensor>(tensors.begin(), tensors.end()), p.call);
 }
 

@@ -41,6 +41,15 @@ const char* ReduceOpName(ReduceOp op);
 /// "float32 [1000]": how tensors appear in Work descriptions and debug-mode reports.
 std::string TensorSignature(const Tensor& tensor);
 
+/// How the caller will use an all_reduce, so that the backend can pick its algorithm.
+struct AllReduceOptions {
+  /// The caller keeps computing on the GPU while the collective runs (DDP's buckets during backward).
+  /// The NCCL group of two GPUs on one machine then moves the data with its copy engines, leaving the
+  /// SMs to that compute (dist/internal/copy_engine_all_reduce.h); a standalone all_reduce of 25 MiB is
+  /// faster as an NCCL kernel, so that stays the default.
+  bool overlaps_compute = false;
+};
+
 class ProcessGroup {
  public:
   virtual ~ProcessGroup();
@@ -61,10 +70,11 @@ class ProcessGroup {
   // --- Collectives. Each returns at once; see the contract above. ------------------------------------
 
   /// Combines `tensor` across ranks with `op`; every rank ends with the result, in place.
-  std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+  std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum, AllReduceOptions options = {});
   /// AllReduce of several tensors as one collective (DDP's gradient buckets): Gloo flattens them into one
   /// buffer, NCCL issues them inside one ncclGroupStart/End. Precondition: all of one dtype and device.
-  std::shared_ptr<Work> AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op = ReduceOp::kSum);
+  std::shared_ptr<Work> AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op = ReduceOp::kSum,
+                                           AllReduceOptions options = {});
   /// Copies `tensor` of rank `root` into `tensor` of every other rank. Precondition: 0 <= root < size().
   std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root = 0);
   /// Concatenates every rank's `input` in rank order into `output` (all_gather_into_tensor).
@@ -92,6 +102,7 @@ class ProcessGroup {
     std::string description;  // "AllReduce(float32 [1000], SUM) #7 on gloo rank 0/2"
     ReduceOp op = ReduceOp::kSum;
     int root = 0;
+    bool overlaps_compute = false;  // AllReduceOptions
   };
   virtual std::shared_ptr<Work> RunAllReduce(std::vector<Tensor> tensors, const Call& call) = 0;
   virtual std::shared_ptr<Work> RunBroadcast(const Tensor& tensor, const Call& call) = 0;

@@ -291,9 +291,9 @@ std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Ten
 std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors, const Call& call) {
   const ncclRedOp_t op = ToNccl(call.op);
   std::vector<Tensor> keep = tensors;
-  // Two ranks on one machine, float32, a sum or an average, big enough: the copy engines do it. The
-  // choice depends only on what every rank passes, so both ranks take the same path.
-  if (copy_engine_ != nullptr &&
+  // Overlapped with compute, two ranks on one machine, float32, a sum or an average, big enough: the copy
+  // engines do it. The choice depends only on what every rank passes, so both ranks take the same path.
+  if (copy_engine_ != nullptr && call.overlaps_compute &&
       copy_engine_->Takes(tensors, call.op == ReduceOp::kSum || call.op == ReduceOp::kAvg)) {
     int previous_device = 0;
     cudaGetDevice(&previous_device);

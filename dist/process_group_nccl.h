@@ -70,9 +70,9 @@ class ProcessGroupNCCL : public ProcessGroup {
   const cuda::Stream& nccl_stream() const { return nccl_stream_; }
 
   /// Two ranks on one machine whose GPUs reach each other: a float32 SUM/AVG all_reduce of 4 MiB or more
-  /// (DDP's buckets) runs on the copy engines instead of in an NCCL kernel (dist/internal/
-  /// copy_engine_all_reduce.h), leaving the SMs to the backward it overlaps. TINYDDP_COPY_ENGINE_ALLREDUCE=0
-  /// turns it off, TINYDDP_COPY_ENGINE_MIN_BYTES moves the threshold.
+  /// issued with AllReduceOptions::overlaps_compute (DDP's buckets) runs on the copy engines instead of in
+  /// an NCCL kernel (dist/internal/copy_engine_all_reduce.h), leaving the SMs to the backward it overlaps.
+  /// TINYDDP_COPY_ENGINE_ALLREDUCE=0 turns it off, TINYDDP_COPY_ENGINE_MIN_BYTES moves the threshold.
   bool copy_engine_on() const { return copy_engine_ != nullptr; }
   /// Why it is off ("TINYDDP_COPY_ENGINE_ALLREDUCE=0", "the two ranks run on different machines", ...).
   const std::string& copy_engine_off_reason() const { return copy_engine_off_; }
