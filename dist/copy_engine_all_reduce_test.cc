@@ -54,7 +54,7 @@ TEST(CopyEngineAllReduce, IsOnForTwoGpusOfThisMachine) {
   });
 }
 
-TEST(CopyEngineAllReduce, SumAndAverageOfRegisteredBuffersAreExact) {
+TEST(CopyEngineAllReduce, SumAndAverageOfFlatBuffersAreExact) {
   SKIP_WITHOUT_TWO_GPUS();
   RunOnRanks(2, [](const RankContext& ctx) {
     auto pg = Connect(ctx);
