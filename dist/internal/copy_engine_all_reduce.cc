@@ -1,4 +1,4 @@
-// CopyEngineAllReduce (copy_engine_all_reduce.h): setup through the store, CUDA IPC, and the five steps.
+// CopyEngineAllReduce (copy_engine_all_reduce.h): setup through the store, CUDA IPC, and the six steps.
 #include "dist/internal/copy_engine_all_reduce.h"
 
 #include <cuda.h>
@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <string>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -155,7 +156,8 @@ absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> CopyEngineAllReduce::Create
       mine_why = "the two GPUs cannot access each other peer-to-peer";
     }
   }
-  // Shared memory: the flags and a first scratch buffer. Failing here (IPC refused) also means "no".
+  // Shared memory: the flag area (the scratch comes with the first call). Failing here (IPC refused)
+  // also means "no".
   if (mine_why.empty()) {
     cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&ce->flags_), kFlagBytes);
     if (err == cudaSuccess) err = cudaMemset(ce->flags_, 0, kFlagBytes);
@@ -179,11 +181,15 @@ absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> CopyEngineAllReduce::Create
     *why_not = !mine_why.empty() ? mine_why : absl::StrCat("rank ", 1 - rank, ": ", ToString(*verdict));
     return std::unique_ptr<CopyEngineAllReduce>();
   }
+  // Which calls come here must be the same on both ranks, even if TINYDDP_COPY_ENGINE_MIN_BYTES differs.
+  absl::StatusOr<Bytes> their_min = ce->Exchange("min_bytes", ToBytes(std::to_string(ce->min_bytes_)));
+  if (!their_min.ok()) return their_min.status();
+  int64_t theirs = 0;
+  if (absl::SimpleAtoi(ToString(*their_min), &theirs)) ce->min_bytes_ = std::max(ce->min_bytes_, theirs);
   int least = 0, greatest = 0;
   cudaDeviceGetStreamPriorityRange(&least, &greatest);
   cudaStreamCreateWithPriority(&ce->release_stream_, cudaStreamNonBlocking, greatest);
   cudaStreamCreateWithPriority(&ce->helper_, cudaStreamNonBlocking, greatest);
-
   cudaEventCreateWithFlags(&ce->start_, cudaEventDisableTiming);
   cudaEventCreateWithFlags(&ce->helper_done_, cudaEventDisableTiming);
   for (cudaEvent_t& e : ce->reduced_) cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
