@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -99,7 +100,12 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::
   }
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(options.timeout);
-  GlooStoreAdapter adapter(std::make_shared<PrefixStore>(options.store_prefix, std::move(store)), options.timeout);
+  // Each group this process creates rendezvouses under its own keys: a second group over the same store (a
+  // new group after an error, a test that connects twice) must not read the first one's stale addresses.
+  // Every rank creates its groups in the same order, so the n-th group has the same number everywhere.
+  static std::atomic<int64_t> groups_created{0};
+  const std::string prefix = absl::StrCat(options.store_prefix, "/", groups_created.fetch_add(1));
+  GlooStoreAdapter adapter(std::make_shared<PrefixStore>(prefix, std::move(store)), options.timeout);
   s = CatchGloo(absl::StrCat("Gloo rendezvous of rank ", rank, "/", size), options.timeout,
                 [&] { context->connectFullMesh(adapter, device); });
   if (!s.ok()) return s;

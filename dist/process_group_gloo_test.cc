@@ -188,6 +188,19 @@ TEST(ProcessGroupGloo, RejectsUnsupportedArgumentsWithInvalidArgumentNamingTheCa
   EXPECT_EQ(testing::ReadTensor(x), (std::vector<double>{2, 4, 6}));
 }
 
+TEST(ProcessGroupGloo, ASecondGroupOverTheSameStoreConnectsAfreshAndWorks) {
+  RunOnRanks(3, [](const RankContext& ctx) {
+    // Short timeouts: a group that read the first one's rendezvous keys would fail (or wait) here.
+    for (int round = 0; round < 3; ++round) {
+      auto pg = Connect(ctx, std::chrono::seconds(20));
+      ASSERT_NE(pg, nullptr) << "group " << round;
+      Tensor x = testing::MakeTensor({1.0 * (ctx.rank + 1), 10.0 * round}, DType::kFloat32, Device::CPU());
+      ASSERT_TRUE(pg->AllReduce(x)->Wait().ok()) << "group " << round;
+      EXPECT_EQ(testing::ReadTensor(x), (std::vector<double>{6, 30.0 * round})) << "group " << round;
+    }
+  });
+}
+
 TEST(ProcessGroupGloo, RendezvousFailsWithDeadlineExceededWhenARankNeverArrives) {
   auto store = std::make_shared<HashStore>(std::chrono::seconds(30));
   GlooOptions options;
