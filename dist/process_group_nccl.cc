@@ -295,11 +295,11 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors
   // engines do it. The choice depends only on what every rank passes, so both ranks take the same path.
   if (copy_engine_ != nullptr && call.overlaps_compute &&
       copy_engine_->Takes(tensors, call.op == ReduceOp::kSum || call.op == ReduceOp::kAvg)) {
-    int previous_device = 0;
-    cudaGetDevice(&previous_device);
-    if (previous_device != device_) cudaSetDevice(device_);
-    absl::Status s = copy_engine_->Reserve(tensors, static_cast<cudaStream_t>(nccl_stream_.handle()));
-    if (previous_device != device_) cudaSetDevice(previous_device);
+    absl::Status s;
+    {
+      DeviceScope scope(device_);
+      s = copy_engine_->Reserve(tensors, static_cast<cudaStream_t>(nccl_stream_.handle()));
+    }
     if (!s.ok()) {
       return CompletionWork::Done(absl::Status(s.code(), absl::StrCat(call.description, ": ", s.message())),
                                   call.description, timeout());

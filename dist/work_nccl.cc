@@ -8,26 +8,6 @@
 
 namespace tinyddp::dist {
 
-namespace {
-
-// Makes `device` current for a scope (the caller's thread may be working on another GPU).
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    cudaGetDevice(&previous_);
-    if (previous_ != device) cudaSetDevice(device);
-  }
-  ~DeviceScope() {
-    int now = -1;
-    cudaGetDevice(&now);
-    if (now != previous_) cudaSetDevice(previous_);
-  }
-
- private:
-  int previous_ = 0;
-};
-
-}  // namespace
 
 // --- CudaEventPool ---------------------------------------------------------------------------------
 

@@ -23,6 +23,25 @@
 
 namespace tinyddp::dist {
 
+/// Makes `device` current for a scope (the caller's thread may be working on another GPU).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    cudaGetDevice(&previous_);
+    if (previous_ != device) cudaSetDevice(device);
+  }
+  ~DeviceScope() {
+    int now = -1;
+    cudaGetDevice(&now);
+    if (now != previous_) cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 /// Ordering-only events (no timing) for one device; thread-safe.
 class CudaEventPool {
  public:

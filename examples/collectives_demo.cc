@@ -10,39 +10,19 @@
 //   ReduceScatter  the sum of every rank's tensor, cut into one block per rank (the first half of ring all-reduce)
 //   AllReduce      the sum lands on every rank (how DDP averages gradients)
 // Lines are printed in rank order: each rank prints, then all meet at a barrier.
-#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "dist/init.h"
-#include "dist/spawn.h"
-#include "tensor/cuda_device.h"
+#include "examples/internal/demo_support.h"
 #include "tensor/tensor.h"
 
 namespace tinyddp {
 namespace {
 
-// "[1, 2, 3]": whole numbers without decimals.
-std::string Format(const Tensor& t) {
-  std::vector<std::string> parts;
-  for (float v : t.ToVector<float>()) {
-    parts.push_back(v == std::floor(v) ? absl::StrCat(static_cast<long long>(v)) : absl::StrCat(v));
-  }
-  return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
-}
-
-void PrintInRankOrder(dist::ProcessGroup& pg, const std::string& line) {
-  for (int r = 0; r < pg.size(); ++r) {
-    if (r == pg.rank()) {
-      std::printf("%s\n", line.c_str());
-      std::fflush(stdout);
-    }
-    (void)pg.Barrier()->Wait();
-  }
-}
+using examples::Format;
+using examples::PrintInRankOrder;
 
 void Heading(dist::ProcessGroup& pg, const std::string& text) {
   if (pg.rank() == 0) std::printf("\n== %s ==\n", text.c_str());
@@ -54,18 +34,9 @@ bool Ok(const absl::Status& s, int rank) {
   return s.ok();
 }
 
-int Run(dist::Backend backend) {
-  dist::InitOptions options;
-  options.backend = backend;
-  auto pg_or = dist::InitProcessGroup(options);
-  if (!pg_or.ok()) {
-    std::fprintf(stderr, "collectives_demo: %s\n", std::string(pg_or.status().message()).c_str());
-    return 1;
-  }
-  dist::ProcessGroup& pg = **pg_or;
+int Run(dist::ProcessGroup& pg, Device device) {
   const int rank = pg.rank();
   const int n = pg.size();
-  const Device device = std::string(pg.backend_name()) == "nccl" ? Device::CUDA(cuda::CurrentDevice()) : Device::CPU();
   auto vec = [&](std::vector<float> values) {
     const int64_t count = static_cast<int64_t>(values.size());
     return Tensor::FromVector(values, {count}, device);
@@ -109,21 +80,4 @@ int Run(dist::Backend backend) {
 }  // namespace
 }  // namespace tinyddp
 
-int main(int argc, char** argv) {
-  tinyddp::dist::Backend backend = tinyddp::dist::Backend::kAuto;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto parsed = tinyddp::dist::ParseBackend(arg.rfind("--backend=", 0) == 0 ? arg.substr(10) : arg);
-    if (!parsed.ok()) {
-      std::fprintf(stderr, "collectives_demo: %s (usage: collectives_demo [--backend=auto|nccl|gloo])\n",
-                   std::string(parsed.status().message()).c_str());
-      return 2;
-    }
-    backend = *parsed;
-  }
-  if (absl::Status s = tinyddp::dist::SpawnWorkersIfNeeded(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "collectives_demo: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  return tinyddp::Run(backend);
-}
+int main(int argc, char** argv) { return tinyddp::examples::DemoMain("collectives_demo", argc, argv, tinyddp::Run); }
