@@ -8,7 +8,6 @@
 
 namespace tinyddp::dist {
 
-
 // --- CudaEventPool ---------------------------------------------------------------------------------
 
 CudaEventPool::~CudaEventPool() {
