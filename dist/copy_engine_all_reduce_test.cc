@@ -133,6 +133,40 @@ TEST(CopyEngineAllReduce, ManyInFlightWhileComputeRewritesTheBuffersAsBackwardDo
   });
 }
 
+TEST(CopyEngineAllReduce, CallsQueuedWithoutWaitingSeeEachOthersResultsAsOnOneStream) {
+  SKIP_WITHOUT_TWO_GPUS();
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    ASSERT_TRUE(pg->copy_engine_on()) << pg->copy_engine_off_reason();
+    const Device gpu = Device::CUDA(pg->device());
+    // A call drains into its tensors after the group's stream has moved on; the next calls on the same
+    // tensors, and an NCCL collective, must still see its result. Two sizes, so consecutive calls cut
+    // their halves into different numbers of chunks (4 and 2) over the same scratch.
+    const int64_t nt = (int64_t{10} << 20) + 3, nu = int64_t{5} << 20;
+    Tensor t = Tensor::FromVector<float>(Pattern(nt, ctx.rank, 1), {nt}, gpu);
+    Tensor u = Tensor::FromVector<float>(Pattern(nu, ctx.rank, 2), {nu}, gpu);
+    const int64_t calls = pg->copy_engine_calls();
+    std::vector<std::shared_ptr<Work>> works;
+    works.push_back(pg->AllReduce(t, ReduceOp::kSum, kOverlapped));  // t = a + c
+    works.push_back(pg->AllReduce(u, ReduceOp::kSum, kOverlapped));  // u = a' + c'
+    works.push_back(pg->AllReduce(t, ReduceOp::kSum, kOverlapped));  // t = 2 (a + c)
+    works.push_back(pg->AllReduce(t, ReduceOp::kSum));               // NCCL: t = 4 (a + c)
+    works.push_back(pg->AllReduce(u, ReduceOp::kAvg, kOverlapped));  // u unchanged
+    works.push_back(pg->AllReduce(t, ReduceOp::kSum, kOverlapped));  // t = 8 (a + c)
+    for (auto& w : works) ASSERT_TRUE(w->Wait().ok());
+    EXPECT_EQ(pg->copy_engine_calls(), calls + 5);
+    const std::vector<float> got_t = t.ToVector<float>(), got_u = u.ToVector<float>();
+    const std::vector<float> a = Pattern(nt, 0, 1), c = Pattern(nt, 1, 1);
+    const std::vector<float> a2 = Pattern(nu, 0, 2), c2 = Pattern(nu, 1, 2);
+    int64_t wrong_t = 0, wrong_u = 0;
+    for (int64_t i = 0; i < nt; ++i) wrong_t += got_t[i] != 8.0f * (a[i] + c[i]);
+    for (int64_t i = 0; i < nu; ++i) wrong_u += got_u[i] != a2[i] + c2[i];
+    EXPECT_EQ(wrong_t, 0) << "of " << nt << "; first: " << got_t[0] << " instead of " << 8.0f * (a[0] + c[0]);
+    EXPECT_EQ(wrong_u, 0) << "of " << nu;
+  });
+}
+
 TEST(CopyEngineAllReduce, CoalescedTensorsOfOddSizesAreReducedAsOneVector) {
   SKIP_WITHOUT_TWO_GPUS();
   RunOnRanks(2, [](const RankContext& ctx) {

@@ -238,7 +238,8 @@ absl::Status ProcessGroupNCCL::CheckTensor(const Tensor& tensor) const {
 // --- The launch path -------------------------------------------------------------------------------
 
 template <typename Issue>
-std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue) {
+std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue,
+                                               bool issue_records_end) {
   std::lock_guard<std::mutex> lock(comm_mu_);
   if (!broken_.ok()) {
     return CompletionWork::Done(
@@ -256,11 +257,18 @@ std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Ten
   // 1. The NCCL stream waits for everything queued on the caller's stream so far.
   cudaError_t err = cudaEventRecord(work->start_event(), compute);
   if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, work->start_event(), 0);
+  // A copy-engine all_reduce leaves the NCCL stream before it has finished (it drains on a stream of its
+  // own): anything else NCCL runs here comes after it, as the stream's order promises.
+  if (err == cudaSuccess && copy_engine_ != nullptr && !issue_records_end) {
+    err = copy_engine_->OrderAfterLastCall(stream);
+  }
   // 2. The collective itself.
   ncclResult_t r = ncclSuccess;
-  if (err == cudaSuccess) r = Settle(static_cast<ncclResult_t>(issue(comm_, stream)), comm_, Clock::now() + timeout());
+  if (err == cudaSuccess) {
+    r = Settle(static_cast<ncclResult_t>(issue(comm_, stream, work->end_event())), comm_, Clock::now() + timeout());
+  }
   // 3. Its completion, for SynchronizeStream/Wait and the watchdog.
-  if (err == cudaSuccess && r == ncclSuccess) err = cudaEventRecord(work->end_event(), stream);
+  if (err == cudaSuccess && r == ncclSuccess && !issue_records_end) err = cudaEventRecord(work->end_event(), stream);
   if (previous_device != device_) cudaSetDevice(previous_device);
 
   if (err != cudaSuccess) {
@@ -306,12 +314,16 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors
     }
     ++copy_engine_calls_;
     const float scale = call.op == ReduceOp::kAvg ? 0.5f : 1.0f;
-    return Launch(call, std::move(keep), [&](ncclComm_t, cudaStream_t stream) {
-      return static_cast<int>(copy_engine_->Enqueue(tensors, scale, stream) == cudaSuccess ? ncclSuccess
-                                                                                            : ncclUnhandledCudaError);
-    });
+    return Launch(
+        call, std::move(keep),
+        [&](ncclComm_t, cudaStream_t stream, cudaEvent_t end) {
+          return static_cast<int>(copy_engine_->Enqueue(tensors, scale, stream, end) == cudaSuccess
+                                      ? ncclSuccess
+                                      : ncclUnhandledCudaError);
+        },
+        /*issue_records_end=*/true);
   }
-  return Launch(call, std::move(keep), [&](ncclComm_t comm, cudaStream_t stream) {
+  return Launch(call, std::move(keep), [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
     if (tensors.size() == 1) {
       const Tensor& t = tensors[0];
       return static_cast<int>(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), ToNccl(t.dtype()), op, comm, stream));
@@ -327,21 +339,21 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunBroadcast(const Tensor& tensor, const Call& call) {
-  return Launch(call, {tensor}, [&](ncclComm_t comm, cudaStream_t stream) {
+  return Launch(call, {tensor}, [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
     return static_cast<int>(
         ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), ToNccl(tensor.dtype()), call.root, comm, stream));
   });
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunAllGather(const Tensor& output, const Tensor& input, const Call& call) {
-  return Launch(call, {output, input}, [&](ncclComm_t comm, cudaStream_t stream) {
+  return Launch(call, {output, input}, [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
     return static_cast<int>(
         ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), ToNccl(input.dtype()), comm, stream));
   });
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) {
-  return Launch(call, {output, input}, [&](ncclComm_t comm, cudaStream_t stream) {
+  return Launch(call, {output, input}, [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
     return static_cast<int>(ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(),
                                               ToNccl(output.dtype()), ToNccl(call.op), comm, stream));
   });
@@ -349,7 +361,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunReduceScatter(const Tensor& output, c
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunReduce(const Tensor& tensor, const Call& call) {
   // In place: NCCL writes the receive buffer on the root only, so other ranks' tensors stay unchanged.
-  return Launch(call, {tensor}, [&](ncclComm_t comm, cudaStream_t stream) {
+  return Launch(call, {tensor}, [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
     return static_cast<int>(ncclReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), ToNccl(tensor.dtype()),
                                        ToNccl(call.op), call.root, comm, stream));
   });
@@ -357,7 +369,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunReduce(const Tensor& tensor, const Ca
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunBarrier(const Call& call) {
   // NCCL has no barrier; a one-element all-reduce completes only once every rank has joined it.
-  return Launch(call, {}, [&](ncclComm_t comm, cudaStream_t stream) {
+  return Launch(call, {}, [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
     return static_cast<int>(ncclAllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm, stream));
   });
 }

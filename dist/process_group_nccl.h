@@ -6,7 +6,9 @@
 //      the group's NCCL stream wait for it: the collective sees every kernel queued before the call;
 //   2. issue the NCCL call(s) on the NCCL stream (several inside ncclGroupStart/End when coalesced);
 //   3. record an end event on the NCCL stream. Work::SynchronizeStream() makes the caller's stream wait
-//      for that event; Work::Wait() polls it from the host.
+//      for that event; Work::Wait() polls it from the host. (DDP's buckets on two GPUs of one machine
+//      take the copy engines instead, internal/copy_engine_all_reduce.h, whose end is on a stream of
+//      its own; later collectives on the NCCL stream are ordered after it.)
 // Compute and communication overlap because they run on different streams, ordered only by these events:
 // no device-wide synchronisation anywhere on this path. Events come from a pool and return to it when
 // their Work is destroyed, so a training loop creates no CUDA events after its first step.
@@ -92,10 +94,13 @@ class ProcessGroupNCCL : public ProcessGroup {
  private:
   ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device, ncclComm* comm);
 
-  // Steps 1-3 above around `issue`, which makes the NCCL calls on (comm, stream) and returns the
-  // ncclResult_t (as int, to keep nccl.h out of this header).
+  // Steps 1-3 above around `issue`, which makes the NCCL calls on (comm, stream, end event) and returns
+  // the ncclResult_t (as int, to keep nccl.h out of this header). With `issue_records_end` the issue
+  // records the Work's end event itself (the copy-engine path, whose end is on another stream); else
+  // step 3 records it on the NCCL stream, which first waits for any copy-engine call still draining.
   template <typename Issue>
-  std::shared_ptr<Work> Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue);
+  std::shared_ptr<Work> Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue,
+                               bool issue_records_end = false);
   void WatchdogLoop();
   // Drops finished Works from in_flight_, releasing their tensors. Requires works_mu_.
   void ReapFinishedLocked();

@@ -246,8 +246,15 @@ void Reducer::Launch(Bucket& bucket) {
   TINYDDP_CHECK_OP(bucket.future.work != nullptr, kOp, "the comm hook returned no Work for bucket ",
                    bucket.grad_bucket.index, "; hint: a hook must return the collective it started");
   if (bucket.gpu_slot >= 0) {
-    tracer->EndGpu(bucket.gpu_slot, options_.comm_stream, TraceTrack::kComm, "all_reduce",
-                   bucket.grad_bucket.index);
+    // The interval closes where the collective really ends, which need not be the comm stream (the
+    // copy-engine all_reduce ends on a stream of its own): a side stream waits for the Work, the
+    // closing event goes there.
+    if (trace_stream_.handle() == nullptr) trace_stream_ = cuda::Stream::Create(device_.index);
+    const cuda::Stream previous = cuda::Stream::SetCurrent(trace_stream_);
+    const absl::Status waited = bucket.future.work->SynchronizeStream();
+    cuda::Stream::SetCurrent(previous);
+    tracer->EndGpu(bucket.gpu_slot, waited.ok() ? trace_stream_ : options_.comm_stream, TraceTrack::kComm,
+                   "all_reduce", bucket.grad_bucket.index);
   }
 }
 

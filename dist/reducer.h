@@ -160,6 +160,7 @@ class Reducer {
   std::vector<Bucket> buckets_;
   std::vector<Location> locations_;  // by parameter index
   std::vector<autograd::HookHandle> hooks_;
+  cuda::Stream trace_stream_;  // GPU trace only: where each all_reduce's closing event is recorded
 
   // Per-backward state.
   bool armed_ = false;               // hooks act only after PrepareForBackward

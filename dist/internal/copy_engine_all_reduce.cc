@@ -52,7 +52,8 @@ const DriverApi& Driver() {
 // Flags, in uint32 units: DATA of chunk j at kData + j, DONE of chunk j at kDone + j.
 constexpr int kData = 0;
 constexpr int kDone = 64;
-constexpr size_t kFlagWords = 128;
+constexpr int kFree = 128;  // the peer's OUT is free again up to this call (written by its drain)
+constexpr size_t kFlagWords = 136;
 constexpr size_t kFlagBytes = kFlagWords * 4;
 // A half is moved in chunks so that the addition of one chunk overlaps the copies of the next: at most
 // kMaxChunks of them, at least 1 Mi floats (4 MiB) each. Measured on 2x H200 inside DDP's backward
@@ -116,9 +117,12 @@ struct Chunks {
 };
 Chunks ChunksOf(int64_t len, int max_chunks) {
   Chunks c;
-  c.size = std::max(kMinChunk, (len + max_chunks - 1) / max_chunks);
+  // As many whole kMinChunk as fit, at most max_chunks, cut evenly: a 16 MiB weight with its bias is two
+  // chunks, not two and a sliver (each chunk costs a round of signalling).
+  const int64_t count = std::max<int64_t>(1, std::min<int64_t>(max_chunks, len / kMinChunk));
+  c.size = (len + count - 1) / count;
   c.size = (c.size + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
-  c.count = (len + c.size - 1) / c.size;
+  c.count = len == 0 ? 0 : (len + c.size - 1) / c.size;
   return c;
 }
 
@@ -190,8 +194,10 @@ absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> CopyEngineAllReduce::Create
   cudaDeviceGetStreamPriorityRange(&least, &greatest);
   cudaStreamCreateWithPriority(&ce->release_stream_, cudaStreamNonBlocking, greatest);
   cudaStreamCreateWithPriority(&ce->helper_, cudaStreamNonBlocking, greatest);
+  cudaStreamCreateWithPriority(&ce->drain_, cudaStreamNonBlocking, greatest);
+  cudaEventCreateWithFlags(&ce->sent_, cudaEventDisableTiming);
   cudaEventCreateWithFlags(&ce->start_, cudaEventDisableTiming);
-  cudaEventCreateWithFlags(&ce->helper_done_, cudaEventDisableTiming);
+  for (cudaEvent_t& e : ce->ends_) cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
   for (cudaEvent_t& e : ce->reduced_) cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
   return ce;
 }
@@ -208,9 +214,13 @@ CopyEngineAllReduce::~CopyEngineAllReduce() {
   if (flags_ != nullptr) cudaFree(flags_);
   if (release_stream_ != nullptr) cudaStreamDestroy(release_stream_);
   if (helper_ != nullptr) cudaStreamDestroy(helper_);
+  if (drain_ != nullptr) cudaStreamDestroy(drain_);
+  if (sent_ != nullptr) cudaEventDestroy(sent_);
 
   if (start_ != nullptr) cudaEventDestroy(start_);
-  if (helper_done_ != nullptr) cudaEventDestroy(helper_done_);
+  for (cudaEvent_t e : ends_) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
   for (cudaEvent_t e : reduced_) {
     if (e != nullptr) cudaEventDestroy(e);
   }
@@ -261,10 +271,13 @@ bool CopyEngineAllReduce::Takes(const std::vector<Tensor>& tensors, bool sum_or_
 absl::Status CopyEngineAllReduce::Reserve(const std::vector<Tensor>& tensors, cudaStream_t stream) {
   const int64_t half = Split(TotalNumel(tensors)) * 4;
   if (half <= half_bytes_) return absl::OkStatus();
-  // Both ranks grow here, at the same call. Our stream idle means our last all_reduce finished, and
-  // with it every write of the peer into our old scratch and of ours into the peer's.
-  if (cudaError_t err = cudaStreamSynchronize(stream); err != cudaSuccess) {
-    return absl::InternalError(CudaError("cudaStreamSynchronize before growing the copy-engine scratch", err));
+  // Both ranks grow here, at the same call. Our three streams idle means our last all_reduce finished,
+  // and with it every write of ours into the peer's old scratch (copies) and of the peer's into ours
+  // (the helper and the drain waited for them).
+  for (cudaStream_t s : {stream, helper_, drain_}) {
+    if (cudaError_t err = cudaStreamSynchronize(s); err != cudaSuccess) {
+      return absl::InternalError(CudaError("cudaStreamSynchronize before growing the copy-engine scratch", err));
+    }
   }
   // Grow by at least half again, so that a sequence of slightly bigger calls does not regrow each time.
   const int64_t want = std::max(half, half_bytes_ * 3 / 2);
@@ -293,7 +306,8 @@ absl::Status CopyEngineAllReduce::Reserve(const std::vector<Tensor>& tensors, cu
   return absl::OkStatus();
 }
 
-cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, float scale, cudaStream_t stream) {
+cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, float scale, cudaStream_t stream,
+                                         cudaEvent_t done) {
   const int64_t n = TotalNumel(tensors);
   const int64_t split = Split(n);
   const int64_t my_lo = rank_ == 0 ? 0 : split, my_hi = rank_ == 0 ? split : n;
@@ -312,8 +326,8 @@ cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, flo
                ? cudaSuccess
                : cudaErrorUnknown;
   };
-  auto wait = [&](cudaStream_t on, int index) {
-    return d.wait_value(reinterpret_cast<CUstream>(on), reinterpret_cast<CUdeviceptr>(flags_ + index), seq,
+  auto wait = [&](cudaStream_t on, int index, uint32_t value) {
+    return d.wait_value(reinterpret_cast<CUstream>(on), reinterpret_cast<CUdeviceptr>(flags_ + index), value,
                         CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS
                ? cudaSuccess
                : cudaErrorUnknown;
@@ -322,12 +336,34 @@ cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, flo
   auto chunk = [](int64_t base, int64_t end, const Chunks& c, int64_t j) {
     return std::pair<int64_t, int64_t>(base + j * c.size, std::min(end, base + (j + 1) * c.size));
   };
-  cudaStream_t copies = stream, helper = helper_;
-  // The helper stream starts after everything the group's stream waits for (the gradients).
-  cudaError_t err = cudaEventRecord(start_, copies);
+  cudaStream_t copies = stream, helper = helper_, drain = drain_;
+  cudaError_t err = cudaSuccess;
+  // The previous call may still be draining into its tensors; a call on any of the same memory waits.
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  bool overlaps = false;
+  for (const Tensor& t : tensors) {
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(t.data_ptr()), hi = lo + t.numel() * 4;
+    for (const auto& [plo, phi] : last_ranges_) overlaps = overlaps || (lo < phi && plo < hi);
+    ranges.emplace_back(lo, hi);
+  }
+  last_ranges_ = std::move(ranges);
+  // At most two calls in flight: this one and the previous one, maybe still draining. So a call waits
+  // for the end of the one before the previous (usually long over), and for the previous one's end only
+  // when its tensors overlap.
+  cudaEvent_t& my_end = ends_[seq % 2];
+  const cudaEvent_t previous_end = ends_[(seq + 1) % 2];
+  if (seq > 2) err = cudaStreamWaitEvent(copies, my_end, 0);
+  if (err == cudaSuccess && overlaps && seq > 1) err = cudaStreamWaitEvent(copies, previous_end, 0);
+  // The helper and drain streams start after everything the group's stream waits for (the gradients).
+  if (err == cudaSuccess) err = cudaEventRecord(start_, copies);
   if (err == cudaSuccess) err = cudaStreamWaitEvent(helper, start_, 0);
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(drain, start_, 0);
 
-  // 1. Copy engines: my values of the peer's half into its IN, chunk by chunk, each announced.
+  // 1. Copy engines: my values of the peer's half into its IN, chunk by chunk, each announced. The
+  //    peer's IN is free once it has reduced all of the previous call: its last DONE of that call.
+  if (err == cudaSuccess && seq > 1 && last_peer_chunks_ > 0) {
+    err = wait(copies, kDone + last_peer_chunks_ - 1, seq - 1);
+  }
   for (int64_t j = 0; err == cudaSuccess && j < theirs.count; ++j) {
     const std::pair<int64_t, int64_t> range = chunk(peer_lo, peer_hi, theirs, j);
     const int64_t lo = range.first, hi = range.second;
@@ -336,11 +372,12 @@ cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, flo
     });
     if (err == cudaSuccess) err = signal(copies, kData + static_cast<int>(j));
   }
+  last_peer_chunks_ = static_cast<int>(theirs.count);
   // 2-3. Helper stream: as each chunk of the peer's values of my half arrives, reduce it.
   for (int64_t j = 0; err == cudaSuccess && j < mine.count; ++j) {
     const std::pair<int64_t, int64_t> range = chunk(my_lo, my_hi, mine, j);
     const int64_t lo = range.first, hi = range.second;
-    err = wait(helper, kData + static_cast<int>(j));
+    err = wait(helper, kData + static_cast<int>(j), seq);
     if (err == cudaSuccess) {
       err = ForRange(tensors, lo, hi, [&](float* p, int64_t at, int64_t count) {
         return LaunchAddScale(p, in + (lo - my_lo) + at, count, scale, helper);
@@ -348,7 +385,9 @@ cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, flo
     }
     if (err == cudaSuccess) err = cudaEventRecord(reduced_[j], helper);
   }
-  // 4. Copy engines: each reduced chunk into the peer's OUT as soon as it is reduced, announced.
+  // 4. Copy engines: each reduced chunk into the peer's OUT as soon as it is reduced, announced. The
+  //    peer's OUT is free once its drain has emptied it for the previous call (FREE).
+  if (err == cudaSuccess && seq > 1) err = wait(copies, kFree, seq - 1);
   for (int64_t j = 0; err == cudaSuccess && j < mine.count; ++j) {
     const std::pair<int64_t, int64_t> range = chunk(my_lo, my_hi, mine, j);
     const int64_t lo = range.first, hi = range.second;
@@ -360,22 +399,30 @@ cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, flo
     }
     if (err == cudaSuccess) err = signal(copies, kDone + static_cast<int>(j));
   }
-  // 5-6. Helper stream: as each reduced chunk of the peer's half arrives in my OUT, into my tensors.
+  // My tensors are read by my copies until here.
+  if (err == cudaSuccess) err = cudaEventRecord(sent_, copies);
+  // 5-6. Drain stream: as each reduced chunk of the peer's half arrives in my OUT, into my tensors; then
+  //      tell the peer my OUT is free, and the call is complete once my own additions are too.
   for (int64_t j = 0; err == cudaSuccess && j < theirs.count; ++j) {
     const std::pair<int64_t, int64_t> range = chunk(peer_lo, peer_hi, theirs, j);
     const int64_t lo = range.first, hi = range.second;
-    err = wait(helper, kDone + static_cast<int>(j));
+    err = wait(drain, kDone + static_cast<int>(j), seq);
     if (err == cudaSuccess) {
       err = ForRange(tensors, lo, hi, [&](float* p, int64_t at, int64_t count) {
-        return cudaMemcpyAsync(p, out + (lo - peer_lo) + at, count * 4, cudaMemcpyDeviceToDevice, helper);
+        return cudaMemcpyAsync(p, out + (lo - peer_lo) + at, count * 4, cudaMemcpyDeviceToDevice, drain);
       });
     }
   }
-  // The group's stream, whose end event completes the Work, joins the helper.
-  if (err == cudaSuccess) err = cudaEventRecord(helper_done_, helper);
-  if (err == cudaSuccess) err = cudaStreamWaitEvent(copies, helper_done_, 0);
-
+  if (err == cudaSuccess) err = signal(drain, kFree);
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(drain, sent_, 0);
+  if (err == cudaSuccess) err = cudaEventRecord(my_end, drain);
+  if (err == cudaSuccess) err = cudaEventRecord(done, drain);
   return err;
+}
+
+cudaError_t CopyEngineAllReduce::OrderAfterLastCall(cudaStream_t stream) {
+  // The drain stream runs the calls' ends in order: the last one's end is after all the others'.
+  return seq_ == 0 ? cudaSuccess : cudaStreamWaitEvent(stream, ends_[seq_ % 2], 0);
 }
 
 void CopyEngineAllReduce::Release() {

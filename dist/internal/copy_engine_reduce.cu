@@ -27,10 +27,13 @@ __global__ void AddScale(float* __restrict__ dst, const float* __restrict__ src,
   }
 }
 
-// Two blocks of 512 threads per SM at most. Measured on 2x H200 inside DDP's backward (medium MLP):
-// 48 blocks 2.487 ms/step, 264 (2 per SM) 2.476, 528 2.491. The kernel runs on a high-priority stream,
-// so its blocks are scheduled as soon as blocks of the backward's GEMMs retire.
-constexpr int kThreads = 512;
+// Two blocks of 256 threads per SM at most. Measured on 2x H200 inside DDP's backward (medium MLP):
+// 48 blocks of 512 threads 2.487 ms/step, 264 (2 per SM) 2.476, 528 2.491; with the drain stream and
+// the optimizer's short-lived blocks, 2 per SM of 256 threads 2.408-2.419 against 2.435 for 512 and
+// 2.427 for 128. The backward's GEMMs hold two blocks of 128 threads x 255 registers on most SMs,
+// i.e. every register: the addition fits only beside the SMs that have one, or between two GEMMs. It
+// runs on a high-priority stream, so its blocks are scheduled first whenever blocks retire.
+constexpr int kThreads = 256;
 
 int Blocks(int64_t work) {
   static const int64_t max_blocks = [] {
