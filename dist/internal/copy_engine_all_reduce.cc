@@ -402,7 +402,8 @@ cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, flo
   // My tensors are read by my copies until here.
   if (err == cudaSuccess) err = cudaEventRecord(sent_, copies);
   // 5-6. Drain stream: as each reduced chunk of the peer's half arrives in my OUT, into my tensors; then
-  //      tell the peer my OUT is free, and the call is complete once my own additions are too.
+  //      tell the peer my OUT is free. The call is complete once my copies, which came after my
+  //      additions, are too.
   for (int64_t j = 0; err == cudaSuccess && j < theirs.count; ++j) {
     const std::pair<int64_t, int64_t> range = chunk(peer_lo, peer_hi, theirs, j);
     const int64_t lo = range.first, hi = range.second;
