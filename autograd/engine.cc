@@ -88,15 +88,21 @@ thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
 // yet and whose one remaining contribution comes from `node`, may have it added straight into its .grad
 // (for a Linear weight: the gradient GEMM writes there with beta = 1, instead of into a temporary that
 // AccumulateGrad would then add).
+// A leaf with no .grad but a gradient destination (Variable::set_grad_destination) is offered the
+// destination instead, to be written rather than added to.
 void OfferLeafGradients(const Node& node, const absl::flat_hash_map<Node*, int>& deps,
-                        const absl::flat_hash_map<Node*, GradBuffer>& buffers, absl::InlinedVector<Tensor, 3>& offers) {
+                        const absl::flat_hash_map<Node*, GradBuffer>& buffers, NodeInput& in) {
   for (size_t i = 0; i < node.next().size(); ++i) {
     Node* child = node.next()[i].get();
     if (child == nullptr || !child->is_accumulator() || deps.at(child) != 1 || buffers.contains(child)) continue;
     const internal::VariableState& leaf = *static_cast<AccumulateGrad*>(child)->leaf();
-    if (!leaf.requires_grad || !leaf.grad.defined()) continue;
-    if (offers.empty()) offers.resize(node.next().size());
-    offers[i] = leaf.grad;
+    if (!leaf.requires_grad || (!leaf.grad.defined() && !leaf.grad_destination.defined())) continue;
+    if (in.accumulate_into.empty()) {
+      in.accumulate_into.resize(node.next().size());
+      in.offer_is_empty.resize(node.next().size());
+    }
+    in.offer_is_empty[i] = !leaf.grad.defined();
+    in.accumulate_into[i] = in.offer_is_empty[i] ? leaf.grad_destination : leaf.grad;
   }
 }
 
@@ -180,7 +186,7 @@ void Backward(const Variable& root, const Tensor& seed, bool retain_graph) {
     in.grad = std::move(it->second.grad);
     in.exclusive = it->second.exclusive;
     buffers.erase(it);
-    if (!node->is_accumulator()) OfferLeafGradients(*node, deps, buffers, in.accumulate_into);
+    if (!node->is_accumulator()) OfferLeafGradients(*node, deps, buffers, in);
 
     const Grads out = node->Apply(in);
     if (!retain_graph) node->ReleaseSaved();

@@ -145,6 +145,49 @@ TEST(Backward, GradSetToAViewStaysAViewAfterAccumulation) {
   }
 }
 
+TEST(Backward, FreshGradientsGoIntoTheirDestinationAndStayThereAfterSetToNone) {
+  // DDP's views as destinations: weights (written by Linear's GEMM) and biases (copied by
+  // AccumulateGrad) land in a flat buffer, also after ZeroGrad(set_to_none), and accumulate there.
+  TinyMlp mlp, reference;
+  Tensor bucket = Tensor::Full({70}, 7.0);  // garbage outside and inside the views: must be overwritten
+  const std::vector<Variable> params = mlp.params();
+  std::vector<Tensor> views;
+  int64_t at = 1;
+  for (const Variable& p : params) {
+    views.push_back(bucket.Rows(at, at + p.numel()).View(p.shape()));
+    p.set_grad_destination(views.back());
+    at += p.numel() + 1;
+  }
+  Backward(reference.Loss());
+  for (int round = 0; round < 3; ++round) {
+    ZeroGrad(params, /*set_to_none=*/true);
+    Backward(mlp.Loss());
+    for (size_t i = 0; i < params.size(); ++i) {
+      ASSERT_TRUE(params[i].grad().defined()) << params[i].name();
+      EXPECT_EQ(params[i].grad().data_ptr(), views[i].data_ptr()) << params[i].name() << " is not in its destination";
+      ExpectNear(params[i].grad().ToVector<float>(), reference.params()[i].grad().ToVector<float>());
+    }
+  }
+  // With the gradient defined the destination plays no part: the next backward adds.
+  Backward(mlp.Loss());
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::vector<float> twice = reference.params()[i].grad().ToVector<float>();
+    for (float& g : twice) g *= 2;
+    ExpectNear(params[i].grad().ToVector<float>(), twice);
+  }
+  EXPECT_EQ(bucket.ToVector<float>()[0], 7.0f);  // outside every view: untouched
+  // Without a destination a fresh gradient is a tensor of its own again.
+  mlp.w2.set_grad_destination(Tensor());
+  ZeroGrad(params, /*set_to_none=*/true);
+  Backward(mlp.Loss());
+  EXPECT_FALSE(mlp.w2.grad().SharesStorageWith(bucket));
+}
+
+TEST(VariableDeathTest, GradDestinationMustMatchTheData) {
+  const Variable w = Param({3, 6}, 13, "w");
+  EXPECT_DEATH(w.set_grad_destination(Tensor::Zeros({6, 3})), "does not match the data of");
+}
+
 TEST(Backward, WeightUsedByTwoLinearsAccumulatesBothIntoADefinedGrad) {
   // With .grad defined, a weight with a single contributor gets its GEMM written straight into .grad;
   // one used twice must not: both contributions are summed first. Compare against fresh gradients.

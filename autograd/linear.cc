@@ -1,6 +1,7 @@
 // Linear and MatMul with their backwards (autograd/functions.h). The gradients of a GEMM are GEMMs:
 // for y = x @ w^T, dx = dy @ w and dw = dy^T @ x; the bias gradient is the column sum of dy.
-// Linear's dw may be written straight into the weight's .grad (NeedsGrad::accumulate_into).
+// Linear's dw may be written straight into the weight's .grad or its gradient destination
+// (NeedsGrad::accumulate_into, NeedsGrad::write_into).
 #include <utility>
 
 #include "autograd/functions.h"
@@ -26,11 +27,15 @@ Variable Linear(const Variable& x, const Variable& w, const Variable& bias) {
     Grads grads(needs.size());
     if (needs[1]) {
       // dw = g^T @ x: [out,N] @ [N,in]. When the engine offers the weight's existing .grad (a DDP bucket
-      // view, or a gradient being accumulated over micro-batches), the GEMM adds into it directly.
-      const Tensor* into = needs.accumulate_into(1);
+      // view, or a gradient being accumulated over micro-batches), the GEMM adds into it directly; when
+      // it offers the weight's gradient destination (a DDP bucket view after ZeroGrad(set_to_none)),
+      // the GEMM writes there.
+      const Tensor* add_to = needs.accumulate_into(1);
+      const Tensor* into = add_to != nullptr ? add_to : needs.write_into(1);
       if (into != nullptr && !into->SharesStorageWith(g) && !into->SharesStorageWith(xd)) {
         Tensor dw = *into;
-        ops::MatMulInto(dw, g, xd, /*trans_a=*/true, /*trans_b=*/false, /*alpha=*/1.f, /*beta=*/1.f);
+        ops::MatMulInto(dw, g, xd, /*trans_a=*/true, /*trans_b=*/false, /*alpha=*/1.f,
+                        /*beta=*/add_to != nullptr ? 1.f : 0.f);
       } else {
         grads[1] = ops::MatMul(g, xd, /*trans_a=*/true, /*trans_b=*/false);
       }

@@ -29,7 +29,7 @@ FunctionNode::FunctionNode(const char* name, std::vector<std::shared_ptr<Node>> 
     : Node(name, std::move(next), value), needs_grad_(std::move(needs_grad)), backward_(std::move(backward)) {}
 
 Grads FunctionNode::Apply(const NodeInput& in) {
-  Grads grads = backward_(in.grad, NeedsGrad(needs_grad_, in.accumulate_into));
+  Grads grads = backward_(in.grad, NeedsGrad(needs_grad_, in.accumulate_into, in.offer_is_empty));
   TINYDDP_CHECK_OP(grads.size() == next().size(), name(), "backward returned ", grads.size(),
                    " gradients for an op with ", next().size(), " inputs; hint: return one per input");
   return grads;
@@ -42,7 +42,13 @@ Grads AccumulateGrad::Apply(const NodeInput& in) {
   internal::VariableState& leaf = *leaf_;
   if (!leaf.requires_grad) return {};  // frozen after the graph was recorded: nothing to accumulate
   if (!in.grad.defined()) {
-    // The producing op already added its result into leaf.grad (NeedsGrad::accumulate_into).
+    // The producing op already added its result into leaf.grad (NeedsGrad::accumulate_into), or wrote
+    // it into the gradient destination, which now becomes the gradient (NeedsGrad::write_into).
+    if (!leaf.grad.defined()) leaf.grad = leaf.grad_destination;
+  } else if (!leaf.grad.defined() && leaf.grad_destination.defined()) {
+    // A fresh gradient with a destination: stored there, so the destination stays the gradient.
+    leaf.grad = leaf.grad_destination;
+    ops::CopyInto(leaf.grad, in.grad);
   } else if (!leaf.grad.defined()) {
     // The first gradient: keep the engine's tensor when nobody else holds it; otherwise copy, so that a
     // later in-place accumulation cannot change another leaf's gradient through shared memory.

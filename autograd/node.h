@@ -37,8 +37,9 @@ using Grads = absl::InlinedVector<Tensor, 3>;
 class NeedsGrad {
  public:
   NeedsGrad() = default;
-  NeedsGrad(absl::InlinedVector<bool, 3> needs, absl::InlinedVector<Tensor, 3> accumulate_into)
-      : needs_(std::move(needs)), accumulate_into_(std::move(accumulate_into)) {}
+  NeedsGrad(absl::InlinedVector<bool, 3> needs, absl::InlinedVector<Tensor, 3> offers,
+            absl::InlinedVector<bool, 3> offers_empty)
+      : needs_(std::move(needs)), offers_(std::move(offers)), offers_empty_(std::move(offers_empty)) {}
   /// Whether input i requires a gradient. Backward functions skip the others (the first Linear layer
   /// never computes the gradient of the data batch).
   bool operator[](size_t i) const { return needs_[i]; }
@@ -47,13 +48,20 @@ class NeedsGrad {
   /// contributor in this backward, the engine offers that .grad here. A backward may then add its
   /// result into it directly (ops::MatMulInto with beta = 1 in Linear: no temporary, no separate
   /// AddInto) and return an undefined tensor for i. Null when not offered; ignoring it is always fine.
-  const Tensor* accumulate_into(size_t i) const {
-    return i < accumulate_into_.size() && accumulate_into_[i].defined() ? &accumulate_into_[i] : nullptr;
-  }
+  const Tensor* accumulate_into(size_t i) const { return Offer(i, /*empty=*/false); }
+  /// The same shortcut when the leaf's .grad is undefined but it has a gradient destination
+  /// (Variable::set_grad_destination, e.g. a DDP bucket view): the backward may write (not add) its
+  /// result there (beta = 0) and return an undefined tensor for i; the destination becomes the .grad.
+  const Tensor* write_into(size_t i) const { return Offer(i, /*empty=*/true); }
 
  private:
+  const Tensor* Offer(size_t i, bool empty) const {
+    const bool offered = i < offers_.size() && offers_[i].defined() && offers_empty_[i] == empty;
+    return offered ? &offers_[i] : nullptr;
+  }
   absl::InlinedVector<bool, 3> needs_;
-  absl::InlinedVector<Tensor, 3> accumulate_into_;
+  absl::InlinedVector<Tensor, 3> offers_;     // by input: a leaf's .grad or its gradient destination
+  absl::InlinedVector<bool, 3> offers_empty_;  // by input: the offer is a destination (write, not add)
 };
 
 /// An op's backward: the gradient of its output in, the gradients of its inputs out.
@@ -66,8 +74,10 @@ struct NodeInput {
   Tensor grad;
   /// No one but the engine holds `grad`, so it may be kept without a copy.
   bool exclusive = false;
-  /// By input position, the leaf gradients offered for direct accumulation (see NeedsGrad).
+  /// By input position, the leaf gradients (or gradient destinations, where offer_is_empty) offered
+  /// for direct accumulation (see NeedsGrad).
   absl::InlinedVector<Tensor, 3> accumulate_into;
+  absl::InlinedVector<bool, 3> offer_is_empty;
 };
 
 class Node {

@@ -90,6 +90,20 @@ void Variable::set_grad(Tensor grad) const {
   s.grad = std::move(grad);
 }
 
+void Variable::set_grad_destination(Tensor destination) const {
+  internal::VariableState& s = checked_state("Variable::set_grad_destination");
+  if (destination.defined()) {
+    TINYDDP_CHECK_OP(s.requires_grad, "Variable::set_grad_destination", Label(s),
+                     " does not require grad, so it gets no gradient; hint: set_requires_grad(true) first");
+    TINYDDP_CHECK_OP(destination.shape() == s.data.shape() && destination.dtype() == s.data.dtype() &&
+                         destination.device() == s.data.device(),
+                     "Variable::set_grad_destination", "destination ", Describe(destination),
+                     " does not match the data of ", Label(s), ", ", Describe(s.data),
+                     "; hint: a gradient has its variable's shape, dtype and device");
+  }
+  s.grad_destination = std::move(destination);
+}
+
 HookHandle Variable::RegisterPostAccumulateGradHook(PostAccumulateGradHook hook) const {
   internal::VariableState& s = checked_state("Variable::RegisterPostAccumulateGradHook");
   TINYDDP_CHECK_OP(s.grad_fn == nullptr && s.requires_grad, "Variable::RegisterPostAccumulateGradHook",

@@ -43,6 +43,7 @@ namespace internal {
 struct VariableState {
   Tensor data;
   Tensor grad;  // undefined until the first backward reaches this leaf (or set_grad)
+  Tensor grad_destination;  // where a fresh gradient is written when grad is undefined (optional)
   bool requires_grad = false;
   std::string name;
   std::shared_ptr<Node> grad_fn;               // non-leaves: the node that produced this value
@@ -93,6 +94,13 @@ class Variable {
   /// An undefined tensor clears the gradient. Precondition: requires_grad(); a defined grad has
   /// data's shape, dtype and device.
   void set_grad(Tensor grad) const;
+  /// Where the next fresh gradient goes: when a backward reaches this leaf while grad() is undefined,
+  /// the gradient is stored in `destination` and grad() becomes `destination` (a view stays a view).
+  /// The op producing it may write there directly (Linear's weight gradient: its GEMM's output), so a
+  /// DDP bucket view is filled with no temporary and no copy even after ZeroGrad(set_to_none). Without
+  /// a destination, or while grad() is defined, nothing changes. An undefined tensor removes it.
+  /// Precondition: requires_grad(); a defined destination has data's shape, dtype and device.
+  void set_grad_destination(Tensor destination) const;
 
   // --- Hooks (leaves only) ---------------------------------------------------------------------
   /// Registers `hook` to run once per backward that reaches this leaf, right after its gradient is

@@ -55,7 +55,10 @@ Reducer::Reducer(std::vector<std::pair<std::string, autograd::Variable>> params,
 }
 
 Reducer::~Reducer() {
-  for (size_t i = 0; i < params_.size(); ++i) params_[i].RemovePostAccumulateGradHook(hooks_[i]);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].RemovePostAccumulateGradHook(hooks_[i]);
+    if (options_.gradient_as_bucket_view) params_[i].set_grad_destination(Tensor());
+  }
 }
 
 void Reducer::RegisterHooks() {
@@ -104,6 +107,9 @@ void Reducer::BuildBuckets(const std::vector<size_t>& order) {
         ops::CopyInto(view, p.grad());
         p.set_grad(view);
       }
+      // After ZeroGrad(set_to_none) the next gradient is written straight into the view (Linear's
+      // weight gradient GEMM outputs there), instead of into a new tensor copied in by PlaceGradient.
+      p.set_grad_destination(view);
       bucket.views.push_back(view);
       bucket.grad_bucket.gradients[slot] = view;
     }

@@ -23,9 +23,10 @@
 // gradients actually arrived on rank 0 (broadcast, so every rank agrees). Two layouts:
 //   gradient_as_bucket_view = true (default, PyTorch's gradient_as_bucket_view=True): each bucket is one
 //     flat buffer and each parameter's .grad is a view into it, so autograd accumulates straight into
-//     the bucket and the all_reduce works in place on one contiguous message. A gradient that is not the
-//     view when its hook runs (the user cleared it with set_to_none) is copied into the view once and
-//     re-pointed at it.
+//     the bucket and the all_reduce works in place on one contiguous message. Each view is also its
+//     parameter's gradient destination (Variable::set_grad_destination): after ZeroGrad(set_to_none)
+//     Linear's weight-gradient GEMM writes into the view itself. A gradient that is still not the view
+//     when its hook runs (the user set another tensor) is copied into the view and re-pointed at it.
 //   gradient_as_bucket_view = false: gradients stay the tensors autograd made; a bucket is all-reduced
 //     as one coalesced collective over them (an NCCL group / Gloo's flattening): no copy at all on GPU.
 //
@@ -76,7 +77,8 @@ class Reducer {
   /// same group on every rank and every rank passes the same list (DDP verifies it first).
   Reducer(std::vector<std::pair<std::string, autograd::Variable>> params, std::shared_ptr<ProcessGroup> pg,
           ReducerOptions options);
-  /// Removes the hooks. Gradients that are bucket views keep the bucket memory alive.
+  /// Removes the hooks and the gradient destinations. Gradients that are bucket views keep the bucket
+  /// memory alive.
   ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
