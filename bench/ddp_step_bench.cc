@@ -5,7 +5,8 @@
 //   bazel run -c opt //bench:ddp_step_bench -- --dims=784,512,512,10 --batch=64 --no_ddp  # 1 GPU, no DDP
 //   flags: --dims=D0,D1,...  --batch=B (per rank)  --nproc=N  --no_ddp  --steps=100  --warmup=20
 //          --trace=FILE (Chrome trace of --trace_steps=5 extra steps)  --bucket_cap_mb=25  --first_bucket_mb=1
-//          --bucket_view=true|false (DdpOptions::gradient_as_bucket_view; default false: coalesced, no copies)
+//          --bucket_view=true|false (DdpOptions::gradient_as_bucket_view; default true, as in DDP: gradients
+//          are views into the flat buckets, written there by the GEMMs; false: coalesced lists)
 //          --hook=allreduce|bf16  --backend=auto|nccl|gloo
 //          --fused_optimizer=true|false (DDP only, default true: one SGD per bucket stepped inside backward as
 //          each bucket's average arrives, DistributedDataParallel::RegisterFusedOptimizer)
@@ -62,7 +63,7 @@ struct Options {
   int trace_steps = 5;
   double bucket_cap_mb = 25;
   double first_bucket_mb = 1;
-  bool bucket_view = false;
+  bool bucket_view = true;
   bool bf16_hook = false;
   bool fused_optimizer = true;
   dist::Backend backend = dist::Backend::kAuto;

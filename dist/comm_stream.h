@@ -1,12 +1,16 @@
-// CollectiveStream: the CUDA stream a process group runs its collectives on, or none. The reducer records
-// timing events there so the trace shows each bucket's all_reduce on the GPU. A seam with two
-// implementations (flashlight-style): comm_stream_nccl.cc asks ProcessGroupNCCL, comm_stream_stub.cc (a
-// build without CUDA) has no streams. Keeps NCCL out of the reducer's dependencies.
+// What DDP asks of a process group beyond collectives: CollectiveStream, the CUDA stream the group runs
+// its collectives on, or none (the reducer records timing events there so the trace shows each
+// bucket's all_reduce on the GPU), and RegisterBucketBuffers (the reducer's flat buckets, for the
+// copy engines). A seam with two implementations (flashlight-style): comm_stream_nccl.cc asks
+// ProcessGroupNCCL, comm_stream_stub.cc (a build without CUDA) has no streams and nothing to register.
+// Keeps NCCL out of the reducer's dependencies.
 #ifndef TINYDDP_DIST_COMM_STREAM_H_
 #define TINYDDP_DIST_COMM_STREAM_H_
 
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "dist/process_group.h"
 #include "tensor/stream.h"
 
@@ -19,6 +23,11 @@ cuda::Stream CollectiveStream(ProcessGroup& pg);
 /// ProcessGroupNCCL uses its copy-engine path, "nccl kernels (why)" when it does not, the backend's name
 /// for other groups.
 std::string BucketAllReducePath(ProcessGroup& pg);
+
+/// Collective: offers DDP's flat bucket buffers to the group for its fastest path (ProcessGroupNCCL::
+/// RegisterBuffers: the copy engines then all-gather straight into the peer's bucket). OK and nothing
+/// for other groups.
+absl::Status RegisterBucketBuffers(ProcessGroup& pg, const std::vector<Tensor>& buffers);
 
 }  // namespace tinyddp::dist
 

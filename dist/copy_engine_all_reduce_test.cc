@@ -1,8 +1,8 @@
 // The copy-engine all_reduce of two GPUs (dist/internal/copy_engine_all_reduce.h), through
 // ProcessGroupNCCL as DDP uses it: flat buffers and coalesced lists, SUM and AVG, odd sizes, long runs of
 // collectives in flight while the compute stream rewrites the tensors, coexistence with NCCL collectives,
-// and what stays with NCCL. Needs two GPUs of one machine that reach each other (the GPU machine); skips
-// with fewer.
+// registered buffers, and what stays with NCCL. Needs two GPUs of one machine that reach each other
+// (the GPU machine); skips with fewer.
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -164,6 +164,78 @@ TEST(CopyEngineAllReduce, CallsQueuedWithoutWaitingSeeEachOthersResultsAsOnOneSt
     for (int64_t i = 0; i < nu; ++i) wrong_u += got_u[i] != a2[i] + c2[i];
     EXPECT_EQ(wrong_t, 0) << "of " << nt << "; first: " << got_t[0] << " instead of " << 8.0f * (a[0] + c[0]);
     EXPECT_EQ(wrong_u, 0) << "of " << nu;
+  });
+}
+
+TEST(CopyEngineAllReduce, RegisteredBuffersAreReducedStraightIntoEachOther) {
+  SKIP_WITHOUT_TWO_GPUS();
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    ASSERT_TRUE(pg->copy_engine_on()) << pg->copy_engine_off_reason();
+    cuda::Stream compute = cuda::Stream::Create(pg->device());
+    cuda::Stream::SetCurrent(compute);
+    const Device gpu = Device::CUDA(pg->device());
+    // Two buckets carved from one allocation (as the caching allocator does) and one on its own;
+    // odd sizes, so halves and chunks end mid-vector.
+    const int64_t n0 = (int64_t{6} << 20) + 5, n1 = 3000017;
+    Tensor arena = Tensor::Zeros({n0 + 7 + n1}, DType::kFloat32, gpu);
+    Tensor b0 = arena.Rows(0, n0), b1 = arena.Rows(n0 + 7, n0 + 7 + n1);
+    Tensor loose = Tensor::Zeros({n1}, DType::kFloat32, gpu);
+    ASSERT_TRUE(pg->RegisterBuffers({b0, b1}).ok());
+    std::vector<Tensor> buckets = {b0, b1, loose};
+    std::vector<Tensor> sums;
+    for (const Tensor& b : buckets) sums.push_back(Tensor::Zeros({b.numel()}, DType::kFloat32, gpu));
+    const int64_t direct = pg->copy_engine_direct_calls();
+    const int steps = 12;
+    for (int step = 0; step < steps; ++step) {
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        ops::Fill(buckets[b], (ctx.rank + 1.0) * (step + 1) + b);
+        ASSERT_TRUE(pg->AllReduce(buckets[b], ReduceOp::kSum, kOverlapped)->SynchronizeStream().ok());
+        ops::AddInto(sums[b], buckets[b]);
+      }
+    }
+    EXPECT_EQ(pg->copy_engine_direct_calls(), direct + 2 * steps) << "the loose buffer is not registered";
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const float want = 3.0f * steps * (steps + 1) / 2 + 2.0f * b * steps;
+      const std::vector<float> got = sums[b].ToVector<float>();
+      int64_t wrong = 0;
+      for (float g : got) wrong += g != want;
+      EXPECT_EQ(wrong, 0) << "buffer " << b << ": e.g. " << got[0] << " and " << got.back() << " instead of " << want;
+    }
+    // The 7 elements between the two registered buckets were never written by the peer.
+    const std::vector<float> gap = arena.Rows(n0, n0 + 7).ToVector<float>();
+    for (float g : gap) EXPECT_EQ(g, 0.0f);
+    // A new registration replaces the old one: b0 is staged again, AVG of the loose one goes direct.
+    ASSERT_TRUE(pg->RegisterBuffers({loose}).ok());
+    ops::Fill(b0, ctx.rank + 1.0);
+    ops::Fill(loose, ctx.rank == 0 ? 1.0 : 4.0);
+    const int64_t before = pg->copy_engine_direct_calls();
+    ASSERT_TRUE(pg->AllReduce(b0, ReduceOp::kSum, kOverlapped)->Wait().ok());
+    ASSERT_TRUE(pg->AllReduce(loose, ReduceOp::kAvg, kOverlapped)->Wait().ok());
+    EXPECT_EQ(pg->copy_engine_direct_calls(), before + 1);
+    EXPECT_EQ(b0.ToVector<float>()[n0 - 1], 3.0f);
+    EXPECT_EQ(loose.ToVector<float>()[n1 - 1], 2.5f);
+  });
+}
+
+TEST(CopyEngineAllReduce, RegistrationsThatDifferAcrossRanksFailOnBoth) {
+  SKIP_WITHOUT_TWO_GPUS();
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    ASSERT_TRUE(pg->copy_engine_on()) << pg->copy_engine_off_reason();
+    const Device gpu = Device::CUDA(pg->device());
+    Tensor a = Tensor::Zeros({int64_t{2} << 20}, DType::kFloat32, gpu);
+    Tensor b = Tensor::Zeros({(int64_t{2} << 20) + ctx.rank}, DType::kFloat32, gpu);
+    const absl::Status count = pg->RegisterBuffers(ctx.rank == 0 ? std::vector<Tensor>{a, b} : std::vector<Tensor>{a});
+    EXPECT_EQ(count.code(), absl::StatusCode::kInvalidArgument) << count;
+    EXPECT_NE(count.message().find(ctx.rank == 0 ? "registers 2 buffer(s), rank 1 1" : "registers 1 buffer(s), rank 0 2"),
+              std::string::npos)
+        << count;
+    const absl::Status size = pg->RegisterBuffers({a, b});
+    EXPECT_EQ(size.code(), absl::StatusCode::kInvalidArgument) << size;
+    EXPECT_NE(size.message().find("buffer 1 has"), std::string::npos) << size;
   });
 }
 

@@ -338,6 +338,24 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors
   });
 }
 
+int64_t ProcessGroupNCCL::copy_engine_direct_calls() const {
+  return copy_engine_ != nullptr ? copy_engine_->direct_calls() : 0;
+}
+
+absl::Status ProcessGroupNCCL::RegisterBuffers(const std::vector<Tensor>& buffers) {
+  std::lock_guard<std::mutex> lock(comm_mu_);
+  if (!broken_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("RegisterBuffers: this nccl process group was aborted "
+                                                      "earlier. The cause: ", broken_.message()));
+  }
+  if (copy_engine_ == nullptr) return absl::OkStatus();
+  for (const Tensor& t : buffers) {
+    if (absl::Status s = CheckTensor(t); !s.ok()) return s;
+  }
+  DeviceScope scope(device_);
+  return copy_engine_->Register(buffers);
+}
+
 std::shared_ptr<Work> ProcessGroupNCCL::RunBroadcast(const Tensor& tensor, const Call& call) {
   return Launch(call, {tensor}, [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
     return static_cast<int>(

@@ -80,6 +80,13 @@ class ProcessGroupNCCL : public ProcessGroup {
   const std::string& copy_engine_off_reason() const { return copy_engine_off_; }
   /// How many all_reduces took the copy-engine path so far.
   int64_t copy_engine_calls() const { return copy_engine_calls_; }
+  /// Of those, how many went straight into a registered buffer (RegisterBuffers).
+  int64_t copy_engine_direct_calls() const;
+  /// Collective, host-blocking: pairs these buffers (DDP's flat buckets, all-reduced again and again)
+  /// with the other rank's for the copy-engine path, which then sends reduced halves straight into the
+  /// peer's buffer (CopyEngineAllReduce::Register). Replaces the previous registration; a no-op when
+  /// the copy engines are off. Errors when the ranks' lists differ.
+  absl::Status RegisterBuffers(const std::vector<Tensor>& buffers);
 
  protected:
   std::shared_ptr<Work> RunAllReduce(std::vector<Tensor> tensors, const Call& call) override;

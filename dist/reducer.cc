@@ -11,6 +11,7 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "dist/bucket_assignment.h"
+#include "dist/comm_stream.h"
 #include "dist/trace.h"
 #include "tensor/internal/check.h"
 #include "tensor/ops.h"
@@ -116,6 +117,14 @@ void Reducer::BuildBuckets(const std::vector<size_t>& order) {
   }
   buckets_ = std::move(buckets);
   ++layout_generation_;
+  if (options_.gradient_as_bucket_view) {
+    // Every rank builds its buckets here at the same point (construction, the rebuild), so the group
+    // may pair them across ranks (two GPUs: the copy engines then write the peer's bucket directly).
+    std::vector<Tensor> buffers;
+    for (const Bucket& bucket : buckets_) buffers.push_back(bucket.buffer);
+    const absl::Status s = RegisterBucketBuffers(*pg_, buffers);
+    TINYDDP_CHECK_OP(s.ok(), kOp, "registering the bucket buffers with the process group: ", s.ToString());
+  }
 }
 
 void Reducer::RebuildBucketsIfNeeded() {

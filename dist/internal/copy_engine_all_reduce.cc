@@ -22,9 +22,12 @@ namespace {
 // libcuda directly.
 using StreamValue32Fn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
+using AddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+
 struct DriverApi {
   StreamValue32Fn wait_value = nullptr;
   StreamValue32Fn write_value = nullptr;
+  AddressRangeFn address_range = nullptr;  // Register only: the allocation a buffer lives in
   bool ok() const { return wait_value && write_value; }
 };
 
@@ -44,6 +47,7 @@ const DriverApi& Driver() {
     DriverApi a;
     a.wait_value = Resolve<StreamValue32Fn>("cuStreamWaitValue32");
     a.write_value = Resolve<StreamValue32Fn>("cuStreamWriteValue32");
+    a.address_range = Resolve<AddressRangeFn>("cuMemGetAddressRange");
     return a;
   }();
   return api;
@@ -208,6 +212,7 @@ CopyEngineAllReduce::CopyEngineAllReduce(std::shared_ptr<Store> store, int rank,
 
 CopyEngineAllReduce::~CopyEngineAllReduce() {
   // The group destroys this after its collectives finished; the peer's mappings of our memory die with it.
+  for (const auto& [handle, base] : peer_allocations_) cudaIpcCloseMemHandle(base);
   if (peer_flags_ != nullptr) cudaIpcCloseMemHandle(peer_flags_);
   if (peer_scratch_ != nullptr) cudaIpcCloseMemHandle(peer_scratch_);
   if (scratch_ != nullptr) cudaFree(scratch_);
@@ -306,6 +311,101 @@ absl::Status CopyEngineAllReduce::Reserve(const std::vector<Tensor>& tensors, cu
   return absl::OkStatus();
 }
 
+namespace {
+// One buffer as Register publishes it: mappable (1) or not (0), its allocation's IPC handle, its
+// offset in that allocation and its element count.
+constexpr size_t kRecordBytes = 1 + sizeof(cudaIpcMemHandle_t) + 2 * sizeof(int64_t);
+struct Record {
+  bool ok = false;
+  Bytes handle;
+  int64_t offset = 0;
+  int64_t numel = 0;
+};
+void Append(Bytes& out, const void* p, size_t n) {
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  out.insert(out.end(), b, b + n);
+}
+Record Parse(const Bytes& in, size_t i) {
+  const uint8_t* p = in.data() + i * kRecordBytes;
+  Record r;
+  r.ok = p[0] == 1;
+  r.handle.assign(p + 1, p + 1 + sizeof(cudaIpcMemHandle_t));
+  std::memcpy(&r.offset, p + 1 + sizeof(cudaIpcMemHandle_t), sizeof(int64_t));
+  std::memcpy(&r.numel, p + 1 + sizeof(cudaIpcMemHandle_t) + sizeof(int64_t), sizeof(int64_t));
+  return r;
+}
+}  // namespace
+
+absl::Status CopyEngineAllReduce::Register(const std::vector<Tensor>& buffers) {
+  // Calls in flight may still read or write the buffers registered so far (ours, and through our
+  // copies the peer's); once our streams are idle they have finished on both sides (our drain waited
+  // for the peer's writes into our buffers).
+  for (cudaStream_t s : {helper_, drain_}) {
+    if (cudaError_t err = cudaStreamSynchronize(s); err != cudaSuccess) {
+      return absl::InternalError(CudaError("cudaStreamSynchronize before registering buffers", err));
+    }
+  }
+  registered_.clear();
+  // What I can offer: each buffer's allocation, exported.
+  Bytes mine;
+  std::vector<Record> my_records;
+  for (const Tensor& t : buffers) {
+    Record r;
+    r.numel = t.numel();
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    cudaIpcMemHandle_t handle{};
+    const CUdeviceptr at = reinterpret_cast<CUdeviceptr>(t.data_ptr());
+    if (t.dtype() == DType::kFloat32 && Driver().address_range != nullptr &&
+        Driver().address_range(&base, &size, at) == CUDA_SUCCESS &&
+        cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(base)) == cudaSuccess) {
+      r.ok = true;
+      r.offset = static_cast<int64_t>(at - base);
+    }
+    cudaGetLastError();
+    const uint8_t ok = r.ok ? 1 : 0;
+    Append(mine, &ok, 1);
+    Append(mine, &handle, sizeof(handle));
+    Append(mine, &r.offset, sizeof(int64_t));
+    Append(mine, &r.numel, sizeof(int64_t));
+    my_records.push_back(r);
+  }
+  absl::StatusOr<Bytes> theirs = Exchange("register", mine);
+  if (!theirs.ok()) return theirs.status();
+  if (theirs->size() != mine.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("copy-engine buffer registration: rank ", rank_, " registers ",
+                                                   buffers.size(), " buffer(s), rank ", 1 - rank_, " ",
+                                                   theirs->size() / kRecordBytes, "; every rank passes the same list"));
+  }
+  // Map what both sides could export; then agree, so that a buffer is registered on both or neither.
+  std::vector<float*> peer(buffers.size(), nullptr);
+  Bytes mapped(buffers.size(), 0);
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Record r = Parse(*theirs, i);
+    if (r.numel != my_records[i].numel) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "copy-engine buffer registration: buffer ", i, " has ", my_records[i].numel, " elements on rank ", rank_,
+          " and ", r.numel, " on rank ", 1 - rank_, "; every rank passes the same list"));
+    }
+    if (!r.ok || !my_records[i].ok) continue;
+    auto it = std::find_if(peer_allocations_.begin(), peer_allocations_.end(),
+                           [&](const auto& e) { return e.first == r.handle; });
+    if (it == peer_allocations_.end()) {
+      absl::StatusOr<char*> base = Import(r.handle);
+      if (!base.ok()) continue;
+      it = peer_allocations_.insert(peer_allocations_.end(), {r.handle, *base});
+    }
+    peer[i] = reinterpret_cast<float*>(it->second + r.offset);
+    mapped[i] = 1;
+  }
+  absl::StatusOr<Bytes> their_mapped = Exchange("registered", mapped);
+  if (!their_mapped.ok()) return their_mapped.status();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (mapped[i] && i < their_mapped->size() && (*their_mapped)[i]) registered_.push_back({buffers[i], peer[i]});
+  }
+  return absl::OkStatus();
+}
+
 cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, float scale, cudaStream_t stream,
                                          cudaEvent_t done) {
   const int64_t n = TotalNumel(tensors);
@@ -338,6 +438,15 @@ cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, flo
   };
   cudaStream_t copies = stream, helper = helper_, drain = drain_;
   cudaError_t err = cudaSuccess;
+  // A registered buffer: the reduced half goes straight into the peer's paired buffer (the peer finds
+  // the same entry at the same position, so both take this branch).
+  float* peer_buffer = nullptr;
+  if (tensors.size() == 1) {
+    for (const Registered& r : registered_) {
+      if (r.mine.data_ptr() == tensors[0].data_ptr() && r.mine.numel() == n) peer_buffer = r.peer;
+    }
+  }
+  if (peer_buffer != nullptr) ++direct_calls_;
   // The previous call may still be draining into its tensors; a call on any of the same memory waits.
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
   bool overlaps = false;
@@ -386,15 +495,18 @@ cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, flo
     if (err == cudaSuccess) err = cudaEventRecord(reduced_[j], helper);
   }
   // 4. Copy engines: each reduced chunk into the peer's OUT as soon as it is reduced, announced. The
-  //    peer's OUT is free once its drain has emptied it for the previous call (FREE).
-  if (err == cudaSuccess && seq > 1) err = wait(copies, kFree, seq - 1);
+  //    peer's OUT is free once its drain has emptied it for the previous call (FREE). A registered
+  //    buffer's chunk goes to the same place in the peer's buffer instead, whose values there the peer
+  //    sent us (step 1, before its DATA) and no longer needs.
+  if (err == cudaSuccess && seq > 1 && peer_buffer == nullptr) err = wait(copies, kFree, seq - 1);
   for (int64_t j = 0; err == cudaSuccess && j < mine.count; ++j) {
     const std::pair<int64_t, int64_t> range = chunk(my_lo, my_hi, mine, j);
     const int64_t lo = range.first, hi = range.second;
     err = cudaStreamWaitEvent(copies, reduced_[j], 0);
     if (err == cudaSuccess) {
       err = ForRange(tensors, lo, hi, [&](float* p, int64_t at, int64_t count) {
-        return cudaMemcpyAsync(peer_out + (lo - my_lo) + at, p, count * 4, cudaMemcpyDeviceToDevice, copies);
+        float* to = peer_buffer != nullptr ? peer_buffer + lo + at : peer_out + (lo - my_lo) + at;
+        return cudaMemcpyAsync(to, p, count * 4, cudaMemcpyDeviceToDevice, copies);
       });
     }
     if (err == cudaSuccess) err = signal(copies, kDone + static_cast<int>(j));
@@ -408,7 +520,7 @@ cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, flo
     const std::pair<int64_t, int64_t> range = chunk(peer_lo, peer_hi, theirs, j);
     const int64_t lo = range.first, hi = range.second;
     err = wait(drain, kDone + static_cast<int>(j), seq);
-    if (err == cudaSuccess) {
+    if (err == cudaSuccess && peer_buffer == nullptr) {
       err = ForRange(tensors, lo, hi, [&](float* p, int64_t at, int64_t count) {
         return cudaMemcpyAsync(p, out + (lo - peer_lo) + at, count * 4, cudaMemcpyDeviceToDevice, drain);
       });

@@ -20,6 +20,8 @@
 //   4. copies: once reduced, the chunk -> the peer's OUT; signal DONE[chunk] = seq
 //   5. drain:  wait until my DONE[chunk] >= seq: OUT holds that reduced chunk of the peer's half
 //   6. drain:  OUT -> the peer's half of my tensors                        (copy engine, local)
+//      For a registered buffer (Register: DDP's flat buckets) step 4 writes straight into the peer's
+//      buffer, and step 6 has nothing to do.
 //   7. drain:  signal FREE = seq (my OUT may be written again); wait for my last addition; the call's
 //              `done` event.
 // The copies stream does not wait for 5-7: the next call's copies start while this one drains, which on
@@ -86,6 +88,17 @@ class CopyEngineAllReduce {
   cudaError_t Enqueue(const std::vector<Tensor>& tensors, float scale, cudaStream_t stream, cudaEvent_t done);
   /// Makes `stream` wait for the end of the last call (before the group runs anything else on it).
   cudaError_t OrderAfterLastCall(cudaStream_t stream);
+
+  /// Collective, host-blocking: pairs each of `buffers` with the peer's buffer at the same position
+  /// and maps the peer's here, so that a later call on exactly one of them sends the reduced half
+  /// straight into the peer's buffer: no OUT, no local copy on the peer's side (DDP's flat buckets).
+  /// Replaces what was registered before, after the calls in flight have finished; the registered
+  /// tensors are kept alive until then, so their addresses cannot be reused meanwhile. A buffer that
+  /// either side cannot map stays unregistered on both. Errors: the ranks' lists differ in length or
+  /// sizes (the message names the first difference), or the store fails.
+  absl::Status Register(const std::vector<Tensor>& buffers);
+  /// How many calls went straight into registered buffers.
+  int64_t direct_calls() const { return direct_calls_; }
   /// Satisfies every wait this rank has enqueued, so a stream stuck on a dead peer drains. For the
   /// watchdog, after it failed the Works; results are garbage from then on.
   void Release();
@@ -124,6 +137,13 @@ class CopyEngineAllReduce {
   cudaEvent_t ends_[2] = {};         // the end of call seq in ends_[seq % 2]
   std::vector<std::pair<uintptr_t, uintptr_t>> last_ranges_;  // its tensors' byte ranges
   int last_peer_chunks_ = 0;         // the number of chunks of the peer's half in the last call
+  struct Registered {
+    Tensor mine;                      // kept alive while registered
+    float* peer = nullptr;            // the peer's paired buffer, mapped here
+  };
+  std::vector<Registered> registered_;
+  std::vector<std::pair<Bytes, char*>> peer_allocations_;  // IPC handle -> mapped base, opened once each
+  int64_t direct_calls_ = 0;
   cudaEvent_t reduced_[kMaxChunks] = {};
 };
 

@@ -121,6 +121,8 @@ void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw, bool 
     ASSERT_TRUE(nccl->copy_engine_on()) << nccl->copy_engine_off_reason();
     // Every bucket of every step, at least.
     EXPECT_GE(nccl->copy_engine_calls(), 6 * (*ddp)->reducer().num_buckets());
+    // Bucket views are registered (also again after the rebuild): each went straight into the peer's.
+    if (bucket_view) EXPECT_EQ(nccl->copy_engine_direct_calls(), nccl->copy_engine_calls());
   } else {
     EXPECT_EQ(nccl->copy_engine_calls(), 0) << "these buckets are below the copy engines' threshold";
   }
