@@ -45,6 +45,38 @@ std::vector<float> Pattern(int64_t n, int rank, int salt) {
   return v;
 }
 
+// `steps` "steps" without any host wait, as backward does: the compute stream writes each bucket
+// ((rank + 1) * (step + 1) + b, a step's gradients), the bucket is all-reduced, the compute stream is
+// ordered after it, adds the result into that bucket's sum and, next step, overwrites the bucket again.
+// Any hole in the protocol shows up as a wrong sum (CheckSums). `at_step_5`: the allocator's counters then.
+std::vector<Tensor> ReduceLikeBackward(ProcessGroupNCCL& pg, const std::vector<Tensor>& buckets, int steps,
+                                       cuda::AllocatorStats* at_step_5 = nullptr) {
+  std::vector<Tensor> sums;
+  for (const Tensor& b : buckets) sums.push_back(Tensor::Zeros({b.numel()}, DType::kFloat32, b.device()));
+  for (int step = 0; step < steps; ++step) {
+    if (step == 5 && at_step_5 != nullptr) *at_step_5 = cuda::GetAllocatorStats(pg.device());
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      Tensor bucket = buckets[b];
+      ops::Fill(bucket, (pg.rank() + 1.0) * (step + 1) + static_cast<double>(b));
+      EXPECT_TRUE(pg.AllReduce(bucket, ReduceOp::kSum, kOverlapped)->SynchronizeStream().ok());
+      ops::AddInto(sums[b], bucket);
+    }
+  }
+  return sums;
+}
+
+// Sum over the steps of (1 * (s + 1) + b) + (2 * (s + 1) + b) = 3 * steps * (steps + 1) / 2 + 2 * b * steps.
+void CheckSums(const std::vector<Tensor>& sums, int steps) {
+  for (size_t b = 0; b < sums.size(); ++b) {
+    const float want = 3.0f * steps * (steps + 1) / 2 + 2.0f * static_cast<float>(b) * steps;
+    const std::vector<float> got = sums[b].ToVector<float>();
+    int64_t wrong = 0;
+    for (float g : got) wrong += g != want;
+    EXPECT_EQ(wrong, 0) << "bucket " << b << ": " << wrong << " of " << got.size() << " elements wrong, e.g. "
+                        << got.front() << " and " << got.back() << " instead of " << want;
+  }
+}
+
 TEST(CopyEngineAllReduce, IsOnForTwoGpusOfThisMachine) {
   SKIP_WITHOUT_TWO_GPUS();
   RunOnRanks(2, [](const RankContext& ctx) {
@@ -101,35 +133,13 @@ TEST(CopyEngineAllReduce, ManyInFlightWhileComputeRewritesTheBuffersAsBackwardDo
     cuda::Stream::SetCurrent(compute);
     const Device gpu = Device::CUDA(pg->device());
     const int64_t n = (int64_t{6} << 20) + 5;
-    std::vector<Tensor> buckets, sums;
-    for (int b = 0; b < 3; ++b) {
-      buckets.push_back(Tensor::Zeros({n}, DType::kFloat32, gpu));
-      sums.push_back(Tensor::Zeros({n}, DType::kFloat32, gpu));
-    }
-    // 40 "steps" without any host wait: the compute stream writes each bucket (a step's gradients), the
-    // bucket is all-reduced, the compute stream is ordered after it, reads the result and, next step,
-    // overwrites the bucket again. Any hole in the protocol shows up as a wrong sum.
+    std::vector<Tensor> buckets;
+    for (int b = 0; b < 3; ++b) buckets.push_back(Tensor::Zeros({n}, DType::kFloat32, gpu));
     const int steps = 40;
     cuda::AllocatorStats before{};
-    for (int step = 0; step < steps; ++step) {
-      if (step == 5) before = cuda::GetAllocatorStats(pg->device());
-      for (int b = 0; b < 3; ++b) {
-        ops::Fill(buckets[b], (ctx.rank + 1.0) * (step + 1) + b);
-        auto work = pg->AllReduce(buckets[b], ReduceOp::kSum, kOverlapped);
-        ASSERT_TRUE(work->SynchronizeStream().ok());
-        ops::AddInto(sums[b], buckets[b]);
-      }
-    }
+    const std::vector<Tensor> sums = ReduceLikeBackward(*pg, buckets, steps, &before);
     EXPECT_EQ(cuda::GetAllocatorStats(pg->device()).num_cuda_malloc, before.num_cuda_malloc);
-    for (int b = 0; b < 3; ++b) {
-      // sum over steps of (1*(s+1)+b) + (2*(s+1)+b) = 3 * steps*(steps+1)/2 + 2*b*steps
-      const float want = 3.0f * steps * (steps + 1) / 2 + 2.0f * b * steps;
-      const std::vector<float> got = sums[b].ToVector<float>();
-      int64_t wrong = 0;
-      for (float g : got) wrong += g != want;
-      EXPECT_EQ(wrong, 0) << "bucket " << b << ": " << wrong << " of " << n << " elements wrong, e.g. " << got[0]
-                          << " and " << got[n - 1] << " instead of " << want;
-    }
+    CheckSums(sums, steps);
   });
 }
 
@@ -183,26 +193,10 @@ TEST(CopyEngineAllReduce, RegisteredBuffersAreReducedStraightIntoEachOther) {
     Tensor b0 = arena.Rows(0, n0), b1 = arena.Rows(n0 + 7, n0 + 7 + n1);
     Tensor loose = Tensor::Zeros({n1}, DType::kFloat32, gpu);
     ASSERT_TRUE(pg->RegisterBuffers({b0, b1}).ok());
-    std::vector<Tensor> buckets = {b0, b1, loose};
-    std::vector<Tensor> sums;
-    for (const Tensor& b : buckets) sums.push_back(Tensor::Zeros({b.numel()}, DType::kFloat32, gpu));
     const int64_t direct = pg->copy_engine_direct_calls();
     const int steps = 12;
-    for (int step = 0; step < steps; ++step) {
-      for (size_t b = 0; b < buckets.size(); ++b) {
-        ops::Fill(buckets[b], (ctx.rank + 1.0) * (step + 1) + b);
-        ASSERT_TRUE(pg->AllReduce(buckets[b], ReduceOp::kSum, kOverlapped)->SynchronizeStream().ok());
-        ops::AddInto(sums[b], buckets[b]);
-      }
-    }
+    CheckSums(ReduceLikeBackward(*pg, {b0, b1, loose}, steps), steps);
     EXPECT_EQ(pg->copy_engine_direct_calls(), direct + 2 * steps) << "the loose buffer is not registered";
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      const float want = 3.0f * steps * (steps + 1) / 2 + 2.0f * b * steps;
-      const std::vector<float> got = sums[b].ToVector<float>();
-      int64_t wrong = 0;
-      for (float g : got) wrong += g != want;
-      EXPECT_EQ(wrong, 0) << "buffer " << b << ": e.g. " << got[0] << " and " << got.back() << " instead of " << want;
-    }
     // The 7 elements between the two registered buckets were never written by the peer.
     const std::vector<float> gap = arena.Rows(n0, n0 + 7).ToVector<float>();
     for (float g : gap) EXPECT_EQ(g, 0.0f);
