@@ -306,7 +306,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors
     absl::Status s;
     {
       DeviceScope scope(device_);
-      s = copy_engine_->Reserve(tensors, static_cast<cudaStream_t>(nccl_stream_.handle()));
+      s = copy_engine_->Reserve(tensors);
     }
     if (!s.ok()) {
       return CompletionWork::Done(absl::Status(s.code(), absl::StrCat(call.description, ": ", s.message())),

@@ -273,17 +273,12 @@ bool CopyEngineAllReduce::Takes(const std::vector<Tensor>& tensors, bool sum_or_
   return TotalNumel(tensors) * 4 >= min_bytes_;
 }
 
-absl::Status CopyEngineAllReduce::Reserve(const std::vector<Tensor>& tensors, cudaStream_t stream) {
+absl::Status CopyEngineAllReduce::Reserve(const std::vector<Tensor>& tensors) {
   const int64_t half = Split(TotalNumel(tensors)) * 4;
   if (half <= half_bytes_) return absl::OkStatus();
-  // Both ranks grow here, at the same call. Our three streams idle means our last all_reduce finished,
-  // and with it every write of ours into the peer's old scratch (copies) and of the peer's into ours
-  // (the helper and the drain waited for them).
-  for (cudaStream_t s : {stream, helper_, drain_}) {
-    if (cudaError_t err = cudaStreamSynchronize(s); err != cudaSuccess) {
-      return absl::InternalError(CudaError("cudaStreamSynchronize before growing the copy-engine scratch", err));
-    }
-  }
+  // Both ranks grow here, at the same call, once every write of ours into the peer's old scratch and of
+  // the peer's into ours has finished.
+  if (absl::Status s = WaitForCallsInFlight("growing the copy-engine scratch"); !s.ok()) return s;
   // Grow by at least half again, so that a sequence of slightly bigger calls does not regrow each time.
   const int64_t want = std::max(half, half_bytes_ * 3 / 2);
   if (scratch_ != nullptr) cudaFree(scratch_);
@@ -338,13 +333,8 @@ Record Parse(const Bytes& in, size_t i) {
 
 absl::Status CopyEngineAllReduce::Register(const std::vector<Tensor>& buffers) {
   // Calls in flight may still read or write the buffers registered so far (ours, and through our
-  // copies the peer's); once our streams are idle they have finished on both sides (our drain waited
-  // for the peer's writes into our buffers).
-  for (cudaStream_t s : {helper_, drain_}) {
-    if (cudaError_t err = cudaStreamSynchronize(s); err != cudaSuccess) {
-      return absl::InternalError(CudaError("cudaStreamSynchronize before registering buffers", err));
-    }
-  }
+  // copies the peer's).
+  if (absl::Status s = WaitForCallsInFlight("registering buffers"); !s.ok()) return s;
   registered_.clear();
   // What I can offer: each buffer's allocation, exported.
   Bytes mine;
@@ -352,20 +342,21 @@ absl::Status CopyEngineAllReduce::Register(const std::vector<Tensor>& buffers) {
   for (const Tensor& t : buffers) {
     Record r;
     r.numel = t.numel();
+    r.handle.assign(sizeof(cudaIpcMemHandle_t), 0);
     CUdeviceptr base = 0;
     size_t size = 0;
-    cudaIpcMemHandle_t handle{};
     const CUdeviceptr at = reinterpret_cast<CUdeviceptr>(t.data_ptr());
     if (t.dtype() == DType::kFloat32 && Driver().address_range != nullptr &&
-        Driver().address_range(&base, &size, at) == CUDA_SUCCESS &&
-        cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(base)) == cudaSuccess) {
-      r.ok = true;
-      r.offset = static_cast<int64_t>(at - base);
+        Driver().address_range(&base, &size, at) == CUDA_SUCCESS) {
+      if (absl::StatusOr<Bytes> handle = Export(reinterpret_cast<void*>(base)); handle.ok()) {
+        r.ok = true;
+        r.handle = *std::move(handle);
+        r.offset = static_cast<int64_t>(at - base);
+      }
     }
-    cudaGetLastError();
     const uint8_t ok = r.ok ? 1 : 0;
     Append(mine, &ok, 1);
-    Append(mine, &handle, sizeof(handle));
+    Append(mine, r.handle.data(), r.handle.size());
     Append(mine, &r.offset, sizeof(int64_t));
     Append(mine, &r.numel, sizeof(int64_t));
     my_records.push_back(r);
@@ -448,14 +439,16 @@ cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, flo
   }
   if (peer_buffer != nullptr) ++direct_calls_;
   // The previous call may still be draining into its tensors; a call on any of the same memory waits.
-  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
   bool overlaps = false;
   for (const Tensor& t : tensors) {
     const uintptr_t lo = reinterpret_cast<uintptr_t>(t.data_ptr()), hi = lo + t.numel() * 4;
     for (const auto& [plo, phi] : last_ranges_) overlaps = overlaps || (lo < phi && plo < hi);
-    ranges.emplace_back(lo, hi);
   }
-  last_ranges_ = std::move(ranges);
+  last_ranges_.clear();  // keeps its capacity: no allocation per call
+  for (const Tensor& t : tensors) {
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(t.data_ptr());
+    last_ranges_.emplace_back(lo, lo + t.numel() * 4);
+  }
   // At most two calls in flight: this one and the previous one, maybe still draining. So a call waits
   // for the end of the one before the previous (usually long over), and for the previous one's end only
   // when its tensors overlap.
@@ -531,6 +524,15 @@ cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, flo
   if (err == cudaSuccess) err = cudaEventRecord(my_end, drain);
   if (err == cudaSuccess) err = cudaEventRecord(done, drain);
   return err;
+}
+
+absl::Status CopyEngineAllReduce::WaitForCallsInFlight(const char* before) {
+  // Every call ends on the drain stream, after its own copies and additions and after the peer's writes
+  // into our memory (the DONE waits): the drain idle means all of that has happened.
+  if (cudaError_t err = cudaStreamSynchronize(drain_); err != cudaSuccess) {
+    return absl::InternalError(CudaError(absl::StrCat("cudaStreamSynchronize before ", before).c_str(), err));
+  }
+  return absl::OkStatus();
 }
 
 cudaError_t CopyEngineAllReduce::OrderAfterLastCall(cudaStream_t stream) {

@@ -79,8 +79,8 @@ class CopyEngineAllReduce {
   /// Depends only on what every rank passes, so both ranks answer the same.
   bool Takes(const std::vector<Tensor>& tensors, bool sum_or_avg) const;
   /// Makes the scratch big enough for `tensors` (collective the first time a call is bigger than any
-  /// before; host-blocking then, free afterwards). `stream`: where the all_reduces run.
-  absl::Status Reserve(const std::vector<Tensor>& tensors, cudaStream_t stream);
+  /// before; host-blocking then, free afterwards).
+  absl::Status Reserve(const std::vector<Tensor>& tensors);
   /// Enqueues the all_reduce of `tensors` in place, scaled by `scale` (1 for SUM, 0.5 for AVG), starting
   /// on `stream` (after what is queued there) and recording `done` when the result is in place. `stream`
   /// itself is not ordered after the end: it may start the next call at once. Precondition: Takes() and
@@ -110,6 +110,8 @@ class CopyEngineAllReduce {
   CopyEngineAllReduce(std::shared_ptr<Store> store, int rank, int device, std::chrono::milliseconds timeout);
   // Publishes `mine` under `key`/rank and returns the peer's value of `key`.
   absl::StatusOr<Bytes> Exchange(const std::string& key, const Bytes& mine);
+  // Blocks until every call enqueued so far has finished on both sides (Reserve, Register).
+  absl::Status WaitForCallsInFlight(const char* before);
   // Exports the allocation starting at `ptr` (cudaMalloc'd) for the peer.
   static absl::StatusOr<Bytes> Export(void* ptr);
   // Maps the peer's exported allocation here.
