@@ -30,7 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "dist/init.h"
-#include "dist/spawn.h"
+#include "dist/launch/spawn.h"
 #include "nlohmann/json.hpp"
 #include "tensor/cuda_device.h"
 #include "tensor/ops.h"

@@ -3,13 +3,13 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "dist/debug_check.h"
-#include "dist/prefix_store.h"
-#include "dist/process_group_gloo.h"
+#include "dist/process_group/debug_check.h"
+#include "dist/store/prefix_store.h"
+#include "dist/process_group/gloo/process_group_gloo.h"
 #include "dist/rendezvous.h"
 #include "tensor/cuda_device.h"
 #ifdef TINYDDP_HAVE_NCCL
-#include "dist/process_group_nccl.h"
+#include "dist/process_group/nccl/process_group_nccl.h"
 #endif
 
 namespace tinyddp::dist {

@@ -16,8 +16,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "dist/env.h"
-#include "dist/process_group.h"
+#include "dist/launch/env.h"
+#include "dist/process_group/process_group.h"
 
 namespace tinyddp::dist {
 

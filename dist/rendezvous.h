@@ -8,9 +8,9 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "dist/env.h"
-#include "dist/store.h"
-#include "dist/tcp_store.h"
+#include "dist/launch/env.h"
+#include "dist/store/store.h"
+#include "dist/store/tcp_store.h"
 
 namespace tinyddp::dist {
 

@@ -34,11 +34,11 @@
 #include "data/distributed_sampler.h"            // DistributedSampler: this rank's share of each epoch
 #include "data/fashion_mnist.h"                  // LoadFashionMnist
 #include "data/synthetic.h"                      // MakeSyntheticDataset (--dataset=synthetic)
-#include "dist/ddp.h"                            // DistributedDataParallel
-#include "dist/env.h"                            // IsWorker
+#include "dist/ddp/ddp.h"                            // DistributedDataParallel
+#include "dist/launch/env.h"                            // IsWorker
 #include "dist/init.h"                           // InitProcessGroup: env -> store -> NCCL or Gloo group
-#include "dist/spawn.h"                          // SpawnWorkersIfNeeded
-#include "dist/trace.h"                          // Tracer (--trace)
+#include "dist/launch/spawn.h"                          // SpawnWorkersIfNeeded
+#include "dist/ddp/trace.h"                          // Tracer (--trace)
 #include "examples/internal/evaluate.h"          // EvalShardIndices, EvaluateShard, AllReduceEvalSums
 #include "examples/internal/metrics_writer.h"    // MetricsWriter (--metrics_out): JSON lines + SVG plot
 #include "examples/internal/progress.h"          // Progress: the live bar, or plain lines

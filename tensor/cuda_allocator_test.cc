@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "tensor/cuda_device.h"
-#include "tensor/cuda_test_util.h"
+#include "tensor/testing/cuda_test_util.h"
 #include "tensor/ops.h"
 #include "tensor/stream.h"
 #include "tensor/tensor.h"

@@ -17,9 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tensor/cuda_device.h"
-#include "tensor/cuda_test_util.h"
+#include "tensor/testing/cuda_test_util.h"
 #include "tensor/ops.h"
-#include "tensor/ops_test_util.h"
+#include "tensor/testing/ops_test_util.h"
 #include "tensor/stream.h"
 #include "tensor/tensor.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tensor/ops_test_util.h"
+#include "tensor/testing/ops_test_util.h"
 
 namespace tinyddp {
 namespace {

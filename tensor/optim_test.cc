@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "tensor/ops.h"
-#include "tensor/ops_test_util.h"
+#include "tensor/testing/ops_test_util.h"
 
 namespace tinyddp {
 namespace {

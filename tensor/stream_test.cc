@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "tensor/cuda_allocator.h"
 #include "tensor/cuda_device.h"
-#include "tensor/cuda_test_util.h"
+#include "tensor/testing/cuda_test_util.h"
 
 namespace tinyddp::cuda {
 namespace {

@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "dist/host_reduce.h"
+#include "dist/process_group/host_reduce.h"
 #include "gtest/gtest.h"
 
 namespace tinyddp::dist::testing {

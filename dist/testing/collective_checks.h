@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/process_group.h"
+#include "dist/process_group/process_group.h"
 #include "tensor/tensor.h"
 
 namespace tinyddp::dist::testing {

@@ -21,8 +21,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "dist/tcp_store.h"
-#include "dist/tcp_store_server.h"
+#include "dist/store/tcp_store.h"
+#include "dist/store/tcp_store_server.h"
 #include "gtest/gtest.h"
 
 extern char** environ;

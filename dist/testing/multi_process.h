@@ -23,7 +23,7 @@
 #include <functional>
 #include <memory>
 
-#include "dist/store.h"
+#include "dist/store/store.h"
 
 namespace tinyddp::dist::testing {
 

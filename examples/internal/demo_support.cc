@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dist/init.h"
-#include "dist/spawn.h"
+#include "dist/launch/spawn.h"
 #include "tensor/cuda_device.h"
 
 namespace tinyddp::examples {

@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "dist/process_group.h"
+#include "dist/process_group/process_group.h"
 #include "tensor/tensor.h"
 
 namespace tinyddp::examples {

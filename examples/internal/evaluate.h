@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/dataset.h"
-#include "dist/process_group.h"
+#include "dist/process_group/process_group.h"
 #include "nn/module.h"
 #include "tensor/device.h"
 

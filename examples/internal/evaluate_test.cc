@@ -9,7 +9,7 @@
 
 #include "data/dataset.h"
 #include "data/distributed_sampler.h"
-#include "dist/process_group_gloo.h"
+#include "dist/process_group/gloo/process_group_gloo.h"
 #include "dist/testing/multi_process.h"
 #include "gtest/gtest.h"
 #include "nn/mlp.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/process_test_util.h"
+#include "dist/testing/process_test_util.h"
 #include "gtest/gtest.h"
 #include "tensor/cuda_device.h"
 #include "tests/ddp_mlp/run_ddp_mlp.h"

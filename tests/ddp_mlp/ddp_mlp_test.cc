@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "dist/process_test_util.h"
+#include "dist/testing/process_test_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tensor/cuda_device.h"

@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "absl/strings/str_split.h"
-#include "dist/process_test_util.h"
+#include "dist/testing/process_test_util.h"
 #include "nlohmann/json.hpp"
 
 namespace tinyddp::testing {

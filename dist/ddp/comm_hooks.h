@@ -1,0 +1,70 @@
+// Communication hooks: how the Reducer (dist/ddp/reducer.h) turns one bucket of local gradients into the
+// average over ranks. PyTorch's DDP comm-hook interface (register_comm_hook) in C++: a hook receives the
+// bucket's flat gradient buffer and the process group, starts a collective, and returns a CommFuture
+// that the reducer completes at the end of backward. Two built-ins, as torch.distributed.algorithms.
+// ddp_comm_hooks.default_hooks: a plain all_reduce (the default) and bf16 compression.
+//
+// Where things run: a hook is called inside backward, on the training thread, the moment its bucket is
+// ready. Kernels it launches directly (a cast) run on the current (compute) stream; the collective runs
+// on the process group's own stream (NCCL) or thread (Gloo). CommFuture::then runs at the end of
+// backward, after the compute stream has been ordered after the collective, so kernels it launches see
+// the collective's result without any host synchronisation.
+#ifndef TINYDDP_DIST_DDP_COMM_HOOKS_H_
+#define TINYDDP_DIST_DDP_COMM_HOOKS_H_
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "dist/process_group/process_group.h"
+#include "dist/process_group/work.h"
+#include "tensor/tensor.h"
+
+namespace tinyddp::dist {
+
+/// One bucket, as a hook sees it (torch.distributed.GradBucket). The reducer owns it; it stays valid,
+/// at the same address, until the CommFuture returned for it has completed.
+struct GradBucket {
+  /// Position of the bucket in launch order (0 = the first bucket, launched first, on every rank).
+  int index = 0;
+  /// The bucket's gradients, flattened: a 1-D tensor whose slices are the parameters' .grad
+  /// (gradient_as_bucket_view layout). Undefined in the coalesced layout.
+  Tensor buffer;
+  /// The parameters' gradients, one tensor each, in bucket order: views into `buffer`, or in the coalesced
+  /// layout the separate tensors autograd made. The hook must leave the averaged gradients in them (in
+  /// `buffer`, when defined) by the time its CommFuture completes.
+  std::vector<Tensor> gradients;
+  /// True for the last bucket of the backward.
+  bool is_last = false;
+};
+
+/// A communication in flight (the future a PyTorch hook returns).
+struct CommFuture {
+  /// The collective; the reducer waits on it (SynchronizeStream on GPU, Wait on CPU).
+  std::shared_ptr<Work> work;
+  /// Optional: runs after the wait, on the training thread (GPU: launches on the current stream, which is
+  /// then ordered after the collective). E.g. casting a bf16 result back into the float32 bucket.
+  std::function<void()> then;
+
+  /// Waits for `work` the cheap way for its device and runs `then`. Returns the collective's status.
+  absl::Status Complete();
+};
+
+/// A hook: starts communicating `bucket` on `pg` and returns at once.
+using CommHook = std::function<CommFuture(ProcessGroup& pg, GradBucket& bucket)>;
+
+/// The default: one all_reduce with ReduceOp::kAvg on the bucket in place (NCCL's native average, one
+/// kernel; PyTorch instead divides by the world size and sums, which gives the same averages up to
+/// rounding, identical on every rank either way).
+CommFuture AllReduceHook(ProcessGroup& pg, GradBucket& bucket);
+
+/// bf16 compression (torch's bf16_compress_hook): casts the float32 bucket to bfloat16 (half the bytes on
+/// the wire), averages that over ranks, and casts the result back into the bucket. Gradients lose
+/// precision (8 bits of mantissa) but stay identical on every rank. Each returned hook keeps one bf16
+/// scratch buffer per bucket, allocated on first use and reused, so steady-state steps allocate nothing.
+CommHook Bf16CompressHook();
+
+}  // namespace tinyddp::dist
+
+#endif  // TINYDDP_DIST_DDP_COMM_HOOKS_H_

@@ -1,0 +1,12 @@
+// CollectiveStream without CUDA (dist/ddp/comm_stream.h): Gloo runs on a host thread, there is no stream.
+#include "dist/ddp/comm_stream.h"
+
+namespace tinyddp::dist {
+
+cuda::Stream CollectiveStream(ProcessGroup&) { return cuda::Stream(); }
+
+std::string BucketAllReducePath(ProcessGroup& pg) { return pg.backend_name(); }
+
+absl::Status RegisterBucketBuffers(ProcessGroup&, const std::vector<Tensor>&) { return absl::OkStatus(); }
+
+}  // namespace tinyddp::dist

@@ -1,0 +1,247 @@
+// DistributedDataParallel (dist/ddp/ddp.h): construction-time checks and broadcast, Forward, NoSync.
+#include "dist/ddp/ddp.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "autograd/grad_mode.h"
+#include "dist/ddp/comm_stream.h"
+#include "dist/ddp/reducer.h"
+#include "dist/ddp/trace.h"
+#include "nn/module.h"
+#include "nn/optimizer.h"
+#include "tensor/internal/check.h"
+
+namespace tinyddp::dist {
+namespace {
+
+// FNV-1a: a hash that is the same in every process (std::hash and absl::Hash need not be).
+int64_t StableHash(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return static_cast<int64_t>(h >> 1);  // non-negative, so it never equals kMissing
+}
+constexpr int64_t kMissing = -1;     // "this rank has no parameter at this position"
+constexpr int64_t kDescChars = 200;  // characters of one parameter description exchanged on mismatch
+
+std::string Describe(const std::string& name, const Tensor& t) {
+  return absl::StrCat("'", name, "' ", DTypeName(t.dtype()), " ", ShapeToString(t.shape()));
+}
+
+// All-gathers `local` (int64, same length on every rank) on `device`; row r of the result is rank r's.
+absl::StatusOr<std::vector<std::vector<int64_t>>> AllGatherInts(ProcessGroup& pg, const std::vector<int64_t>& local,
+                                                                Device device) {
+  const int64_t n = static_cast<int64_t>(local.size());
+  Tensor input = Tensor::FromVector<int64_t>(local, {n}, device);
+  Tensor output = Tensor::Empty({n * pg.size()}, DType::kInt64, device);
+  if (absl::Status s = pg.AllGather(output, input)->Wait(); !s.ok()) return s;
+  const std::vector<int64_t> flat = output.ToVector<int64_t>();
+  std::vector<std::vector<int64_t>> rows(pg.size());
+  for (int r = 0; r < pg.size(); ++r) rows[r].assign(flat.begin() + r * n, flat.begin() + (r + 1) * n);
+  return rows;
+}
+
+}  // namespace
+
+absl::Status VerifyParametersMatchAcrossRanks(ProcessGroup& pg,
+                                              const std::vector<std::pair<std::string, autograd::Variable>>& params) {
+  const Device device = params.empty() ? Device::CPU() : params[0].second.device();
+  // Round 1: how many parameters each rank has.
+  auto counts = AllGatherInts(pg, {static_cast<int64_t>(params.size())}, device);
+  if (!counts.ok()) return counts.status();
+  int64_t most = 0;
+  for (const auto& row : *counts) most = std::max(most, row[0]);
+  if (most == 0) return absl::OkStatus();
+  // Round 2: a hash of each (name, dtype, shape), padded to the longest list.
+  std::vector<int64_t> hashes(most, kMissing);
+  for (size_t i = 0; i < params.size(); ++i) hashes[i] = StableHash(Describe(params[i].first, params[i].second.data()));
+  auto all = AllGatherInts(pg, hashes, device);
+  if (!all.ok()) return all.status();
+  int64_t first = -1;
+  for (int64_t i = 0; i < most && first < 0; ++i) {
+    for (int r = 1; r < pg.size(); ++r) {
+      if ((*all)[r][i] != (*all)[0][i]) first = i;
+    }
+  }
+  if (first < 0) return absl::OkStatus();
+  // Every rank found the same `first`; round 3 exchanges that entry's text so the error can show it.
+  std::string mine = first < static_cast<int64_t>(params.size())
+                         ? Describe(params[first].first, params[first].second.data())
+                         : absl::StrCat("nothing (it has only ", params.size(), " parameters)");
+  std::vector<int64_t> chars(kDescChars, 0);
+  for (size_t c = 0; c < mine.size() && c < static_cast<size_t>(kDescChars); ++c) chars[c] = mine[c];
+  auto texts = AllGatherInts(pg, chars, device);
+  if (!texts.ok()) return texts.status();
+  auto text_of = [&](int r) {
+    std::string s;
+    for (int64_t c : (*texts)[r]) {
+      if (c == 0) break;
+      s.push_back(static_cast<char>(c));
+    }
+    return s;
+  };
+  std::vector<std::string> differing, details;
+  for (int r = 1; r < pg.size(); ++r) {
+    if ((*all)[r][first] == (*all)[0][first]) continue;
+    differing.push_back(absl::StrCat(r));
+    details.push_back(absl::StrCat("rank ", r, " has ", text_of(r)));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "DistributedDataParallel: the ranks hold different parameters. First difference at parameter #", first,
+      ": rank 0 has ", text_of(0), "; ", absl::StrJoin(details, "; "), " (ranks differing from rank 0: ",
+      absl::StrJoin(differing, ", "), "). hint: build the same model, with the same layer sizes, on every rank"));
+}
+
+absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel::Create(
+    nn::Module& module, std::shared_ptr<ProcessGroup> pg, DdpOptions options) {
+  if (pg == nullptr) return absl::InvalidArgumentError("DistributedDataParallel: the process group is null");
+  const std::vector<std::pair<std::string, autograd::Variable>> params = module.NamedParameters();
+  bool any_trainable = false;
+  for (const auto& [name, p] : params) {
+    any_trainable = any_trainable || p.requires_grad();
+    if (p.device() != params[0].second.device()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DistributedDataParallel: parameter '", name, "' is on ", p.device().ToString(), " but '",
+          params[0].first, "' is on ", params[0].second.device().ToString(),
+          "; hint: move the whole module to this rank's device (Module::To) first"));
+    }
+  }
+  if (!any_trainable) {
+    return absl::FailedPreconditionError(
+        "DistributedDataParallel: the module has no parameter that requires grad, so there is nothing to "
+        "synchronise; hint: DDP is not needed for this module");
+  }
+  if (options.bucket_cap_bytes <= 0 || options.first_bucket_bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("DistributedDataParallel: bucket sizes must be positive, got "
+                                                   "bucket_cap_bytes=", options.bucket_cap_bytes,
+                                                   " first_bucket_bytes=", options.first_bucket_bytes));
+  }
+  if (absl::Status s = VerifyParametersMatchAcrossRanks(*pg, params); !s.ok()) return s;
+
+  // Start from one model: rank 0's values everywhere (PyTorch's _sync_module_states). All broadcasts are
+  // issued first and then waited for, so they pipeline.
+  {
+    autograd::NoGradGuard no_grad;
+    std::vector<std::shared_ptr<Work>> works;
+    for (const auto& [name, p] : params) works.push_back(pg->Broadcast(p.data(), /*root=*/0));
+    for (size_t i = 0; i < works.size(); ++i) {
+      if (absl::Status s = works[i]->Wait(); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("DistributedDataParallel: broadcasting parameter '",
+                                                   params[i].first, "' from rank 0 failed: ", s.message()));
+      }
+    }
+  }
+
+  ReducerOptions reducer_options;
+  reducer_options.bucket_cap_bytes = options.bucket_cap_bytes;
+  reducer_options.first_bucket_bytes = options.first_bucket_bytes;
+  reducer_options.gradient_as_bucket_view = options.gradient_as_bucket_view;
+  reducer_options.find_unused_parameters = options.find_unused_parameters;
+  reducer_options.rebuild_buckets = options.rebuild_buckets;
+  reducer_options.comm_hook = options.comm_hook;
+  reducer_options.tracer = options.tracer;
+  reducer_options.comm_stream = CollectiveStream(*pg);
+  auto reducer = std::make_unique<Reducer>(params, pg, std::move(reducer_options));
+  return std::unique_ptr<DistributedDataParallel>(
+      new DistributedDataParallel(module, std::move(pg), std::move(options), std::move(reducer)));
+}
+
+DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared_ptr<ProcessGroup> pg,
+                                                 DdpOptions options, std::unique_ptr<Reducer> reducer)
+    : module_(module), pg_(std::move(pg)), options_(std::move(options)), reducer_(std::move(reducer)) {
+  reducer_->SetBucketReducedCallback([this](int bucket) {
+    if (fused_.empty()) return;
+    Tracer::Span span = Tracer::MaybeScope(options_.tracer, "optimizer", bucket);
+    fused_[bucket]->Step();
+  });
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& input) {
+  Tracer::Span span = Tracer::MaybeScope(options_.tracer, "forward");
+  const bool grad = autograd::GradModeEnabled();
+  // The one-time rebuild happens here, between iterations, when no bucket is in flight.
+  if (grad) reducer_->RebuildBucketsIfNeeded();
+  if (fused_factory_ && fused_generation_ != reducer_->layout_generation()) RebuildFusedOptimizers();
+  autograd::Variable output = module_.Forward(input);
+  if (grad && sync_enabled_) {
+    reducer_->PrepareForBackward(output);
+  } else {
+    reducer_->PrepareForLocalBackward();
+  }
+  return output;
+}
+
+void DistributedDataParallel::RegisterFusedOptimizer(OptimizerFactory factory) {
+  TINYDDP_CHECK_OP(factory != nullptr, "DistributedDataParallel::RegisterFusedOptimizer", "empty factory");
+  fused_factory_ = std::move(factory);
+  RebuildFusedOptimizers();
+}
+
+void DistributedDataParallel::SetFusedOptimizerLr(double lr) {
+  fused_lr_ = lr;
+  for (auto& opt : fused_) opt->set_lr(lr);
+}
+
+void DistributedDataParallel::RebuildFusedOptimizers() {
+  // Optimizer state is per parameter ("state.<i>.<field>", i = position in that optimizer's list): carry
+  // it from the old bucket layout to the new one by parameter identity.
+  std::vector<std::pair<autograd::Variable, std::vector<std::pair<std::string, Tensor>>>> saved;
+  for (size_t b = 0; b < fused_.size(); ++b) {
+    const std::vector<autograd::Variable>& params = fused_[b]->params();
+    for (const auto& [name, tensor] : fused_[b]->StateTensors()) {
+      const std::vector<std::string> parts = absl::StrSplit(name, absl::MaxSplits('.', 2));
+      size_t i = 0;
+      TINYDDP_CHECK_OP(parts.size() == 3 && absl::SimpleAtoi(parts[1], &i) && i < params.size(),
+                       "DistributedDataParallel", "unexpected optimizer state name '", name, "'");
+      auto it = std::find_if(saved.begin(), saved.end(), [&](const auto& e) { return e.first.Is(params[i]); });
+      if (it == saved.end()) it = saved.insert(saved.end(), {params[i], {}});
+      it->second.emplace_back(parts[2], tensor);
+    }
+  }
+  fused_.clear();
+  for (int b = 0; b < reducer_->num_buckets(); ++b) {
+    std::vector<autograd::Variable> params = reducer_->BucketParameters(b);
+    nn::TensorMap state;
+    for (size_t i = 0; i < params.size(); ++i) {
+      for (const auto& entry : saved) {
+        if (!entry.first.Is(params[i])) continue;
+        for (const auto& [field, tensor] : entry.second) state[absl::StrCat("state.", i, ".", field)] = tensor;
+      }
+    }
+    std::unique_ptr<nn::Optimizer> opt = fused_factory_(std::move(params));
+    TINYDDP_CHECK_OP(opt != nullptr, "DistributedDataParallel::RegisterFusedOptimizer", "the factory returned null");
+    if (!state.empty()) {
+      const absl::Status s = opt->LoadStateTensors(state);
+      TINYDDP_CHECK_OP(s.ok(), "DistributedDataParallel", "moving optimizer state to the rebuilt buckets: ", s.ToString());
+    }
+    if (fused_lr_ >= 0) opt->set_lr(fused_lr_);
+    fused_.push_back(std::move(opt));
+  }
+  fused_generation_ = reducer_->layout_generation();
+}
+
+DistributedDataParallel::NoSyncGuard DistributedDataParallel::NoSync() {
+  const bool previous = sync_enabled_;
+  sync_enabled_ = false;
+  return NoSyncGuard(this, previous);
+}
+
+DistributedDataParallel::NoSyncGuard::NoSyncGuard(NoSyncGuard&& other) noexcept
+    : ddp_(other.ddp_), previous_(other.previous_) {
+  other.ddp_ = nullptr;
+}
+
+DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
+  if (ddp_ != nullptr) ddp_->sync_enabled_ = previous_;
+}
+
+}  // namespace tinyddp::dist

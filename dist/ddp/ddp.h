@@ -1,0 +1,159 @@
+// DistributedDataParallel (DDP): N ranks train one model as if it were one process on N times the batch.
+// The top of dist/: it wraps an nn::Module and a ProcessGroup, and plugs into autograd through one seam,
+// the post-accumulate-grad hook of every parameter (autograd/engine.h), which hands gradients to the
+// Reducer (dist/ddp/reducer.h): buckets of gradients all_reduced while backward is still running.
+//
+//   auto ddp = DistributedDataParallel::Create(*model, pg).value();  // same model everywhere, rank 0's weights
+//   for (...) {
+//     optimizer.ZeroGrad();
+//     Variable loss = CrossEntropy(ddp->Forward(x), labels);         // Forward arms the reducer
+//     autograd::Backward(loss);   // hooks launch bucket all_reduces; at the end every .grad is the average
+//     optimizer.Step();           // sees the same averaged gradients on every rank
+//   }
+//
+// Semantics follow torch.nn.parallel.DistributedDataParallel (defaults included):
+//   * Create() checks that every rank holds the same parameters (names, shapes, dtypes, order) and copies
+//     rank 0's values to all ranks, so training starts from one model.
+//   * After a Backward through Forward's output, every parameter's .grad holds the average over ranks of
+//     the ranks' gradients, bit-identical on every rank. .grad is a view into the reducer's flat bucket
+//     (gradient_as_bucket_view=True): DDP keeps no second copy of the gradients.
+//   * NoSync(): while the guard lives, backwards accumulate local gradients without communicating; the
+//     first synchronised backward afterwards averages the accumulated sums (gradient accumulation).
+//   * find_unused_parameters: parameters the forward did not use are found from the output's graph and
+//     count as ready (their gradient is zero for the average). Without it, a backward that never reaches
+//     some parameter stops the program with a message naming them and this option.
+// Not thread-safe: one training thread per rank, as in PyTorch.
+#ifndef TINYDDP_DIST_DDP_DDP_H_
+#define TINYDDP_DIST_DDP_DDP_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "autograd/variable.h"
+#include "dist/ddp/comm_hooks.h"
+#include "dist/process_group/process_group.h"
+
+namespace tinyddp::nn {
+class Module;
+class Optimizer;
+}
+
+namespace tinyddp::dist {
+
+class Reducer;  // reducer.h
+class Tracer;   // trace.h
+
+inline constexpr int64_t kMiB = int64_t{1} << 20;
+
+struct DdpOptions {
+  /// Largest bucket, in bytes of gradient (PyTorch's bucket_cap_mb = 25). A parameter larger than the cap
+  /// gets a bucket of its own.
+  int64_t bucket_cap_bytes = 25 * kMiB;
+  /// Cap of the first bucket (PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES = 1 MiB): the last layer's
+  /// gradients are ready first, and a small first bucket starts communication early in backward.
+  int64_t first_bucket_bytes = 1 * kMiB;
+  /// Detect parameters the forward did not use and treat them as ready (costs a graph walk per Forward).
+  bool find_unused_parameters = false;
+  /// true (PyTorch's gradient_as_bucket_view=True): each .grad is a view into its bucket's flat buffer and
+  /// the bucket is all-reduced as one message. false: gradients stay autograd's own tensors and each bucket
+  /// is all-reduced as one coalesced collective over them, which copies nothing on GPU even when the
+  /// training loop clears gradients with set_to_none. Both leave the average in every .grad.
+  bool gradient_as_bucket_view = true;
+  /// After the first synchronised backward, re-bucket the parameters in the order their gradients were
+  /// actually produced (rank 0's order, shared with every rank), as PyTorch does.
+  bool rebuild_buckets = true;
+  /// How a bucket is communicated; empty means AllReduceHook (average over ranks). See comm_hooks.h.
+  CommHook comm_hook;
+  /// When set, DDP records forward and each bucket's all_reduce into it (trace.h). Not owned.
+  Tracer* tracer = nullptr;
+};
+
+class DistributedDataParallel {
+ public:
+  /// Wraps `module`, whose parameters must all be on one device: a CPU with a Gloo group, or this rank's
+  /// GPU with an NCCL group. Collective: every rank of `pg` must call it. Verifies that all ranks hold the
+  /// same parameter list (FailedPrecondition naming the first mismatch and the ranks that differ),
+  /// broadcasts rank 0's parameter values, builds the buckets and registers one hook per parameter.
+  /// `module` must outlive the returned object and keep its parameter set.
+  static absl::StatusOr<std::unique_ptr<DistributedDataParallel>> Create(nn::Module& module,
+                                                                         std::shared_ptr<ProcessGroup> pg,
+                                                                         DdpOptions options = {});
+  /// Removes the hooks; the parameters' gradients stay valid (they keep the bucket memory alive).
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  /// Runs the module and arms the reducer for the backward that follows (outside NoSync: that backward
+  /// all_reduces). Precondition: the previous armed backward has run, or no output of the previous
+  /// Forward is differentiated any more (a Forward without Backward, e.g. evaluation, is fine).
+  autograd::Variable Forward(const autograd::Variable& input);
+  autograd::Variable operator()(const autograd::Variable& input) { return Forward(input); }
+
+  /// Gradient accumulation: while the returned guard lives, forwards arm no communication, so their
+  /// backwards accumulate into .grad locally (torch's no_sync()). Guards nest; each restores what it found.
+  class NoSyncGuard {
+   public:
+    ~NoSyncGuard();
+    NoSyncGuard(NoSyncGuard&& other) noexcept;
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(NoSyncGuard&&) = delete;
+
+   private:
+    friend class DistributedDataParallel;
+    NoSyncGuard(DistributedDataParallel* ddp, bool previous) : ddp_(ddp), previous_(previous) {}
+    DistributedDataParallel* ddp_;  // null once moved from
+    bool previous_;
+  };
+  [[nodiscard]] NoSyncGuard NoSync();
+
+  /// Builds an optimizer over the given parameters (e.g. a lambda making nn::SGD with fixed options).
+  using OptimizerFactory = std::function<std::unique_ptr<nn::Optimizer>(std::vector<autograd::Variable>)>;
+  /// Optimizer overlap (PyTorch's DistributedDataParallel._register_fused_optim): DDP builds one optimizer
+  /// per bucket with `factory` and steps it at the end of each synchronised backward, right after that
+  /// bucket's average has arrived - so the update of the buckets that finished early runs while the last
+  /// buckets (the first layers' gradients, produced last) are still being all-reduced, hiding that tail.
+  /// The training loop then calls no Step(): Backward leaves updated parameters (and averaged .grad).
+  /// Per-parameter optimizer state follows the parameters when buckets are rebuilt. Backwards under NoSync
+  /// step nothing. Precondition: call before the first Forward; `factory` returns a non-null optimizer.
+  void RegisterFusedOptimizer(OptimizerFactory factory);
+  /// Sets the learning rate of every fused optimizer (an LR schedule calls it before each step).
+  void SetFusedOptimizerLr(double lr);
+
+  nn::Module& module() { return module_; }
+  ProcessGroup& process_group() { return *pg_; }
+  /// The buckets, their order and per-iteration state (for tests, docs and the trace).
+  const Reducer& reducer() const { return *reducer_; }
+  const DdpOptions& options() const { return options_; }
+
+ private:
+  DistributedDataParallel(nn::Module& module, std::shared_ptr<ProcessGroup> pg, DdpOptions options,
+                          std::unique_ptr<Reducer> reducer);
+
+  nn::Module& module_;
+  std::shared_ptr<ProcessGroup> pg_;
+  DdpOptions options_;
+  std::unique_ptr<Reducer> reducer_;
+  bool sync_enabled_ = true;  // false inside NoSync()
+
+  // Fused optimizers: one per bucket, rebuilt (with their state) when the reducer rebuilds its buckets.
+  void RebuildFusedOptimizers();
+  OptimizerFactory fused_factory_;
+  std::vector<std::unique_ptr<nn::Optimizer>> fused_;
+  int64_t fused_generation_ = -1;
+  double fused_lr_ = -1;  // < 0: the factory's own
+};
+
+/// The collective check behind Create(), usable on its own: OK when every rank of `pg` passes the same
+/// list of (name, shape, dtype); otherwise FailedPrecondition naming the first differing entry and which
+/// ranks disagree with rank 0. Collective.
+absl::Status VerifyParametersMatchAcrossRanks(ProcessGroup& pg,
+                                              const std::vector<std::pair<std::string, autograd::Variable>>& params);
+
+}  // namespace tinyddp::dist
+
+#endif  // TINYDDP_DIST_DDP_DDP_H_

@@ -1,0 +1,484 @@
+// DistributedDataParallel's behaviours on real processes with Gloo: gradients are bucket views holding the
+// average, buckets launch in one order on every rank whatever order gradients arrive in, the one-time
+// rebuild follows rank 0's observed order, no_sync accumulation, unused parameters (the error and
+// find_unused_parameters), the bf16 hook, and the parameter check at construction. The N-rank training
+// equivalence lives in tests/ddp_equivalence/.
+#include "dist/ddp/ddp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "dist/testing/ddp_testing.h"
+#include "dist/store/hash_store.h"
+#include "dist/process_group/gloo/process_group_gloo.h"
+#include "dist/ddp/reducer.h"
+#include "dist/testing/multi_process.h"
+#include "dist/ddp/trace.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "nn/adam.h"
+#include "nn/linear.h"
+#include "nn/mlp.h"
+#include "tensor/ops.h"
+
+namespace tinyddp::dist {
+namespace {
+
+using autograd::Variable;
+using ddp_testing::Batch;
+using testing::RankContext;
+using testing::RunOnRanks;
+using Grads = std::map<std::string, Tensor>;
+
+nn::LinearOptions Init(uint64_t seed) {
+  nn::LinearOptions o;
+  o.seed = seed;
+  return o;
+}
+
+// Three square layers a, b, c (registered in that order) applied in the order given: a rank-dependent
+// order makes gradients, and so buckets, become ready in a different order on each rank.
+class Permuted : public nn::Module {
+ public:
+  explicit Permuted(std::vector<int> order) : order_(std::move(order)) {
+    layers_.push_back(RegisterModule("a", std::make_shared<nn::Linear>(7, 7, Init(1))));
+    layers_.push_back(RegisterModule("b", std::make_shared<nn::Linear>(7, 7, Init(2))));
+    layers_.push_back(RegisterModule("c", std::make_shared<nn::Linear>(7, 7, Init(3))));
+  }
+  Variable Forward(const Variable& x) override {
+    Variable h = x;
+    for (int i : order_) h = autograd::Relu((*layers_[i])(h));
+    return h;
+  }
+  std::string ToString() const override { return "Permuted"; }
+
+ private:
+  std::vector<int> order_;
+  std::vector<std::shared_ptr<nn::Linear>> layers_;
+};
+
+// A trunk and three heads; the forward uses the trunk and one head. "never" is used by no rank.
+class TwoHeads : public nn::Module {
+ public:
+  explicit TwoHeads(int head) : head_(head) {
+    trunk_ = RegisterModule("trunk", std::make_shared<nn::Linear>(6, 8, Init(11)));
+    heads_.push_back(RegisterModule("head_a", std::make_shared<nn::Linear>(8, 4, Init(12))));
+    heads_.push_back(RegisterModule("head_b", std::make_shared<nn::Linear>(8, 4, Init(13))));
+    heads_.push_back(RegisterModule("never", std::make_shared<nn::Linear>(8, 4, Init(14))));
+  }
+  Variable Forward(const Variable& x) override { return (*heads_[head_])(autograd::Relu((*trunk_)(x))); }
+  std::string ToString() const override { return "TwoHeads"; }
+
+ private:
+  int head_;
+  std::shared_ptr<nn::Linear> trunk_;
+  std::vector<std::shared_ptr<nn::Linear>> heads_;
+};
+
+Variable Loss(nn::Module& model, const Batch& b) {
+  return autograd::CrossEntropy(model.Forward(Variable(b.x)), b.labels);
+}
+Variable Loss(DistributedDataParallel& ddp, const Batch& b) {
+  return autograd::CrossEntropy(ddp.Forward(Variable(b.x)), b.labels);
+}
+
+// The gradients one process gets from `model` on `b` (accumulated onto whatever .grad holds).
+Grads GradientsOf(nn::Module& model, const Batch& b) {
+  autograd::Backward(Loss(model, b));
+  Grads g;
+  for (const auto& [name, p] : model.NamedParameters()) {
+    if (p.grad().defined()) g[name] = p.grad().Clone();
+  }
+  return g;
+}
+
+// The average over ranks of per-rank gradients, a missing gradient counting as zero.
+Grads Average(const std::vector<Grads>& per_rank) {
+  Grads sum;
+  for (const Grads& g : per_rank) {
+    for (const auto& [name, t] : g) {
+      if (sum.count(name) == 0) sum[name] = Tensor::Zeros(t.shape(), t.dtype());
+      ops::AddInto(sum[name], t);
+    }
+  }
+  for (auto& [name, t] : sum) ops::ScaleInPlace(t, 1.0 / static_cast<double>(per_rank.size()));
+  return sum;
+}
+
+void ExpectGradientsEqual(const nn::Module& model, const Grads& expected, const std::string& when) {
+  for (const auto& [name, p] : model.NamedParameters()) {
+    auto it = expected.find(name);
+    if (it == expected.end()) {
+      EXPECT_FALSE(p.grad().defined()) << "'" << name << "' should have no gradient " << when;
+      continue;
+    }
+    ASSERT_TRUE(p.grad().defined()) << "'" << name << "' has no gradient " << when;
+    ddp_testing::ExpectTensorNear(p.grad(), it->second, 1e-6, 1e-5, absl::StrCat("grad of '", name, "' ", when));
+  }
+}
+
+Batch RankBatch(int rank, int64_t features, int64_t classes, uint64_t salt = 0) {
+  return ddp_testing::MakeBatch(5, features, classes, 500 + 17 * rank + salt);
+}
+
+std::vector<std::string> Flatten(const std::vector<std::vector<std::string>>& buckets) {
+  std::vector<std::string> all;
+  for (const auto& b : buckets) all.insert(all.end(), b.begin(), b.end());
+  return all;
+}
+
+// --- Gradients and buckets --------------------------------------------------------------------------
+
+TEST(DistributedDataParallel, GradientsAreViewsIntoTheBucketsAndHoldTheAverage) {
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    nn::MlpOptions mo;
+    mo.seed = 3;
+    auto model = nn::MLP({13, 17, 11, 5}, mo);
+    DdpOptions options;
+    options.first_bucket_bytes = 256;
+    options.bucket_cap_bytes = 700;
+    auto ddp = DistributedDataParallel::Create(*model, pg, options);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    const Reducer& reducer = (*ddp)->reducer();
+
+    // Reverse registration order; the first bucket closes past 256 bytes, later ones past 700.
+    const std::vector<std::vector<std::string>> expected = {
+        {"4.bias", "4.weight", "2.bias"}, {"2.weight"}, {"0.bias", "0.weight"}};
+    EXPECT_EQ(reducer.BucketParameterNames(), expected);
+    EXPECT_EQ(reducer.BucketBytes(0), 4 * (5 + 55 + 11));
+
+    std::vector<Grads> local;
+    for (int r = 0; r < ctx.world_size; ++r) {
+      auto copy = nn::MLP({13, 17, 11, 5}, mo);
+      local.push_back(GradientsOf(*copy, RankBatch(r, 13, 5)));
+    }
+    autograd::Backward(Loss(**ddp, RankBatch(ctx.rank, 13, 5)));
+    ExpectGradientsEqual(*model, Average(local), "after one DDP backward");
+    for (const auto& [name, p] : model->NamedParameters()) {
+      bool in_a_bucket = false;
+      for (int b = 0; b < reducer.num_buckets(); ++b) in_a_bucket |= p.grad().SharesStorageWith(reducer.BucketBuffer(b));
+      EXPECT_TRUE(in_a_bucket) << "'" << name << "'.grad is not a view into a bucket";
+    }
+  });
+}
+
+TEST(Reducer, LaunchesBucketsInTheSameOrderOnEveryRank) {
+  RunOnRanks(3, [](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    // Each rank runs the layers in another order, so its buckets (one layer each) become ready in another
+    // order. Mismatched collectives would pair different buckets across ranks and average wrong numbers.
+    const std::vector<std::vector<int>> orders = {{0, 1, 2}, {2, 0, 1}, {1, 2, 0}};
+    Permuted model(orders[ctx.rank]);
+    DdpOptions options;
+    options.first_bucket_bytes = 4 * (49 + 7);  // every layer (weight + bias) in its own bucket
+    options.bucket_cap_bytes = 4 * (49 + 7);
+    auto ddp = DistributedDataParallel::Create(model, pg, options);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    const Reducer& reducer = (*ddp)->reducer();
+    ASSERT_EQ(reducer.num_buckets(), 3);
+
+    std::vector<Grads> local;
+    for (int r = 0; r < ctx.world_size; ++r) {
+      Permuted copy(orders[r]);
+      local.push_back(GradientsOf(copy, RankBatch(r, 7, 7)));
+    }
+    autograd::Backward(Loss(**ddp, RankBatch(ctx.rank, 7, 7)));
+    EXPECT_EQ(reducer.last_launch_order(), (std::vector<int>{0, 1, 2}));
+    ExpectGradientsEqual(model, Average(local), "with rank-dependent gradient order");
+
+    // The rebuild (at the next forward) follows rank 0's observed order on every rank: layers a, b, c ran
+    // in that order there, so their gradients arrived c, b, a (weight before bias within a layer).
+    const std::vector<std::string> rank0_order = {"c.weight", "c.bias", "b.weight", "b.bias", "a.weight", "a.bias"};
+    if (ctx.rank == 0) {
+      EXPECT_EQ(reducer.LastReadyOrder(), rank0_order);
+    }
+    EXPECT_FALSE(reducer.buckets_rebuilt());
+    model.ZeroGrad();
+    autograd::Backward(Loss(**ddp, RankBatch(ctx.rank, 7, 7, /*salt=*/1)));
+    EXPECT_TRUE(reducer.buckets_rebuilt());
+    EXPECT_EQ(Flatten(reducer.BucketParameterNames()), rank0_order);
+    EXPECT_EQ(reducer.last_launch_order(), (std::vector<int>{0, 1, 2}));
+    std::vector<Grads> local2;
+    for (int r = 0; r < ctx.world_size; ++r) {
+      Permuted copy(orders[r]);
+      local2.push_back(GradientsOf(copy, RankBatch(r, 7, 7, 1)));
+    }
+    ExpectGradientsEqual(model, Average(local2), "after the rebuild");
+  });
+}
+
+TEST(DistributedDataParallel, NoSyncAccumulatesLocallyAndTheNextSyncedBackwardAveragesTheSums) {
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    nn::MlpOptions mo;
+    mo.seed = 5;
+    auto model = nn::MLP({9, 6, 4}, mo);
+    auto ddp = DistributedDataParallel::Create(*model, pg);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+
+    // Two micro-batches under NoSync: the gradients are this rank's own sums, nothing communicated.
+    auto mine = nn::MLP({9, 6, 4}, mo);
+    {
+      auto no_sync = (*ddp)->NoSync();
+      for (int micro = 0; micro < 2; ++micro) {
+        autograd::Backward(Loss(**ddp, RankBatch(ctx.rank, 9, 4, micro)));
+        autograd::Backward(Loss(*mine, RankBatch(ctx.rank, 9, 4, micro)));
+      }
+    }
+    Grads local_sum;
+    for (const auto& [name, p] : mine->NamedParameters()) local_sum[name] = p.grad().Clone();
+    ExpectGradientsEqual(*model, local_sum, "after two NoSync backwards");
+    EXPECT_EQ((*ddp)->reducer().num_synced_backwards(), 0);
+
+    // The third, synchronised backward averages the three-micro-batch sums over the ranks.
+    autograd::Backward(Loss(**ddp, RankBatch(ctx.rank, 9, 4, 2)));
+    std::vector<Grads> sums;
+    for (int r = 0; r < ctx.world_size; ++r) {
+      auto copy = nn::MLP({9, 6, 4}, mo);
+      for (int micro = 0; micro < 3; ++micro) autograd::Backward(Loss(*copy, RankBatch(r, 9, 4, micro)));
+      Grads g;
+      for (const auto& [name, p] : copy->NamedParameters()) g[name] = p.grad().Clone();
+      sums.push_back(g);
+    }
+    ExpectGradientsEqual(*model, Average(sums), "after the synchronised backward");
+    EXPECT_EQ((*ddp)->reducer().num_synced_backwards(), 1);
+  });
+}
+
+// --- Unused parameters ------------------------------------------------------------------------------
+
+TEST(DistributedDataParallelDeathTest, BackwardThatNeverReachesAParameterStopsNamingItAndTheOption) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto pg = ProcessGroupGloo::Create(std::make_shared<HashStore>(), 0, 1);
+        if (!pg.ok()) std::abort();
+        TwoHeads model(/*head=*/0);
+        auto ddp = DistributedDataParallel::Create(model, std::shared_ptr<ProcessGroup>(std::move(*pg)));
+        if (!ddp.ok()) std::abort();
+        autograd::Backward(Loss(**ddp, RankBatch(0, 6, 4)));
+      },
+      "4 parameter\\(s\\) never received a gradient: head_b.weight, head_b.bias, never.weight, never.bias\\..*"
+      "find_unused_parameters=true");
+}
+
+TEST(DistributedDataParallel, FindUnusedParametersAveragesWhatEachRankUsedAndLeavesUnusedOnesAlone) {
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    TwoHeads model(/*head=*/ctx.rank);  // rank 0 uses head_a, rank 1 head_b; nobody uses "never"
+    DdpOptions options;
+    options.find_unused_parameters = true;
+    options.first_bucket_bytes = 1;
+    options.bucket_cap_bytes = 64;
+    auto ddp = DistributedDataParallel::Create(model, pg, options);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    for (int step = 0; step < 2; ++step) {
+      model.ZeroGrad();
+      autograd::Backward(Loss(**ddp, RankBatch(ctx.rank, 6, 4, step)));
+      std::vector<Grads> local;
+      for (int r = 0; r < ctx.world_size; ++r) {
+        TwoHeads copy(r);
+        local.push_back(GradientsOf(copy, RankBatch(r, 6, 4, step)));
+      }
+      // head_a: rank 0's gradient and rank 1's zero, averaged; "never": no gradient at all, as in PyTorch.
+      ExpectGradientsEqual(model, Average(local), absl::StrCat("in step ", step));
+    }
+  });
+}
+
+// --- Communication hooks ----------------------------------------------------------------------------
+
+TEST(CommHooks, Bf16CompressionIsCloseToTheFp32AverageAndIdenticalOnEveryRank) {
+  RunOnRanks(3, [](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    nn::MlpOptions mo;
+    mo.seed = 8;
+    auto model = nn::MLP({21, 19, 6}, mo);
+    DdpOptions options;
+    options.comm_hook = Bf16CompressHook();
+    options.first_bucket_bytes = 100;
+    options.bucket_cap_bytes = 1000;
+    auto ddp = DistributedDataParallel::Create(*model, pg, options);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    autograd::Backward(Loss(**ddp, RankBatch(ctx.rank, 21, 6)));
+
+    std::vector<Grads> local;
+    for (int r = 0; r < ctx.world_size; ++r) {
+      auto copy = nn::MLP({21, 19, 6}, mo);
+      local.push_back(GradientsOf(*copy, RankBatch(r, 21, 6)));
+    }
+    const Grads fp32 = Average(local);
+    int64_t differing = 0;
+    for (const auto& [name, p] : model->NamedParameters()) {
+      // bf16 keeps 8 significant bits: every rank's gradient, each partial sum and the average are
+      // rounded, each by up to 2^-9 of its size; so the error is bounded relative to the largest input.
+      double largest = 0;
+      for (const Grads& g : local) {
+        for (float v : g.at(name).ToVector<float>()) largest = std::max(largest, static_cast<double>(std::fabs(v)));
+      }
+      ddp_testing::ExpectTensorNear(p.grad(), fp32.at(name), 1e-2 * largest, 1e-2,
+                                    absl::StrCat("bf16 grad of '", name, "'"));
+      const std::vector<float> a = p.grad().ToVector<float>(), e = fp32.at(name).ToVector<float>();
+      for (size_t i = 0; i < a.size(); ++i) differing += a[i] != e[i];
+      // Identical on every rank: gather the gradients and compare bits.
+      Tensor all = Tensor::Empty({p.numel() * ctx.world_size});
+      ASSERT_TRUE(pg->AllGather(all, p.grad().Flatten())->Wait().ok());
+      for (int r = 0; r < ctx.world_size; ++r) {
+        EXPECT_EQ(all.Rows(r * p.numel(), (r + 1) * p.numel()).ToVector<float>(), a)
+            << "bf16 grad of '" << name << "' differs on rank " << r;
+      }
+    }
+    EXPECT_GT(differing, 0) << "the gradients equal the fp32 average exactly: was anything compressed?";
+  });
+}
+
+// --- Construction -----------------------------------------------------------------------------------
+
+TEST(DistributedDataParallel, CreateNamesTheFirstMismatchedParameterAndTheRanksThatDiffer) {
+  RunOnRanks(3, [](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    // Rank 2 built its hidden layer with 9 units instead of 11: "2.weight" is the first difference.
+    auto model = nn::MLP({13, 17, ctx.rank == 2 ? 9 : 11, 5});
+    auto ddp = DistributedDataParallel::Create(*model, pg);
+    ASSERT_FALSE(ddp.ok());
+    const std::string message(ddp.status().message());
+    EXPECT_EQ(ddp.status().code(), absl::StatusCode::kFailedPrecondition) << message;
+    EXPECT_TRUE(absl::StrContains(message, "parameter #2: rank 0 has '2.weight' float32 [11, 17]")) << message;
+    EXPECT_TRUE(absl::StrContains(message, "rank 2 has '2.weight' float32 [9, 17]")) << message;
+    EXPECT_TRUE(absl::StrContains(message, "ranks differing from rank 0: 2)")) << message;
+    EXPECT_FALSE(absl::StrContains(message, "rank 1 has")) << message;
+  });
+}
+
+TEST(DistributedDataParallel, CreateCopiesRankZerosParametersToEveryRank) {
+  RunOnRanks(3, [](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    nn::MlpOptions mo;
+    mo.seed = 100 + ctx.rank;  // every rank initialised differently
+    auto model = nn::MLP({5, 7, 3}, mo);
+    nn::MlpOptions rank0;
+    rank0.seed = 100;
+    auto expected = nn::MLP({5, 7, 3}, rank0);
+    auto ddp = DistributedDataParallel::Create(*model, pg);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    ddp_testing::ExpectParametersNear(*model, *expected, 0, 0, "after Create");
+  });
+}
+
+// --- The trace -------------------------------------------------------------------------------------
+
+TEST(Tracer, WritesOneProcessPerRankWithForwardBackwardAndEveryBucketsAllReduce) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/ddp_trace.json");
+  std::remove(path.c_str());
+  RunOnRanks(2, [&path](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    nn::MlpOptions mo;
+    mo.seed = 9;
+    auto model = nn::MLP({13, 17, 11, 5}, mo);
+    Tracer tracer(ctx.rank, Device::CPU());
+    DdpOptions options;
+    options.first_bucket_bytes = 256;
+    options.bucket_cap_bytes = 700;
+    options.tracer = &tracer;
+    auto ddp = DistributedDataParallel::Create(*model, pg, options);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    for (int step = 0; step < 2; ++step) {
+      Variable loss = Loss(**ddp, RankBatch(ctx.rank, 13, 5, step));
+      Tracer::Span backward = tracer.Scope("backward", step);
+      autograd::Backward(loss);
+    }
+    ASSERT_TRUE(tracer.WriteChromeTrace(pg.get(), path).ok());
+  });
+  if (testing::IsRankProcess()) return;
+
+  std::ifstream file(path);
+  ASSERT_TRUE(file.good()) << path;
+  const nlohmann::json trace = nlohmann::json::parse(file);
+  std::map<int, std::map<std::string, int>> counts;  // pid -> name -> complete events
+  std::map<int, std::vector<int64_t>> buckets;        // pid -> all_reduce bucket indices in order
+  std::map<int, int64_t> comm_end;                    // pid -> end of the last all_reduce seen
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    EXPECT_GE(e.at("dur").get<int64_t>(), 0);
+    const int pid = e.at("pid").get<int>();
+    ++counts[pid][e.at("name").get<std::string>()];
+    if (e.at("name") == "all_reduce") {
+      EXPECT_EQ(e.at("tid").get<int>(), static_cast<int>(TraceTrack::kComm));
+      buckets[pid].push_back(e.at("args").at("i").get<int64_t>());
+      // Gloo's one worker thread runs them one after another: each starts after the previous one ended.
+      const int64_t ts = e.at("ts").get<int64_t>();
+      EXPECT_GE(ts, comm_end[pid]) << "all_reduce intervals overlap on rank " << pid;
+      comm_end[pid] = ts + e.at("dur").get<int64_t>();
+    }
+  }
+  ASSERT_EQ(counts.size(), 2u) << "one process per rank";
+  for (int pid : {0, 1}) {
+    EXPECT_EQ(counts[pid]["forward"], 2) << "rank " << pid;
+    EXPECT_EQ(counts[pid]["backward"], 2) << "rank " << pid;
+    // Three buckets per step (the rebuild keeps three), each all-reduced once, in bucket order.
+    EXPECT_EQ(buckets[pid], (std::vector<int64_t>{0, 1, 2, 0, 1, 2})) << "rank " << pid;
+  }
+}
+
+// --- Fused optimizers -------------------------------------------------------------------------------
+
+TEST(DistributedDataParallel, FusedOptimizerStepsInsideBackwardAndMatchesAPlainStepAcrossTheRebuild) {
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    nn::MlpOptions mo;
+    mo.seed = 21;
+    auto model = nn::MLP({13, 17, 11, 5}, mo);
+    auto reference = nn::MLP({13, 17, 11, 5}, mo);
+    DdpOptions options;
+    options.first_bucket_bytes = 256;
+    options.bucket_cap_bytes = 700;
+    auto ddp = DistributedDataParallel::Create(*model, pg, options);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    // AdamW: per-parameter state (moments and step counts) that must follow the parameters when the
+    // second forward rebuilds the buckets in the observed order.
+    nn::AdamWOptions ao;
+    ao.lr = 0.02;
+    (*ddp)->RegisterFusedOptimizer(
+        [ao](std::vector<Variable> params) { return std::make_unique<nn::AdamW>(std::move(params), ao); });
+    nn::AdamW ref_opt(reference->Parameters(), ao);
+    for (int step = 0; step < 4; ++step) {
+      if (step == 3) {
+        (*ddp)->SetFusedOptimizerLr(0.005);
+        ref_opt.set_lr(0.005);
+      }
+      const Batch all = ddp_testing::MakeBatch(2 * 4, 13, 5, 300 + step);
+      model->ZeroGrad();
+      autograd::Backward(Loss(**ddp, ddp_testing::Rows(all, 4 * ctx.rank, 4 * ctx.rank + 4)));  // steps inside
+      ref_opt.ZeroGrad();
+      autograd::Backward(Loss(*reference, all));
+      ref_opt.Step();
+      const std::string when = absl::StrCat("after fused step ", step + 1);
+      ddp_testing::ExpectParametersNear(*model, *reference, 2e-6, 2e-5, when);
+      ddp_testing::ExpectBitIdenticalAcrossRanks(*pg, *model, when);
+    }
+    EXPECT_TRUE((*ddp)->reducer().buckets_rebuilt());
+  });
+}
+
+}  // namespace
+}  // namespace tinyddp::dist

@@ -1,0 +1,187 @@
+// Reducer: the engine of DistributedDataParallel (dist/ddp/ddp.h). It groups the parameters' gradients into
+// buckets and all-reduces each bucket the moment its last gradient is ready, while backward is still
+// computing the gradients of earlier layers. PyTorch's c10d::Reducer, reduced to its ideas.
+//
+// One iteration, as seen from here:
+//   Forward     DDP calls PrepareForBackward(output): the reducer is armed, every bucket expects all of
+//               its parameters (with find_unused_parameters, those the output's graph does not reach are
+//               found now and will count as ready).
+//   Backward    autograd accumulates each parameter's gradient and calls its post-accumulate-grad hook
+//               (autograd/engine.h): MarkReady(param). When a bucket has no pending parameter left it is
+//               launched through the comm hook (comm_hooks.h) - but only in bucket order: bucket k goes
+//               after bucket k-1 has gone, on every rank, so all ranks issue the same collectives in the
+//               same order (a collective is matched across ranks by its position). The first hook also
+//               queues FinalizeBackward with autograd::QueueCallback.
+//   End         FinalizeBackward (end of autograd::Backward): every bucket must have been launched,
+//               otherwise some parameter never got a gradient, and the program stops naming it and the
+//               option that fixes it. Then each bucket's CommFuture is completed: on GPU the compute
+//               stream waits for the NCCL stream (an event, no host blocking), on CPU the thread waits for
+//               Gloo. When Backward returns, every .grad holds the average over ranks.
+//
+// Buckets. Parameters that require grad are assigned by size (bucket_assignment.h), first in reverse
+// registration order; after the first synchronised iteration they are re-assigned once in the order
+// gradients actually arrived on rank 0 (broadcast, so every rank agrees). Two layouts:
+//   gradient_as_bucket_view = true (default, PyTorch's gradient_as_bucket_view=True): each bucket is one
+//     flat buffer and each parameter's .grad is a view into it, so autograd accumulates straight into
+//     the bucket and the all_reduce works in place on one contiguous message. Each view is also its
+//     parameter's gradient destination (Variable::set_grad_destination): after ZeroGrad(set_to_none)
+//     Linear's weight-gradient GEMM writes into the view itself. A gradient that is still not the view
+//     when its hook runs (the user set another tensor) is copied into the view and re-pointed at it.
+//   gradient_as_bucket_view = false: gradients stay the tensors autograd made; a bucket is all-reduced
+//     as one coalesced collective over them (an NCCL group / Gloo's flattening): no copy at all on GPU.
+//
+// Streams: hooks run on the training thread while autograd's kernels are only enqueued on the current
+// (compute) stream; ProcessGroupNCCL makes its stream wait for the compute stream before each
+// collective, so the all_reduce reads finished gradients. Nothing here synchronises the device or the
+// host during a step, and after the first iteration nothing allocates (buffers, views and the GradBucket
+// records are made once), except with find_unused_parameters (a graph walk and a used-map exchange).
+// Not thread-safe: the training thread only.
+#ifndef TINYDDP_DIST_DDP_REDUCER_H_
+#define TINYDDP_DIST_DDP_REDUCER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "autograd/variable.h"
+#include "dist/ddp/comm_hooks.h"
+#include "dist/process_group/process_group.h"
+#include "tensor/stream.h"
+#include "tensor/tensor.h"
+
+namespace tinyddp::dist {
+
+class Tracer;
+
+struct ReducerOptions {
+  int64_t bucket_cap_bytes = int64_t{25} << 20;
+  int64_t first_bucket_bytes = int64_t{1} << 20;
+  bool gradient_as_bucket_view = true;
+  bool find_unused_parameters = false;
+  bool rebuild_buckets = true;
+  CommHook comm_hook;       // empty: AllReduceHook
+  Tracer* tracer = nullptr;  // not owned
+  /// The stream the group's collectives run on (ProcessGroupNCCL::nccl_stream()), for timing each
+  /// all_reduce on the GPU in the trace; default-constructed (none) on CPU.
+  cuda::Stream comm_stream;
+};
+
+class Reducer {
+ public:
+  /// Takes the (dotted name, parameter) list of a module; the parameters that require grad are bucketed
+  /// and get a hook each. Preconditions: all parameters on one device, which `pg` accepts; `pg` is the
+  /// same group on every rank and every rank passes the same list (DDP verifies it first).
+  Reducer(std::vector<std::pair<std::string, autograd::Variable>> params, std::shared_ptr<ProcessGroup> pg,
+          ReducerOptions options);
+  /// Removes the hooks and the gradient destinations. Gradients that are bucket views keep the bucket
+  /// memory alive.
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  /// Called by DDP's Forward outside NoSync, before the module runs: performs the one-time bucket rebuild
+  /// when the first iteration has recorded an order (a collective: rank 0's order is broadcast).
+  void RebuildBucketsIfNeeded();
+  /// Arms the reducer for the next backward (after the module ran). With find_unused_parameters, walks
+  /// `output`'s graph to find the parameters it does not reach.
+  void PrepareForBackward(const autograd::Variable& output);
+  /// Disarms: the next backward accumulates locally and communicates nothing (DDP's NoSync forward).
+  void PrepareForLocalBackward();
+  /// Called at the end of each synchronised backward once per bucket, in launch order, right after that
+  /// bucket's average has arrived (the current stream is ordered after its collective), while later
+  /// buckets may still be in flight. DDP steps fused optimizers here. Empty: nothing.
+  void SetBucketReducedCallback(std::function<void(int bucket)> callback) { on_bucket_reduced_ = std::move(callback); }
+
+  // --- Introspection (tests, docs, logs) --------------------------------------------------------------
+  int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  /// Dotted names of the parameters of each bucket, in launch order.
+  std::vector<std::vector<std::string>> BucketParameterNames() const;
+  /// The parameters of bucket `b`, in bucket order.
+  std::vector<autograd::Variable> BucketParameters(int b) const;
+  /// Increases whenever the buckets are (re)built, so holders of per-bucket state know to rebuild theirs.
+  int64_t layout_generation() const { return layout_generation_; }
+  /// Bytes of gradient in bucket `b`.
+  int64_t BucketBytes(int b) const;
+  /// The flat buffer of bucket `b` (undefined when gradient_as_bucket_view is false).
+  const Tensor& BucketBuffer(int b) const { return buckets_.at(b).buffer; }
+  /// Bucket indices in the order the last synchronised backward launched them.
+  const std::vector<int>& last_launch_order() const { return launch_order_; }
+  /// Parameter names in the order their gradients became ready in the last synchronised backward.
+  std::vector<std::string> LastReadyOrder() const;
+  /// True once the buckets were rebuilt from the observed order.
+  bool buckets_rebuilt() const { return rebuilt_; }
+  /// Number of backwards that all-reduced.
+  int64_t num_synced_backwards() const { return num_synced_backwards_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;   // indices into params_, in gradient order
+    std::vector<int64_t> offsets;  // element offset of each parameter in the flat buffer
+    int64_t numel = 0;
+    DType dtype = DType::kFloat32;
+    Tensor buffer;              // flat gradients (view layout only)
+    std::vector<Tensor> views;  // views[i]: params[i]'s slice of buffer, shaped like the parameter
+    GradBucket grad_bucket;     // what the comm hook sees; gradients are refreshed at launch
+    // Per backward.
+    size_t pending = 0;
+    CommFuture future;
+    int64_t launch_us = 0;      // host time of the launch (trace)
+    int gpu_slot = -1;          // tracer slot of the GPU begin event
+    std::unique_ptr<cuda::Event> fence;  // trace on GPU: orders the comm stream after compute
+  };
+  struct Location {
+    int bucket = -1;
+    size_t slot = 0;
+  };
+
+  void BuildBuckets(const std::vector<size_t>& order);
+  void RegisterHooks();
+  // The hook: param_index's gradient is final for this backward.
+  void MarkReady(size_t param_index);
+  // Records one parameter as ready (its gradient placed, its bucket's pending count decremented).
+  void MarkParamReady(size_t param_index, bool unused);
+  // Puts the parameter's gradient where its bucket needs it (view layout: copied in and re-pointed if it
+  // is not already the view; a missing gradient of an unused parameter becomes zeros).
+  void PlaceGradient(size_t param_index, bool unused);
+  void LaunchReadyBuckets();
+  void Launch(Bucket& bucket);
+  void FinalizeBackward();
+  void TraceHostCollective(Tracer& tracer, const Bucket& bucket);  // CPU: the comm track's interval
+  // find_unused_parameters: parameters whose gradient stayed undefined on every rank keep no gradient.
+  void RestoreGloballyUnused();
+
+  std::vector<autograd::Variable> params_;  // only those that require grad
+  std::vector<std::string> names_;
+  std::shared_ptr<ProcessGroup> pg_;
+  ReducerOptions options_;
+  Device device_;
+  std::vector<Bucket> buckets_;
+  std::vector<Location> locations_;  // by parameter index
+  std::vector<autograd::HookHandle> hooks_;
+  cuda::Stream trace_stream_;  // GPU trace only: where each all_reduce's closing event is recorded
+
+  // Per-backward state.
+  bool armed_ = false;               // hooks act only after PrepareForBackward
+  bool finalize_queued_ = false;
+  int next_to_launch_ = 0;           // buckets launch strictly in order
+  std::vector<bool> ready_;          // by parameter index
+  std::vector<size_t> unused_;       // parameters the forward did not reach (find_unused_parameters)
+  std::vector<bool> had_grad_;       // find_unused_parameters: .grad was defined before this backward
+  std::vector<int> launch_order_;
+  std::vector<size_t> ready_order_;  // parameter indices in ready order
+
+  // Rebuild: recorded during the first synchronised backward, applied at the next Forward.
+  bool rebuilt_ = false;
+  bool rebuild_pending_ = false;
+  int64_t num_synced_backwards_ = 0;
+  int64_t layout_generation_ = 0;
+  std::function<void(int)> on_bucket_reduced_;
+};
+
+}  // namespace tinyddp::dist
+
+#endif  // TINYDDP_DIST_DDP_REDUCER_H_

@@ -1,0 +1,32 @@
+// RunLauncher: the body of the `launch` tool (launch.cc holds only main). On each machine it
+//   1. resolves --nproc_per_node, hosts the job's TCPStore on node 0 (a free port for one node),
+//   2. with several nodes, meets the other launchers in that store: each node claims its node_rank
+//      and all must agree on the workers per node,
+//   3. starts the workers with their env:// variables through the Supervisor and watches them,
+//   4. with several nodes, tells the other launchers when a local worker fails (they stop theirs) and
+//      keeps node 0's store up until every node's workers are done.
+#ifndef TINYDDP_DIST_LAUNCH_LAUNCHER_H_
+#define TINYDDP_DIST_LAUNCH_LAUNCHER_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dist/launch/launch_options.h"
+
+namespace tinyddp::dist {
+
+/// Runs a whole job (this node's part of it) and returns the exit code for the launcher: 0 when every
+/// worker succeeded, otherwise non-zero after printing which rank failed first and how.
+/// Precondition: options come from ParseLaunchArgs with help and check unset.
+int RunLauncher(const LaunchOptions& options);
+
+/// The env:// variables of one worker (also used by spawn.h).
+std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int rank, int world_size, int local_rank,
+                                                                   int local_world_size, int group_rank,
+                                                                   const std::string& master_addr,
+                                                                   int master_port);
+
+}  // namespace tinyddp::dist
+
+#endif  // TINYDDP_DIST_LAUNCH_LAUNCHER_H_

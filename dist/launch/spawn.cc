@@ -1,0 +1,68 @@
+// SpawnWorkersIfNeeded: see spawn.h. The same pieces as `launch` (launcher.h), minus multi-node.
+#include "dist/launch/spawn.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dist/launch/env.h"
+#include "dist/launch/launch_options.h"
+#include "dist/launch/launcher.h"
+#include "dist/launch/supervisor.h"
+#include "dist/store/tcp_store_server.h"
+#include "tensor/cuda_device.h"
+
+namespace tinyddp::dist {
+
+absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& options) {
+  if (IsWorker()) return absl::OkStatus();
+
+  const int gpus = cuda::DeviceCount();
+  int nproc = options.nproc > 0 ? options.nproc : (gpus > 0 ? gpus : options.cpu_ranks);
+  if (const char* override_nproc = std::getenv("TINYDDP_NPROC")) {
+    auto n = ResolveNprocPerNode(override_nproc, gpus, UsableCpuCount());
+    if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat("TINYDDP_NPROC: ", n.status().message()));
+    nproc = *n;
+  }
+
+  // The real binary, even when argv[0] is a symlink or a bare name found through PATH.
+  char exe[PATH_MAX];
+  const ssize_t len = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (len <= 0) return absl::InternalError("cannot read /proc/self/exe to re-execute this program");
+  std::vector<std::string> args = {std::string(exe, static_cast<size_t>(len))};
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+
+  // Hosting the store here on port 0 picks a free port with no race: the kernel holds it for us.
+  auto server = TCPStoreServer::Start(0);
+  if (!server.ok()) return server.status();
+  const int port = (*server)->port();
+
+  std::vector<WorkerProcessSpec> specs;
+  for (int rank = 0; rank < nproc; ++rank) {
+    specs.push_back({rank, rank, args, WorkerEnvironment(rank, nproc, rank, nproc, 0, "127.0.0.1", port)});
+  }
+  std::fprintf(stderr, "%s: starting %d worker(s) (%s; set TINYDDP_NPROC to change), store at 127.0.0.1:%d\n",
+               args[0].c_str(), nproc, gpus > 0 ? "one per GPU" : "CPU ranks", port);
+  int exit_code = 0;
+  {
+    Supervisor supervisor({.prefix_output = options.prefix_output, .name = "spawn"});
+    absl::Status started = supervisor.Start(specs);
+    if (!started.ok()) return started;
+    JobResult result = supervisor.Wait();
+    if (result.exit_code != 0) {
+      std::fprintf(stderr, "spawn: job failed: %s; exiting with %d\n", result.reason.c_str(), result.exit_code);
+    }
+    exit_code = result.exit_code;
+  }
+  server->reset();
+  std::fflush(nullptr);
+  std::exit(exit_code);
+}
+
+}  // namespace tinyddp::dist

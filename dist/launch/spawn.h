@@ -1,0 +1,33 @@
+// SpawnWorkersIfNeeded: lets a training program start its own workers, so that
+//
+//   ./bazelw run //examples:ddp_mlp        # one rank per GPU, or 2 CPU ranks
+//
+// needs no launcher. Called first thing in main(): in a process that is already a worker (RANK, Slurm or
+// Open MPI variables are set) it returns at once; otherwise the process becomes a small launcher for its
+// own binary: it hosts the job's store on a free port, re-executes /proc/self/exe with the same
+// arguments once per rank (with RANK, WORLD_SIZE, ... set), supervises them exactly like `launch` does
+// (supervisor.h) and exits with the job's status. Works the same inside and outside Bazel.
+#ifndef TINYDDP_DIST_LAUNCH_SPAWN_H_
+#define TINYDDP_DIST_LAUNCH_SPAWN_H_
+
+#include "absl/status/status.h"
+
+namespace tinyddp::dist {
+
+struct SpawnOptions {
+  /// Workers to start: 0 = one per visible GPU, or `cpu_ranks` when there is none. The environment
+  /// variable TINYDDP_NPROC (a number, or gpu/cpu/auto as in launch) overrides it.
+  int nproc = 0;
+  int cpu_ranks = 2;
+  bool prefix_output = false;  // "[rank N] " before each line the workers print
+};
+
+/// Returns OK in a worker. In the starting process, runs the job and calls std::exit() with its status
+/// (0, or the failing rank's exit code / 128 + signal), so it returns only with an error when the
+/// workers could not be started at all. Precondition: argv is main()'s, unmodified; call it before
+/// starting threads (workers are tied to the calling thread's lifetime by PR_SET_PDEATHSIG).
+absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& options = {});
+
+}  // namespace tinyddp::dist
+
+#endif  // TINYDDP_DIST_LAUNCH_SPAWN_H_

@@ -1,0 +1,366 @@
+// Supervisor: see supervisor.h. Start() forks and execs each worker; Wait() is the watch loop.
+#include "dist/launch/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+extern char** environ;
+
+namespace tinyddp::dist {
+
+namespace {
+
+// The write end of the active supervisor's self-pipe, for the signal handlers (which can only do
+// async-signal-safe work: write one byte naming the signal; the watch loop does the rest).
+volatile sig_atomic_t g_wake_fd = -1;
+
+void OnSignal(int signo) {
+  const int saved_errno = errno;
+  const unsigned char byte = static_cast<unsigned char>(signo);
+  if (g_wake_fd >= 0) (void)!::write(g_wake_fd, &byte, 1);
+  errno = saved_errno;
+}
+
+void WriteAll(int fd, const std::string& text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // our own stdout is gone: drop the output rather than block the job
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+// Resolves a program name the way execvp would, but in the parent: after fork() in a process that
+// may have other threads (the store server), the child may only call async-signal-safe functions.
+std::string ResolveProgram(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path ? path : "/usr/local/bin:/usr/bin:/bin", ':')) {
+    std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", program);
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return program;  // execve fails with ENOENT, reported through the error pipe
+}
+
+std::vector<std::string> MergedEnvironment(const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    absl::string_view entry(*e);
+    absl::string_view name = entry.substr(0, entry.find('='));
+    bool overridden = false;
+    for (const auto& [k, v] : extra) overridden |= (name == k);
+    if (!overridden) out.emplace_back(entry);
+  }
+  for (const auto& [k, v] : extra) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> CStrings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+std::string SignalName(int signo) {
+  switch (signo) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGXCPU: return "SIGXCPU";
+    default: return absl::StrCat("signal ", signo);
+  }
+}
+
+std::string WorkerExit::How() const {
+  if (signaled) return absl::StrCat("signal ", SignalName(value), " (", value, ")");
+  return absl::StrCat("exit code ", value);
+}
+
+Supervisor::~Supervisor() {
+  for (Worker& w : workers_) {
+    if (!w.running) continue;
+    ::kill(-w.pid, SIGKILL);
+    ::kill(w.pid, SIGKILL);
+    int status = 0;
+    ::waitpid(w.pid, &status, 0);  // SIGKILL cannot be caught: this returns promptly
+  }
+  for (Worker& w : workers_) {
+    for (int fd : w.out) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  for (int fd : wake_pipe_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+std::vector<pid_t> Supervisor::pids() const {
+  std::vector<pid_t> out;
+  for (const Worker& w : workers_) out.push_back(w.pid);
+  return out;
+}
+
+absl::Status Supervisor::Start(const std::vector<WorkerProcessSpec>& specs) {
+  if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return absl::InternalError(absl::StrCat("pipe2 failed: ", std::strerror(errno)));
+  }
+  const pid_t parent = ::getpid();
+  workers_.reserve(specs.size());
+  for (const WorkerProcessSpec& spec : specs) {
+    Worker& w = workers_.emplace_back();
+    w.spec = spec;
+    w.exit.rank = spec.rank;
+    w.exit.local_rank = spec.local_rank;
+    // Everything the child needs is built before fork(): see ResolveProgram.
+    const std::string program = ResolveProgram(spec.argv.at(0));
+    std::vector<std::string> argv_strings = spec.argv;
+    std::vector<std::string> env_strings = MergedEnvironment(spec.env);
+    std::vector<char*> argv = CStrings(argv_strings);
+    std::vector<char*> envp = CStrings(env_strings);
+    int pipes[2][2] = {{-1, -1}, {-1, -1}};
+    if (options_.prefix_output) {
+      for (auto& p : pipes) {
+        if (::pipe2(p, O_CLOEXEC) != 0) return absl::InternalError("pipe2 failed for a worker's output");
+      }
+    }
+    int exec_error[2];  // the child reports a failed execve here; a successful one closes it (CLOEXEC)
+    if (::pipe2(exec_error, O_CLOEXEC) != 0) return absl::InternalError("pipe2 failed");
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(126);  // the supervisor died before prctl took effect
+      if (options_.prefix_output) {
+        ::dup2(pipes[0][1], STDOUT_FILENO);
+        ::dup2(pipes[1][1], STDERR_FILENO);
+      }
+      ::execve(program.c_str(), argv.data(), envp.data());
+      const int err = errno;
+      (void)!::write(exec_error[1], &err, sizeof(err));
+      ::_exit(127);
+    }
+    ::close(exec_error[1]);
+    for (auto& p : pipes) {
+      if (p[1] >= 0) ::close(p[1]);
+    }
+    w.out[0] = pipes[0][0];
+    w.out[1] = pipes[1][0];
+    for (int fd : w.out) {
+      // Non-blocking: a grandchild that inherited the pipe must not be able to stall the watch loop.
+      if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
+    }
+    if (pid < 0) {
+      ::close(exec_error[0]);
+      return absl::ResourceExhaustedError(absl::StrCat("fork failed for rank ", spec.rank, ": ", std::strerror(errno)));
+    }
+    ::setpgid(pid, pid);  // also here, so the group exists before we might signal it
+    w.pid = pid;
+    w.running = true;
+    w.exit.pid = pid;
+    int err = 0;
+    ssize_t n;
+    do {
+      n = ::read(exec_error[0], &err, sizeof(err));
+    } while (n < 0 && errno == EINTR);
+    ::close(exec_error[0]);
+    if (n == sizeof(err)) {
+      return absl::InvalidArgumentError(absl::StrCat("could not start rank ", spec.rank, ": ", spec.argv[0], ": ",
+                                                     std::strerror(err)));  // the destructor reaps the others
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Supervisor::ReadOutput(Worker& w, int stream, bool flush) {
+  char buf[65536];
+  const ssize_t n = ::read(w.out[stream], buf, sizeof(buf));
+  if (n > 0) w.pending[stream].append(buf, static_cast<size_t>(n));
+  const bool eof = n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN);
+  const std::string prefix = absl::StrCat("[rank ", w.spec.rank, "] ");
+  std::string lines;
+  size_t start = 0, newline;
+  while ((newline = w.pending[stream].find('\n', start)) != std::string::npos) {
+    lines += prefix + w.pending[stream].substr(start, newline - start + 1);
+    start = newline + 1;
+  }
+  w.pending[stream].erase(0, start);
+  if ((eof || flush) && !w.pending[stream].empty()) {
+    lines += prefix + w.pending[stream] + "\n";
+    w.pending[stream].clear();
+  }
+  WriteAll(stream == 0 ? STDOUT_FILENO : STDERR_FILENO, lines);
+  if (eof) {
+    ::close(w.out[stream]);
+    w.out[stream] = -1;
+  }
+}
+
+bool Supervisor::ReapOne(Worker& w) {
+  int status = 0;
+  const pid_t r = ::waitpid(w.pid, &status, WNOHANG);
+  if (r != w.pid) return false;
+  w.running = false;
+  w.exit.signaled = WIFSIGNALED(status);
+  w.exit.value = w.exit.signaled ? WTERMSIG(status) : WEXITSTATUS(status);
+  return true;
+}
+
+void Supervisor::BeginStop(const std::string& reason, int exit_code, int signo) {
+  stopping_ = true;
+  result_.reason = reason;
+  result_.exit_code = exit_code;
+  int still_running = 0;
+  for (Worker& w : workers_) {
+    if (!w.running) continue;
+    ++still_running;
+    ::kill(-w.pid, signo);  // the worker's whole process group: its own children stop too
+  }
+  kill_at_ = std::chrono::steady_clock::now() + options_.grace;
+  if (still_running > 0) {
+    WriteAll(STDERR_FILENO, absl::StrCat(options_.name, ": ", reason, "; sending ", SignalName(signo), " to the other ",
+                                         still_running, " worker(s), SIGKILL after ",
+                                         options_.grace.count() / 1000.0, "s\n"));
+  }
+}
+
+void Supervisor::Signal(int signo) {
+  if (stopping_) {
+    // A second Ctrl-C: the user does not want to wait out the grace period.
+    for (Worker& w : workers_) {
+      if (w.running) ::kill(-w.pid, SIGKILL);
+    }
+    return;
+  }
+  BeginStop(absl::StrCat("interrupted by ", SignalName(signo), ", forwarding it"), 128 + signo, signo);
+}
+
+void Supervisor::RequestStop(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (!stop_request_) stop_request_ = reason;
+  }
+  const unsigned char wake = 0;
+  if (wake_pipe_[1] >= 0) (void)!::write(wake_pipe_[1], &wake, 1);
+}
+
+JobResult Supervisor::Wait() {
+  struct sigaction action {}, old_int{}, old_term{}, old_chld{}, old_pipe{}, ignore{};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  g_wake_fd = wake_pipe_[1];
+  ::sigaction(SIGINT, &action, &old_int);
+  ::sigaction(SIGTERM, &action, &old_term);
+  ::sigaction(SIGCHLD, &action, &old_chld);
+  ignore.sa_handler = SIG_IGN;  // a closed stdout (`launch ... | head`) must not kill the supervisor
+  ::sigaction(SIGPIPE, &ignore, &old_pipe);
+
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> drain_until;  // output left in pipes after every worker exited
+  while (true) {
+    bool any_running = false, any_pipe = false;
+    for (const Worker& w : workers_) {
+      any_running |= w.running;
+      any_pipe |= w.out[0] >= 0 || w.out[1] >= 0;
+    }
+    const auto now = Clock::now();
+    if (!any_running && !drain_until) drain_until = now + std::chrono::seconds(2);
+    if (!any_running && (!any_pipe || now >= *drain_until)) break;
+
+    // Poll at least once a second: a backstop should a SIGCHLD ever be missed.
+    auto wait = std::chrono::milliseconds(1000);
+    if (kill_at_) wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at_ - now));
+    if (drain_until) wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(*drain_until - now));
+    std::vector<pollfd> fds = {{wake_pipe_[0], POLLIN, 0}};
+    std::vector<std::pair<Worker*, int>> owners = {{nullptr, 0}};
+    for (Worker& w : workers_) {
+      for (int s = 0; s < 2; ++s) {
+        if (w.out[s] < 0) continue;
+        fds.push_back({w.out[s], POLLIN, 0});
+        owners.emplace_back(&w, s);
+      }
+    }
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(wait.count(), 0)));
+
+    if (fds[0].revents & POLLIN) {
+      unsigned char bytes[64];
+      ssize_t n;
+      while ((n = ::read(wake_pipe_[0], bytes, sizeof(bytes))) > 0) {
+        for (ssize_t i = 0; i < n; ++i) {
+          if (bytes[i] == SIGINT || bytes[i] == SIGTERM) Signal(bytes[i]);
+        }
+      }
+    }
+    std::optional<std::string> request;
+    {
+      std::lock_guard<std::mutex> lock(stop_mu_);
+      request.swap(stop_request_);
+    }
+    if (request && !stopping_) BeginStop(*request, 1, SIGTERM);
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) ReadOutput(*owners[i].first, owners[i].second, false);
+    }
+    for (Worker& w : workers_) {
+      if (!w.running || !ReapOne(w)) continue;
+      if (!w.exit.ok() && !stopping_) {
+        result_.first_failure = w.exit;
+        const int code = w.exit.signaled ? 128 + w.exit.value : w.exit.value;
+        BeginStop(absl::StrCat("rank ", w.exit.rank, " (local rank ", w.exit.local_rank, ", pid ", w.exit.pid,
+                               ") failed first: ", w.exit.How()),
+                  code, SIGTERM);
+      }
+    }
+    if (kill_at_ && Clock::now() >= *kill_at_) {
+      for (Worker& w : workers_) {
+        if (w.running) ::kill(-w.pid, SIGKILL);
+      }
+      kill_at_.reset();
+    }
+  }
+  for (Worker& w : workers_) {
+    for (int s = 0; s < 2; ++s) {
+      if (w.out[s] < 0) continue;
+      ReadOutput(w, s, true);  // whatever is left, even without a final newline
+      if (w.out[s] >= 0) ::close(w.out[s]);
+      w.out[s] = -1;
+    }
+    result_.exits.push_back(w.exit);
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  ::sigaction(SIGCHLD, &old_chld, nullptr);
+  ::sigaction(SIGPIPE, &old_pipe, nullptr);
+  g_wake_fd = -1;
+  return result_;
+}
+
+}  // namespace tinyddp::dist

@@ -1,0 +1,115 @@
+// Supervisor: starts a job's worker processes on this machine and watches them until they are all
+// gone. Both the `launch` tool and programs that start their own workers (spawn.h) use it, so they
+// fail the same way:
+//
+//   - when a worker fails (non-zero exit or killed by a signal), the others get SIGTERM, then SIGKILL
+//     after a grace period, and the job's result names the rank that failed first and how;
+//   - SIGINT/SIGTERM sent to this process are forwarded to every worker (a second one kills them);
+//   - every worker runs in its own process group (signals reach its children too) and dies with
+//     this process (PR_SET_PDEATHSIG), so no worker outlives a crashed or killed supervisor;
+//   - with prefix_output, each line a worker prints is prefixed with "[rank N] ".
+//
+// The watch loop is one poll() over the workers' output pipes and a self-pipe fed by signal handlers.
+#ifndef TINYDDP_DIST_LAUNCH_SUPERVISOR_H_
+#define TINYDDP_DIST_LAUNCH_SUPERVISOR_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace tinyddp::dist {
+
+struct WorkerProcessSpec {
+  int rank = 0;        // global rank, for messages and the output prefix
+  int local_rank = 0;  // rank on this machine
+  std::vector<std::string> argv;  // argv[0] is the program: a path, or a name looked up in PATH
+  std::vector<std::pair<std::string, std::string>> env;  // set on top of this process's environment
+};
+
+struct SupervisorOptions {
+  bool prefix_output = false;  // "[rank N] " before every line of the workers' stdout and stderr
+  std::chrono::milliseconds grace = std::chrono::seconds(5);  // SIGTERM to SIGKILL
+  std::string name = "launch";  // prefix of this supervisor's own messages on stderr
+};
+
+/// How one worker ended.
+struct WorkerExit {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = 0;
+  bool signaled = false;  // killed by a signal (value = signal number) rather than exited (value = code)
+  int value = 0;
+  bool ok() const { return !signaled && value == 0; }
+  /// "exit code 3" or "signal SIGSEGV (11)".
+  std::string How() const;
+};
+
+struct JobResult {
+  /// 0 if every worker exited 0; else the first failure's exit code, 128 + its signal, 128 + the signal
+  /// that interrupted the job, or 1 for a stop requested through RequestStop.
+  int exit_code = 0;
+  std::optional<WorkerExit> first_failure;
+  /// Empty on success; otherwise one line saying why the job ended, e.g.
+  /// "rank 1 (local rank 1, pid 4242) failed first: exit code 3".
+  std::string reason;
+  std::vector<WorkerExit> exits;  // every worker, in rank order
+};
+
+/// Not copyable. Only one Supervisor may be in Wait() at a time in a process (signal handlers are global).
+class Supervisor {
+ public:
+  explicit Supervisor(SupervisorOptions options) : options_(std::move(options)) {}
+  /// Kills (SIGKILL) and reaps any worker still running, so none outlives this object.
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  /// Starts one process per spec. Call once. On an error (naming the rank that could not start) do not
+  /// call Wait(): destroying the Supervisor kills the workers already started.
+  absl::Status Start(const std::vector<WorkerProcessSpec>& specs);
+  /// Watches the workers until all have exited (see the header comment for failures and signals) and
+  /// returns how the job ended. Waits as long as the workers run; every wait after a failure is bounded.
+  JobResult Wait();
+  /// Thread-safe: stop the job (SIGTERM, SIGKILL after the grace period), e.g. because another node failed.
+  void RequestStop(const std::string& reason);
+  /// The workers' pids, in spec order (valid after Start).
+  std::vector<pid_t> pids() const;
+
+ private:
+  struct Worker {
+    WorkerProcessSpec spec;
+    pid_t pid = -1;
+    bool running = false;
+    int out[2] = {-1, -1};   // read ends of the worker's stdout / stderr pipes (prefix_output only)
+    std::string pending[2];  // a partial last line, until its newline arrives
+    WorkerExit exit;
+  };
+  void Signal(int signo);
+  void BeginStop(const std::string& reason, int exit_code, int signo);
+  void ReadOutput(Worker& w, int stream, bool flush);
+  bool ReapOne(Worker& w);
+
+  SupervisorOptions options_;
+  std::vector<Worker> workers_;
+  JobResult result_;
+  bool stopping_ = false;
+  std::optional<std::chrono::steady_clock::time_point> kill_at_;
+  std::mutex stop_mu_;
+  std::optional<std::string> stop_request_;  // set by RequestStop from another thread
+  int wake_pipe_[2] = {-1, -1};
+};
+
+/// "SIGTERM" for 15, "signal 99" for unknown numbers.
+std::string SignalName(int signo);
+
+}  // namespace tinyddp::dist
+
+#endif  // TINYDDP_DIST_LAUNCH_SUPERVISOR_H_

@@ -1,0 +1,65 @@
+// The fingerprint exchange: one Set, one Wait for the other ranks' keys, one Get per rank.
+#include "dist/process_group/debug_check.h"
+
+#include <cstdlib>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace tinyddp::dist {
+
+namespace {
+
+std::string Key(int64_t seq, int rank) { return absl::StrCat(seq, "/", rank); }
+
+}  // namespace
+
+CollectiveFingerprintCheck::CollectiveFingerprintCheck(std::shared_ptr<Store> store, int rank, int size,
+                                                       std::chrono::milliseconds timeout)
+    : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout) {}
+
+bool CollectiveFingerprintCheck::RequestedByEnvironment() {
+  const char* v = std::getenv("TINYDDP_DISTRIBUTED_DEBUG");
+  return v != nullptr && absl::EqualsIgnoreCase(v, "DETAIL");
+}
+
+absl::Status CollectiveFingerprintCheck::Check(int64_t seq, const std::string& fingerprint) {
+  if (absl::Status s = store_->Set(Key(seq, rank_), fingerprint); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("debug check of collective #", seq, ": cannot publish ",
+                                               fingerprint, " to the store: ", s.message()));
+  }
+  std::vector<std::string> others;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) others.push_back(Key(seq, r));
+  }
+  if (absl::Status s = store_->Wait(others, timeout_); !s.ok()) {
+    // Name the ranks that never arrived: the user's question is "which rank is stuck?".
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      if (!store_->Wait({Key(seq, r)}, std::chrono::milliseconds(0)).ok()) missing.push_back(r);
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        "debug check: rank ", rank_, " called ", fingerprint, " as collective #", seq, " but rank(s) ",
+        absl::StrJoin(missing, ", "), " did not reach collective #", seq, " within ", timeout_.count(),
+        " ms (stuck, exited early, or made fewer collective calls)"));
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    absl::StatusOr<std::string> theirs = store_->GetString(Key(seq, r));
+    if (!theirs.ok()) return theirs.status();
+    if (*theirs != fingerprint) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "collective mismatch: rank ", rank_, " called ", fingerprint, " as collective #", seq, " but rank ", r,
+          " called ", *theirs, " (every rank must issue the same collectives, in the same order, with the "
+          "same shapes and dtypes)"));
+    }
+  }
+  // Every rank has published #seq, so every rank has finished reading #seq-1: our old key can go.
+  if (seq > 0) (void)store_->Delete(Key(seq - 1, rank_));
+  return absl::OkStatus();
+}
+
+}  // namespace tinyddp::dist

@@ -1,0 +1,300 @@
+// ProcessGroupGloo: rendezvous, the worker thread, and one short function per collective.
+#include "dist/process_group/gloo/process_group_gloo.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "dist/process_group/gloo/gloo_ring_reduce_scatter.h"
+#include "dist/process_group/gloo/gloo_store_adapter.h"
+#include "dist/process_group/host_reduce.h"
+#include "dist/store/prefix_store.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/common/error.h"
+#include "gloo/common/logging.h"
+#include "gloo/reduce.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
+
+namespace tinyddp::dist {
+
+namespace {
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || absl::StartsWith(host, "127.") || host == "::1";
+}
+
+// Gloo reports every timeout as an IoException; its messages are the only way to tell them apart.
+bool LooksLikeTimeout(const std::string& message) {
+  const std::string m = absl::AsciiStrToLower(message);
+  return absl::StrContains(m, "timed out") || absl::StrContains(m, "timeout");
+}
+
+// Runs `fn` (which calls into Gloo) and converts whatever Gloo throws into a Status about `what`.
+template <typename F>
+absl::Status CatchGloo(const std::string& what, std::chrono::milliseconds timeout, F&& fn) {
+  try {
+    fn();
+    return absl::OkStatus();
+  } catch (const gloo::IoException& e) {
+    if (LooksLikeTimeout(e.what())) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          what, " timed out after ", timeout.count(),
+          " ms: another rank did not join it in time (it may be stuck, slower, have crashed, or be "
+          "calling a different collective; TINYDDP_DISTRIBUTED_DEBUG=DETAIL checks that). Gloo: ", e.what()));
+    }
+    return absl::UnavailableError(absl::StrCat(
+        what, " failed in Gloo's transport (a peer may have exited or closed its connection): ", e.what()));
+  } catch (const gloo::EnforceNotMet& e) {
+    return absl::InternalError(absl::StrCat(what, ": Gloo rejected the call: ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+  } catch (...) {
+    return absl::UnknownError(absl::StrCat(what, ": Gloo threw a non-standard exception"));
+  }
+}
+
+}  // namespace
+
+std::string DefaultGlooHostname() {
+  const char* master = std::getenv("MASTER_ADDR");
+  if (master == nullptr || *master == '\0' || IsLoopback(master)) return "127.0.0.1";
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "127.0.0.1";
+  return name;
+}
+
+absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::shared_ptr<Store> store, int rank,
+                                                                           int size, GlooOptions options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProcessGroupGloo::Create: rank ", rank, " is not in [0, ", size, ")"));
+  }
+  gloo::transport::tcp::attr attr;
+  if (options.interface.empty()) {
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    if (ifname != nullptr) options.interface = ifname;
+  }
+  if (!options.interface.empty()) {
+    attr.iface = options.interface;
+  } else {
+    attr.hostname = options.hostname.empty() ? DefaultGlooHostname() : options.hostname;
+  }
+  const std::string where = attr.iface.empty() ? "host " + attr.hostname : "interface " + attr.iface;
+
+  std::shared_ptr<gloo::transport::Device> device;
+  absl::Status s = CatchGloo("Gloo TCP device", options.timeout,
+                             [&] { device = gloo::transport::tcp::CreateDevice(attr); });
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("ProcessGroupGloo: cannot listen on ", where, ": ", s.message(),
+                                               " (set GLOO_SOCKET_IFNAME to a network interface, or MASTER_ADDR)"));
+  }
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(options.timeout);
+  // Each group this process creates rendezvouses under its own keys: a second group over the same store (a
+  // new group after an error, a test that connects twice) must not read the first one's stale addresses.
+  // Every rank creates its groups in the same order, so the n-th group has the same number everywhere.
+  static std::atomic<int64_t> groups_created{0};
+  const std::string prefix = absl::StrCat(options.store_prefix, "/", groups_created.fetch_add(1));
+  GlooStoreAdapter adapter(std::make_shared<PrefixStore>(prefix, std::move(store)), options.timeout);
+  s = CatchGloo(absl::StrCat("Gloo rendezvous of rank ", rank, "/", size), options.timeout,
+                [&] { context->connectFullMesh(adapter, device); });
+  if (!s.ok()) return s;
+  return std::unique_ptr<ProcessGroupGloo>(new ProcessGroupGloo(rank, size, options.timeout, std::move(context)));
+}
+
+ProcessGroupGloo::ProcessGroupGloo(int rank, int size, std::chrono::milliseconds timeout,
+                                   std::shared_ptr<gloo::Context> context)
+    : ProcessGroup(rank, size, timeout), context_(std::move(context)) {
+  worker_ = std::thread([this] { WorkerLoop(); });
+}
+
+ProcessGroupGloo::~ProcessGroupGloo() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  worker_.join();
+}
+
+absl::Status ProcessGroupGloo::CheckTensor(const Tensor& tensor) const {
+  if (!tensor.device().is_cpu()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the gloo backend takes CPU tensors, got ", TensorSignature(tensor),
+        " (hint: use the nccl backend for CUDA tensors, or copy with .To(Device::CPU()))"));
+  }
+  if (!IsCollectiveDType(tensor.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat("the gloo backend does not reduce ", DTypeName(tensor.dtype()),
+                                                   "; it takes float32, float64, bfloat16, int32 and int64"));
+  }
+  return absl::OkStatus();
+}
+
+// --- The worker thread ---------------------------------------------------------------------------
+
+std::shared_ptr<Work> ProcessGroupGloo::Enqueue(const Call& call, std::function<void(uint32_t tag)> run) {
+  auto work = std::make_shared<CompletionWork>(call.description, timeout());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(Task{work, std::move(run)});
+  }
+  queue_cv_.notify_one();
+  return work;
+}
+
+void ProcessGroupGloo::WorkerLoop() {
+  // Gloo matches messages by tag; every rank runs the same collectives in the same order on this one
+  // thread, so counting them gives every rank the same tag for the same collective.
+  uint32_t tag = 0;
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything queued has run
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task.work->MarkStarted();  // for traces: when this collective really ran (Work::HostInterval)
+    absl::Status status = RunTask(task, tag++);
+    task.work->Complete(std::move(status));
+    // `task` (and the tensors its closure holds) is released here, after completion.
+  }
+}
+
+absl::Status ProcessGroupGloo::RunTask(Task& task, uint32_t tag) {
+  if (!broken_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        task.work->description(), " not run: this gloo process group failed earlier and its connections "
+        "are in an unknown state (create a new group). The first error: ", broken_.message()));
+  }
+  absl::Status s = CatchGloo(task.work->description(), timeout(), [&] { task.run(tag); });
+  if (!s.ok()) broken_ = s;
+  return s;
+}
+
+// --- Collectives: each closure runs on the worker thread ------------------------------------------
+
+std::shared_ptr<Work> ProcessGroupGloo::RunAllReduce(std::vector<Tensor> tensors, const Call& call) {
+  return Enqueue(call, [this, tensors = std::move(tensors), op = call.op](uint32_t tag) {
+    const DType dtype = tensors[0].dtype();
+    const size_t esize = DTypeSize(dtype);
+    size_t total = 0;
+    for (const Tensor& t : tensors) total += t.numel();
+    // One tensor is reduced where it lies; several are packed into one buffer so they cost one ring.
+    void* data = tensors[0].data_ptr();
+    if (tensors.size() > 1) {
+      if (scratch_.size() < total * esize) scratch_.resize(total * esize);
+      size_t offset = 0;
+      for (const Tensor& t : tensors) {
+        std::memcpy(scratch_.data() + offset, t.data_ptr(), t.nbytes());
+        offset += t.nbytes();
+      }
+      data = scratch_.data();
+    }
+    VisitCollectiveDType(dtype, [&](auto type) {
+      using T = decltype(type);
+      gloo::AllreduceOptions opts(context_);
+      opts.setOutput(static_cast<T*>(data), total);
+      opts.setReduceFunction(GetHostReduceFn(dtype, op));
+      opts.setTag(tag);
+      opts.setTimeout(timeout());
+      gloo::allreduce(opts);
+    });
+    if (op == ReduceOp::kAvg) DivideInPlace(data, total, dtype, size());
+    if (tensors.size() > 1) {
+      size_t offset = 0;
+      for (const Tensor& t : tensors) {
+        std::memcpy(t.data_ptr(), scratch_.data() + offset, t.nbytes());
+        offset += t.nbytes();
+      }
+    }
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::RunBroadcast(const Tensor& tensor, const Call& call) {
+  return Enqueue(call, [this, tensor, root = call.root](uint32_t tag) {
+    VisitCollectiveDType(tensor.dtype(), [&](auto type) {
+      using T = decltype(type);
+      gloo::BroadcastOptions opts(context_);
+      opts.setOutput(static_cast<T*>(tensor.data_ptr()), tensor.numel());  // in place on every rank
+      opts.setRoot(root);
+      opts.setTag(tag);
+      opts.setTimeout(timeout());
+      gloo::broadcast(opts);
+    });
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::RunAllGather(const Tensor& output, const Tensor& input, const Call& call) {
+  return Enqueue(call, [this, output, input](uint32_t tag) {
+    VisitCollectiveDType(input.dtype(), [&](auto type) {
+      using T = decltype(type);
+      gloo::AllgatherOptions opts(context_);
+      opts.setInput(static_cast<T*>(input.data_ptr()), input.numel());
+      opts.setOutput(static_cast<T*>(output.data_ptr()), output.numel());
+      opts.setTag(tag);
+      opts.setTimeout(timeout());
+      gloo::allgather(opts);
+    });
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::RunReduceScatter(const Tensor& output, const Tensor& input,
+                                                         const Call& call) {
+  return Enqueue(call, [this, output, input, op = call.op](uint32_t tag) {
+    RingReduceScatterArgs args;
+    args.input = input.data_ptr();
+    args.output = output.data_ptr();
+    args.block_elements = output.numel();
+    args.element_size = DTypeSize(output.dtype());
+    args.reduce = GetHostReduceFn(output.dtype(), op);
+    args.tag = tag;
+    args.timeout = timeout();
+    RingReduceScatter(context_, args, scratch_);
+    if (op == ReduceOp::kAvg) DivideInPlace(output.data_ptr(), output.numel(), output.dtype(), size());
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::RunReduce(const Tensor& tensor, const Call& call) {
+  return Enqueue(call, [this, tensor, op = call.op, root = call.root](uint32_t tag) {
+    // Gloo's reduce uses its output as a scratch ring buffer on every rank; only the root's output is the
+    // result. Non-roots point it at our scratch, so their tensors stay unchanged (as with NCCL).
+    const bool is_root = rank() == root;
+    if (!is_root && scratch_.size() < tensor.nbytes()) scratch_.resize(tensor.nbytes());
+    VisitCollectiveDType(tensor.dtype(), [&](auto type) {
+      using T = decltype(type);
+      gloo::ReduceOptions opts(context_);
+      opts.setInput(static_cast<T*>(tensor.data_ptr()), tensor.numel());
+      opts.setOutput(is_root ? static_cast<T*>(tensor.data_ptr()) : reinterpret_cast<T*>(scratch_.data()),
+                     tensor.numel());
+      opts.setRoot(root);
+      opts.setReduceFunction(GetHostReduceFn(tensor.dtype(), op));
+      opts.setTag(tag);
+      opts.setTimeout(timeout());
+      gloo::reduce(opts);
+    });
+    if (is_root && op == ReduceOp::kAvg) DivideInPlace(tensor.data_ptr(), tensor.numel(), tensor.dtype(), size());
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::RunBarrier(const Call& call) {
+  return Enqueue(call, [this](uint32_t tag) {
+    gloo::BarrierOptions opts(context_);
+    opts.setTag(tag);
+    opts.setTimeout(timeout());
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace tinyddp::dist

@@ -1,0 +1,104 @@
+// ProcessGroupGloo: collectives on CPU tensors over TCP, with Gloo (the engine behind PyTorch's "gloo"
+// backend). Used when a process has no GPU: CPU training, tests, and the laptop run of every example.
+//
+// How it is put together:
+//   * transport   gloo::transport::tcp, one listening address per rank (loopback for one machine).
+//   * rendezvous  gloo::rendezvous::Context::connectFullMesh exchanges those addresses through our Store
+//                 (GlooStoreAdapter over a PrefixStore), then opens one TCP connection per pair of ranks.
+//   * algorithms  Gloo's own: ring allreduce, broadcast, allgather, reduce, barrier; reduce-scatter is our
+//                 ring on Gloo's primitives (gloo_ring_reduce_scatter.h). Reductions: host_reduce.h.
+//   * asynchrony  one worker thread runs the collectives in the order they were issued, which is also
+//                 the order every other rank runs them; the caller gets a Work at once.
+// Errors: Gloo throws; everything is caught on the worker thread and turned into the Work's status.
+// A timeout is DeadlineExceeded naming the collective and the timeout. After any transport error Gloo's
+// connections are in an unknown state, so the group refuses later collectives (FailedPrecondition
+// quoting the first error); make a new group to continue.
+#ifndef TINYDDP_DIST_PROCESS_GROUP_GLOO_PROCESS_GROUP_GLOO_H_
+#define TINYDDP_DIST_PROCESS_GROUP_GLOO_PROCESS_GROUP_GLOO_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dist/process_group/process_group.h"
+#include "dist/store/store.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace tinyddp::dist {
+
+struct GlooOptions {
+  /// Bound on every collective (Gloo's context timeout) and on the rendezvous.
+  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;
+  /// Network interface to listen on ("eth0"); default: $GLOO_SOCKET_IFNAME, as in PyTorch.
+  std::string interface;
+  /// Host name or address to listen on when no interface is given; default: DefaultGlooHostname().
+  std::string hostname;
+  /// Key prefix in the store, distinct for each group sharing one store.
+  std::string store_prefix = "gloo";
+};
+
+/// Where Gloo listens unless told otherwise: 127.0.0.1 when MASTER_ADDR is unset or a loopback address
+/// (a one-machine job), else this machine's host name (which must resolve to an address peers reach).
+std::string DefaultGlooHostname();
+
+class ProcessGroupGloo : public ProcessGroup {
+ public:
+  /// Connects this rank to the others through `store`. Blocks until every rank has joined or the timeout
+  /// passes (DeadlineExceeded). Precondition: 0 <= rank < size, and every rank passes the same size,
+  /// store and store_prefix.
+  static absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> Create(std::shared_ptr<Store> store, int rank,
+                                                                  int size, GlooOptions options = {});
+  /// Finishes the collectives already queued (each still bounded by the timeout), then closes.
+  ~ProcessGroupGloo() override;
+
+  const char* backend_name() const override { return "gloo"; }
+
+ protected:
+  std::shared_ptr<Work> RunAllReduce(std::vector<Tensor> tensors, const Call& call) override;
+  std::shared_ptr<Work> RunBroadcast(const Tensor& tensor, const Call& call) override;
+  std::shared_ptr<Work> RunAllGather(const Tensor& output, const Tensor& input, const Call& call) override;
+  std::shared_ptr<Work> RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) override;
+  std::shared_ptr<Work> RunReduce(const Tensor& tensor, const Call& call) override;
+  std::shared_ptr<Work> RunBarrier(const Call& call) override;
+  /// CPU tensors of float32, float64, bfloat16, int32 or int64.
+  absl::Status CheckTensor(const Tensor& tensor) const override;
+
+ private:
+  ProcessGroupGloo(int rank, int size, std::chrono::milliseconds timeout, std::shared_ptr<gloo::Context> context);
+
+  // A queued collective: `run` does the Gloo calls on the worker thread (it may throw) and is given the
+  // tag that numbers this collective's messages.
+  struct Task {
+    std::shared_ptr<CompletionWork> work;
+    std::function<void(uint32_t tag)> run;
+  };
+  std::shared_ptr<Work> Enqueue(const Call& call, std::function<void(uint32_t tag)> run);
+  void WorkerLoop();
+  // Runs one task, converting whatever Gloo throws into a Status.
+  absl::Status RunTask(Task& task, uint32_t tag);
+
+  std::shared_ptr<gloo::Context> context_;
+  std::mutex mu_;
+  std::condition_variable queue_cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  // Worker-thread state.
+  absl::Status broken_;            // the first transport error; later collectives fail fast with it
+  std::vector<uint8_t> scratch_;   // flattening and staging buffer, grown once, then reused
+  std::thread worker_;             // last: starts after everything it reads is constructed
+};
+
+}  // namespace tinyddp::dist
+
+#endif  // TINYDDP_DIST_PROCESS_GROUP_GLOO_PROCESS_GROUP_GLOO_H_

@@ -1,0 +1,154 @@
+// ProcessGroupNCCL on every visible GPU, one process per GPU (re-executing this binary): the same
+// collective sweep as Gloo, stream ordering in both directions, no device allocations per call, the
+// watchdog's abort on timeout, and argument errors. Skips without a GPU.
+#include "dist/process_group/nccl/process_group_nccl.h"
+
+#include <chrono>
+#include <memory>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "dist/testing/collective_checks.h"
+#include "dist/testing/multi_process.h"
+#include "gtest/gtest.h"
+#include "tensor/cuda_allocator.h"
+#include "tensor/cuda_device.h"
+#include "tensor/ops.h"
+#include "tensor/stream.h"
+
+namespace tinyddp::dist {
+namespace {
+
+using testing::RankContext;
+using testing::RunOnRanks;
+
+bool Contains(const std::string& text, const std::string& part) { return absl::StrContains(text, part); }
+
+// One rank per visible GPU; 0 means "skip".
+int Gpus() { return cuda::DeviceCount(); }
+
+std::unique_ptr<ProcessGroupNCCL> Connect(const RankContext& ctx,
+                                          std::chrono::milliseconds timeout = std::chrono::seconds(120)) {
+  NcclOptions options;
+  options.timeout = timeout;
+  options.device = ctx.rank;
+  auto pg = ProcessGroupNCCL::Create(ctx.store, ctx.rank, ctx.world_size, options);
+  EXPECT_TRUE(pg.ok()) << pg.status();
+  return pg.ok() ? std::move(*pg) : nullptr;
+}
+
+testing::SweepOptions OnMyGpu(const ProcessGroupNCCL& pg) {
+  testing::SweepOptions o;
+  o.device = Device::CUDA(pg.device());
+  return o;
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (Gpus() == 0) GTEST_SKIP() << "no CUDA device"
+
+TEST(ProcessGroupNccl, EveryCollectiveMatchesTheLocalReferenceForEveryOpDTypeAndSize) {
+  SKIP_WITHOUT_GPU();
+  RunOnRanks(Gpus(), [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    const testing::SweepOptions o = OnMyGpu(*pg);
+    testing::CheckAllReduce(*pg, o);
+    testing::CheckAllReduceCoalesced(*pg, o);
+    testing::CheckBroadcast(*pg, o);
+    testing::CheckAllGather(*pg, o);
+    testing::CheckReduceScatter(*pg, o);
+    testing::CheckReduce(*pg, o);
+    ASSERT_TRUE(pg->Barrier()->Wait().ok());
+  });
+}
+
+TEST(ProcessGroupNccl, CollectiveSeesKernelsQueuedBeforeItAndLaterKernelsSeeItsResult) {
+  SKIP_WITHOUT_GPU();
+  RunOnRanks(Gpus(), [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    // A compute stream of our own, as a training loop would have: nothing implicit orders it with NCCL.
+    cuda::Stream compute = cuda::Stream::Create(pg->device());
+    cuda::Stream::SetCurrent(compute);
+    const int64_t n = 32 << 20;  // large enough that the kernels below take a while
+    Tensor t = Tensor::Empty({n}, DType::kFloat32, Device::CUDA(pg->device()));
+    ops::Fill(t, ctx.rank + 1.0);
+    for (int i = 0; i < 20; ++i) ops::ScaleInPlace(t, 1.0);
+    ops::ScaleInPlace(t, 2.0);  // the value NCCL must see: 2 * (rank + 1)
+    auto work = pg->AllReduce(t);
+    ASSERT_TRUE(work->SynchronizeStream().ok());  // the GPU waits; the host does not
+    ops::ScaleInPlace(t, 0.5);  // must run after the all-reduce wrote t
+    const int w = ctx.world_size;
+    const double want = 0.5 * 2.0 * w * (w + 1) / 2;
+    std::vector<float> got = t.ToVector<float>();
+    int64_t bad = 0;
+    for (float v : got) bad += v != static_cast<float>(want);
+    EXPECT_EQ(bad, 0) << "want " << want << " everywhere; first element " << got[0];
+    ASSERT_TRUE(work->Wait().ok());
+  });
+}
+
+TEST(ProcessGroupNccl, SteadyStateCollectivesAllocateNoDeviceMemory) {
+  SKIP_WITHOUT_GPU();
+  RunOnRanks(Gpus(), [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    Tensor t = Tensor::Full({1 << 20}, 1.0, DType::kFloat32, Device::CUDA(pg->device()));
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(pg->AllReduce(t)->Wait().ok());  // warm-up
+    const cuda::AllocatorStats before = cuda::GetAllocatorStats(pg->device());
+    for (int i = 0; i < 100; ++i) ASSERT_TRUE(pg->AllReduce(t, ReduceOp::kAvg)->SynchronizeStream().ok());
+    ASSERT_TRUE(pg->Barrier()->Wait().ok());
+    const cuda::AllocatorStats after = cuda::GetAllocatorStats(pg->device());
+    EXPECT_EQ(after.num_cuda_malloc, before.num_cuda_malloc);
+    // Five warm-up SUMs multiplied the ones by world_size^5; the AVGs since then keep that value.
+    float want = 1.0f;
+    for (int i = 0; i < 5; ++i) want *= ctx.world_size;
+    EXPECT_EQ(t.ToVector<float>()[12345], want);
+  });
+}
+
+TEST(ProcessGroupNccl, CollectiveAnotherRankNeverJoinsIsAbortedByTheWatchdogWithDeadlineExceeded) {
+  SKIP_WITHOUT_GPU();
+  if (Gpus() < 2) GTEST_SKIP() << "needs two GPUs";
+  RunOnRanks(Gpus(), [](const RankContext& ctx) {
+    auto pg = Connect(ctx, std::chrono::seconds(3));
+    ASSERT_NE(pg, nullptr);
+    if (ctx.rank != 0) {
+      // Connected, but never joins the all-reduce: rank 0's kernel would spin forever without a watchdog.
+      ASSERT_TRUE(ctx.store->Wait({"rank0_done"}, std::chrono::seconds(120)).ok());
+      return;
+    }
+    Tensor t = Tensor::Full({1000}, 1.0, DType::kFloat32, Device::CUDA(pg->device()));
+    auto work = pg->AllReduce(t);
+    absl::Status s = work->Wait(std::chrono::seconds(60));
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_PRED2(Contains, std::string(s.message()), "did not finish within 3000 ms");
+    EXPECT_PRED2(Contains, std::string(s.message()), "AllReduce(float32 [1000] cuda:0, SUM) #0");
+    EXPECT_TRUE(work->IsCompleted());
+    absl::Status after = pg->Barrier()->Wait(std::chrono::seconds(10));
+    EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
+    ASSERT_TRUE(ctx.store->Set("rank0_done", "1").ok());
+  });
+}
+
+TEST(ProcessGroupNccl, RejectsHostTensorsAndOtherGpusTensorsWithAHint) {
+  SKIP_WITHOUT_GPU();
+  RunOnRanks(1, [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    absl::Status s = pg->AllReduce(Tensor::Zeros({4}))->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_PRED2(Contains, std::string(s.message()), "takes CUDA tensors on this rank's device cuda:0");
+    EXPECT_PRED2(Contains, std::string(s.message()), ".To(Device::CUDA(0))");
+    s = pg->AllReduce(Tensor::Zeros({4}, DType::kUInt8, Device::CUDA(0)))->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_PRED2(Contains, std::string(s.message()), "does not reduce uint8");
+    // Still usable: argument errors never reach NCCL.
+    Tensor t = Tensor::Full({3}, 2.5, DType::kFloat32, Device::CUDA(0));
+    EXPECT_TRUE(pg->AllReduce(t, ReduceOp::kMax)->Wait().ok());
+    EXPECT_EQ(t.ToVector<float>(), (std::vector<float>{2.5f, 2.5f, 2.5f}));
+  });
+}
+
+}  // namespace
+}  // namespace tinyddp::dist

@@ -1,0 +1,178 @@
+// ProcessGroup's public calls: number each call, check its arguments once for every backend, run the
+// debug-mode fingerprint check, then hand the call to the backend's Run* method.
+#include "dist/process_group/process_group.h"
+
+#include <functional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "dist/process_group/debug_check.h"
+
+namespace tinyddp::dist {
+
+const char* ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "SUM";
+    case ReduceOp::kAvg: return "AVG";
+    case ReduceOp::kMax: return "MAX";
+    case ReduceOp::kMin: return "MIN";
+    case ReduceOp::kProduct: return "PRODUCT";
+  }
+  return "?";
+}
+
+std::string TensorSignature(const Tensor& tensor) {
+  if (!tensor.defined()) return "undefined";
+  std::string s = absl::StrCat(DTypeName(tensor.dtype()), " ", ShapeToString(tensor.shape()));
+  if (tensor.device().is_cuda()) absl::StrAppend(&s, " ", tensor.device().ToString());
+  return s;
+}
+
+namespace {
+
+// Every tensor defined, accepted by the backend, and all of one dtype and device.
+absl::Status CheckTensors(absl::Span<const Tensor> tensors,
+                          const std::function<absl::Status(const Tensor&)>& backend_check) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat("tensor ", i, " is undefined"));
+    if (absl::Status s = backend_check(t); !s.ok()) return s;
+    if (t.dtype() != tensors[0].dtype() || t.device() != tensors[0].device()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "all tensors must share one dtype and device; tensor 0 is ", TensorSignature(tensors[0]),
+          " but tensor ", i, " is ", TensorSignature(t), " (hint: coalesce tensors of one dtype at a time)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRoot(int root, int size) {
+  if (root >= 0 && root < size) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("root ", root, " is not a rank of this group (size ", size, ")"));
+}
+
+bool AllEmpty(absl::Span<const Tensor> tensors) {
+  for (const Tensor& t : tensors) {
+    if (t.defined() && t.numel() > 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size), timeout_(timeout) {}
+
+ProcessGroup::~ProcessGroup() = default;
+
+void ProcessGroup::EnableDebugCheck(std::unique_ptr<CollectiveFingerprintCheck> check) {
+  debug_check_ = std::move(check);
+}
+
+ProcessGroup::Prepared ProcessGroup::Prepare(const char* op_name, absl::Span<const Tensor> tensors,
+                                             std::string signature, ReduceOp op, int root,
+                                             absl::Status args_ok) {
+  const int64_t seq = sequence_number_++;
+  Prepared p;
+  p.call.op = op;
+  p.call.root = root;
+  std::string what = absl::StrCat(op_name, "(", signature, ")");
+  p.call.description = absl::StrCat(what, " #", seq, " on ", backend_name(), " rank ", rank_, "/", size_);
+  // The fingerprint exchange comes first, even for bad arguments, so the other ranks get a report
+  // instead of waiting for a collective this rank will never start.
+  if (debug_check_) {
+    if (absl::Status s = debug_check_->Check(seq, what); !s.ok()) {
+      p.failed = CompletionWork::Done(std::move(s), p.call.description, timeout_);
+      return p;
+    }
+  }
+  if (!args_ok.ok()) {
+    p.failed = CompletionWork::Done(
+        absl::InvalidArgumentError(absl::StrCat(p.call.description, ": ", args_ok.message())),
+        p.call.description, timeout_);
+    return p;
+  }
+  p.empty = op_name != std::string("Barrier") && AllEmpty(tensors);
+  if (p.empty) p.failed = CompletionWork::Done(absl::OkStatus(), p.call.description, timeout_);
+  return p;
+}
+
+std::shared_ptr<Work> ProcessGroup::AllReduce(const Tensor& tensor, ReduceOp op, AllReduceOptions options) {
+  auto check = [this](const Tensor& t) { return CheckTensor(t); };
+  Prepared p = Prepare("AllReduce", {tensor}, absl::StrCat(TensorSignature(tensor), ", ", ReduceOpName(op)),
+                       op, 0, CheckTensors({tensor}, check));
+  if (p.failed) return p.failed;
+  p.call.overlaps_compute = options.overlaps_compute;
+  return RunAllReduce({tensor}, p.call);
+}
+
+std::shared_ptr<Work> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op,
+                                                       AllReduceOptions options) {
+  auto check = [this](const Tensor& t) { return CheckTensor(t); };
+  std::vector<std::string> parts;
+  for (const Tensor& t : tensors) parts.push_back(TensorSignature(t));
+  parts.push_back(ReduceOpName(op));
+  Prepared p = Prepare("AllReduceCoalesced", tensors, absl::StrJoin(parts, ", "), op, 0,
+                       CheckTensors(tensors, check));
+  if (p.failed) return p.failed;
+  p.call.overlaps_compute = options.overlaps_compute;
+  return RunAllReduce(std::vector<Tensor>(tensors.begin(), tensors.end()), p.call);
+}
+
+std::shared_ptr<Work> ProcessGroup::Broadcast(const Tensor& tensor, int root) {
+  auto check = [this](const Tensor& t) { return CheckTensor(t); };
+  absl::Status ok = CheckTensors({tensor}, check);
+  if (ok.ok()) ok = CheckRoot(root, size_);
+  Prepared p = Prepare("Broadcast", {tensor}, absl::StrCat(TensorSignature(tensor), ", root=", root),
+                       ReduceOp::kSum, root, ok);
+  if (p.failed) return p.failed;
+  return RunBroadcast(tensor, p.call);
+}
+
+std::shared_ptr<Work> ProcessGroup::AllGather(const Tensor& output, const Tensor& input) {
+  auto check = [this](const Tensor& t) { return CheckTensor(t); };
+  absl::Status ok = CheckTensors({output, input}, check);
+  if (ok.ok() && output.numel() != size_ * input.numel()) {
+    ok = absl::InvalidArgumentError(absl::StrCat("output must hold size() * input.numel() = ", size_, " * ",
+                                                 input.numel(), " elements, not ", output.numel()));
+  }
+  Prepared p = Prepare("AllGather", {output, input},
+                       absl::StrCat(TensorSignature(output), " <- ", TensorSignature(input)), ReduceOp::kSum, 0, ok);
+  if (p.failed) return p.failed;
+  return RunAllGather(output, input, p.call);
+}
+
+std::shared_ptr<Work> ProcessGroup::ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op) {
+  auto check = [this](const Tensor& t) { return CheckTensor(t); };
+  absl::Status ok = CheckTensors({output, input}, check);
+  if (ok.ok() && input.numel() != size_ * output.numel()) {
+    ok = absl::InvalidArgumentError(absl::StrCat("input must hold size() * output.numel() = ", size_, " * ",
+                                                 output.numel(), " elements, not ", input.numel()));
+  }
+  Prepared p = Prepare("ReduceScatter", {output, input},
+                       absl::StrCat(TensorSignature(output), " <- ", TensorSignature(input), ", ",
+                                    ReduceOpName(op)),
+                       op, 0, ok);
+  if (p.failed) return p.failed;
+  return RunReduceScatter(output, input, p.call);
+}
+
+std::shared_ptr<Work> ProcessGroup::Reduce(const Tensor& tensor, int root, ReduceOp op) {
+  auto check = [this](const Tensor& t) { return CheckTensor(t); };
+  absl::Status ok = CheckTensors({tensor}, check);
+  if (ok.ok()) ok = CheckRoot(root, size_);
+  Prepared p = Prepare("Reduce", {tensor},
+                       absl::StrCat(TensorSignature(tensor), ", root=", root, ", ", ReduceOpName(op)), op, root,
+                       ok);
+  if (p.failed) return p.failed;
+  return RunReduce(tensor, p.call);
+}
+
+std::shared_ptr<Work> ProcessGroup::Barrier() {
+  Prepared p = Prepare("Barrier", {}, "", ReduceOp::kSum, 0, absl::OkStatus());
+  if (p.failed) return p.failed;
+  return RunBarrier(p.call);
+}
+
+}  // namespace tinyddp::dist

@@ -1,0 +1,136 @@
+// ProcessGroup: the collectives every rank of a job calls together, c10d's vocabulary. It sits between
+// the rendezvous Store (below: ranks find each other) and DistributedDataParallel (above: gradients are
+// averaged through AllReduce). Backends: ProcessGroupGloo (CPU tensors, TCP), ProcessGroupNCCL (CUDA
+// tensors, NVLink/PCIe/network). InitProcessGroup (init.h) builds the right one from the environment.
+//
+// The contract, identical on every backend:
+//   * Every call is asynchronous and returns a Work (work.h); call Wait() or SynchronizeStream() on it.
+//   * Every rank must make the same calls in the same order with the same shapes and dtypes; a
+//     collective is matched across ranks by its position in that order (its sequence number). With
+//     TINYDDP_DISTRIBUTED_DEBUG=DETAIL a mismatch is reported (debug_check.h) instead of hanging.
+//   * Tensors are updated in place where PyTorch does so (AllReduce, Broadcast, Reduce on the root); the
+//     caller keeps them alive and untouched until the Work completes (the group also holds a reference).
+//   * Argument errors (unsupported dtype or device, size mismatch, bad root) come back as an already
+//     completed Work whose Wait() returns InvalidArgument naming the call: one place to check errors.
+//   * Thread-safety: calls on one group must come from one thread at a time (they define the order).
+#ifndef TINYDDP_DIST_PROCESS_GROUP_PROCESS_GROUP_H_
+#define TINYDDP_DIST_PROCESS_GROUP_PROCESS_GROUP_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "dist/process_group/work.h"
+#include "tensor/tensor.h"
+
+namespace tinyddp::dist {
+
+class CollectiveFingerprintCheck;  // debug_check.h
+
+/// How AllReduce, Reduce and ReduceScatter combine the ranks' values (torch.distributed.ReduceOp).
+/// kAvg is the sum divided by the world size; for integer dtypes the division truncates (as NCCL's).
+enum class ReduceOp : uint8_t { kSum, kAvg, kMax, kMin, kProduct };
+
+/// "SUM", "AVG", "MAX", "MIN", "PRODUCT".
+const char* ReduceOpName(ReduceOp op);
+
+/// "float32 [1000]": how tensors appear in Work descriptions and debug-mode reports.
+std::string TensorSignature(const Tensor& tensor);
+
+/// How the caller will use an all_reduce, so that the backend can pick its algorithm.
+struct AllReduceOptions {
+  /// The caller keeps computing on the GPU while the collective runs (DDP's buckets during backward).
+  /// The NCCL group of two GPUs on one machine then moves the data with its copy engines, leaving the
+  /// SMs to that compute (dist/process_group/nccl/copy_engine/copy_engine_all_reduce.h); a standalone all_reduce of 25 MiB is
+  /// faster as an NCCL kernel, so that stays the default.
+  bool overlaps_compute = false;
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  /// This process's rank in [0, size()).
+  int rank() const { return rank_; }
+  /// Number of ranks in the group.
+  int size() const { return size_; }
+  /// "gloo" or "nccl".
+  virtual const char* backend_name() const = 0;
+  /// The time a collective may take before it fails with DeadlineExceeded; Work::Wait()'s default.
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  /// How many collectives this rank has issued so far (the next one gets this number).
+  int64_t sequence_number() const { return sequence_number_; }
+
+  // --- Collectives. Each returns at once; see the contract above. ------------------------------------
+
+  /// Combines `tensor` across ranks with `op`; every rank ends with the result, in place.
+  std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum, AllReduceOptions options = {});
+  /// AllReduce of several tensors as one collective (DDP's gradient buckets): Gloo flattens them into one
+  /// buffer, NCCL issues them inside one ncclGroupStart/End. Precondition: all of one dtype and device.
+  std::shared_ptr<Work> AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op = ReduceOp::kSum,
+                                           AllReduceOptions options = {});
+  /// Copies `tensor` of rank `root` into `tensor` of every other rank. Precondition: 0 <= root < size().
+  std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root = 0);
+  /// Concatenates every rank's `input` in rank order into `output` (all_gather_into_tensor).
+  /// Precondition: output.numel() == size() * input.numel(), same dtype and device.
+  std::shared_ptr<Work> AllGather(const Tensor& output, const Tensor& input);
+  /// Reduces the ranks' `input` with `op` and leaves block `rank()` of the result in `output`
+  /// (reduce_scatter_tensor). Precondition: input.numel() == size() * output.numel().
+  std::shared_ptr<Work> ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::kSum);
+  /// Combines `tensor` across ranks with `op` into `tensor` of rank `root`; other ranks' tensors are left
+  /// unchanged.
+  std::shared_ptr<Work> Reduce(const Tensor& tensor, int root = 0, ReduceOp op = ReduceOp::kSum);
+  /// Completes once every rank has entered the barrier.
+  std::shared_ptr<Work> Barrier();
+
+  /// Turns on TINYDDP_DISTRIBUTED_DEBUG=DETAIL checking: before each collective the ranks compare what
+  /// they are about to call (InitProcessGroup does this when the variable is set).
+  void EnableDebugCheck(std::unique_ptr<CollectiveFingerprintCheck> check);
+
+ protected:
+  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout);
+
+  /// What a backend is asked to do. The tensors have passed the generic checks (defined, one dtype and
+  /// one device among them, CheckTensor() below, sizes consistent) and hold at least one element.
+  struct Call {
+    std::string description;  // "AllReduce(float32 [1000], SUM) #7 on gloo rank 0/2"
+    ReduceOp op = ReduceOp::kSum;
+    int root = 0;
+    bool overlaps_compute = false;  // AllReduceOptions
+  };
+  virtual std::shared_ptr<Work> RunAllReduce(std::vector<Tensor> tensors, const Call& call) = 0;
+  virtual std::shared_ptr<Work> RunBroadcast(const Tensor& tensor, const Call& call) = 0;
+  virtual std::shared_ptr<Work> RunAllGather(const Tensor& output, const Tensor& input, const Call& call) = 0;
+  virtual std::shared_ptr<Work> RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) = 0;
+  virtual std::shared_ptr<Work> RunReduce(const Tensor& tensor, const Call& call) = 0;
+  virtual std::shared_ptr<Work> RunBarrier(const Call& call) = 0;
+  /// Whether this backend takes `tensor` (its device and dtype); the message names what it supports.
+  virtual absl::Status CheckTensor(const Tensor& tensor) const = 0;
+
+ private:
+  // Numbers the call, checks it (arguments, then the debug fingerprint), and returns either the
+  // description to run it under or the failed Work to hand back.
+  struct Prepared {
+    std::shared_ptr<Work> failed;  // set when the call must not run
+    Call call;
+    bool empty = false;  // no elements: nothing to move, completes at once on every rank
+  };
+  Prepared Prepare(const char* op_name, absl::Span<const Tensor> tensors, std::string signature,
+                   ReduceOp op, int root, absl::Status args_ok);
+
+  const int rank_;
+  const int size_;
+  const std::chrono::milliseconds timeout_;
+  int64_t sequence_number_ = 0;
+  std::unique_ptr<CollectiveFingerprintCheck> debug_check_;
+};
+
+}  // namespace tinyddp::dist
+
+#endif  // TINYDDP_DIST_PROCESS_GROUP_PROCESS_GROUP_H_

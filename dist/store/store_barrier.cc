@@ -1,0 +1,30 @@
+// StoreBarrier: see store_barrier.h.
+#include "dist/store/store_barrier.h"
+
+#include "absl/strings/str_cat.h"
+#include "dist/store/internal/kv_table.h"
+
+namespace tinyddp::dist {
+
+absl::Status StoreBarrier(Store& store, const std::string& name, int world_size,
+                          std::chrono::milliseconds timeout) {
+  const std::string arrived_key = name + "/arrived";
+  const std::string done_key = name + "/done";
+  auto arrived = store.Add(arrived_key, 1);
+  if (!arrived.ok()) return arrived.status();
+  if (*arrived == world_size) {
+    absl::Status s = store.Set(done_key, std::string("1"));
+    if (!s.ok()) return s;
+  }
+  absl::Status waited = store.Wait({done_key}, timeout);
+  if (absl::IsDeadlineExceeded(waited)) {
+    auto now = store.Add(arrived_key, 0);
+    return absl::DeadlineExceededError(absl::StrCat(
+        "barrier '", name, "': only ", now.ok() ? absl::StrCat(*now) : "?", " of ", world_size,
+        " ranks arrived within ", internal::FormatDuration(timeout),
+        " (a rank crashed, is stuck, or WORLD_SIZE is larger than the number of ranks started)"));
+  }
+  return waited;
+}
+
+}  // namespace tinyddp::dist
