@@ -29,6 +29,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "dist/init.h"
 #include "dist/launch/spawn.h"
 #include "nlohmann/json.hpp"
@@ -67,11 +68,11 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     const bool has = kv.size() == 2;
     if (kv[0] == "--backend" && has) {
       absl::StatusOr<dist::Backend> b = dist::ParseBackend(kv[1]);
-      if (!b.ok()) return b.status();
+      RETURN_IF_ERROR(b);
       o.backend = *b;
     } else if (kv[0] == "--dtype" && has) {
       absl::StatusOr<DType> d = ParseDType(kv[1]);
-      if (!d.ok()) return d.status();
+      RETURN_IF_ERROR(d);
       o.dtype = *d;
     } else if (kv[0] == "--min_bytes" && has && absl::SimpleAtoi(kv[1], &o.min_bytes) && o.min_bytes > 0) {
     } else if (kv[0] == "--max_bytes" && has && absl::SimpleAtoi(kv[1], &o.max_bytes) && o.max_bytes > 0) {
@@ -101,16 +102,16 @@ std::vector<int64_t> Sizes(const Options& o, int64_t max_bytes) {
 absl::StatusOr<double> TimeAllReduce(dist::ProcessGroup& pg, const Tensor& x, int warmup, int iters, bool gpu,
                                      dist::AllReduceOptions options) {
   for (int i = 0; i < warmup; ++i) {
-    if (absl::Status s = pg.AllReduce(x, dist::ReduceOp::kSum, options)->SynchronizeStream(); !s.ok()) return s;
+    RETURN_IF_ERROR(pg.AllReduce(x, dist::ReduceOp::kSum, options)->SynchronizeStream());
   }
-  if (absl::Status s = pg.Barrier()->Wait(); !s.ok()) return s;  // start together
+  RETURN_IF_ERROR(pg.Barrier()->Wait());  // start together
   if (gpu) {
     const cuda::Stream compute = cuda::Stream::Current(x.device().index);
     compute.Synchronize();
     cuda::Event start(/*enable_timing=*/true), stop(/*enable_timing=*/true);
     start.Record(compute);
     for (int i = 0; i < iters; ++i) {
-      if (absl::Status s = pg.AllReduce(x, dist::ReduceOp::kSum, options)->SynchronizeStream(); !s.ok()) return s;
+      RETURN_IF_ERROR(pg.AllReduce(x, dist::ReduceOp::kSum, options)->SynchronizeStream());
     }
     stop.Record(compute);
     stop.Synchronize();
@@ -118,7 +119,7 @@ absl::StatusOr<double> TimeAllReduce(dist::ProcessGroup& pg, const Tensor& x, in
   }
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) {
-    if (absl::Status s = pg.AllReduce(x, dist::ReduceOp::kSum, options)->Wait(); !s.ok()) return s;
+    RETURN_IF_ERROR(pg.AllReduce(x, dist::ReduceOp::kSum, options)->Wait());
   }
   const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - t0;
   return us.count() / iters;
@@ -127,7 +128,7 @@ absl::StatusOr<double> TimeAllReduce(dist::ProcessGroup& pg, const Tensor& x, in
 // One all-reduce of rank+1 everywhere must give n(n+1)/2: a benchmark of wrong answers is worthless.
 absl::Status CheckResult(dist::ProcessGroup& pg, DType dtype, Device device) {
   Tensor t = Tensor::Full({1000}, pg.rank() + 1.0, dtype, device);
-  if (absl::Status s = pg.AllReduce(t)->Wait(); !s.ok()) return s;
+  RETURN_IF_ERROR(pg.AllReduce(t)->Wait());
   const double want = pg.size() * (pg.size() + 1) / 2.0;
   const double got = ops::Cast(t, DType::kFloat64).ToVector<double>()[999];
   if (got != want) return absl::InternalError(absl::StrCat("all-reduce gave ", got, ", expected ", want));

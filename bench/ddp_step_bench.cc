@@ -35,6 +35,7 @@
 #include "absl/strings/str_split.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "base/status_macros.h"
 #include "dist/ddp/comm_hooks.h"
 #include "dist/ddp/comm_stream.h"
 #include "dist/ddp/ddp.h"
@@ -104,7 +105,7 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.bf16_hook = v == "bf16";
     } else if (kv[0] == "--backend" && has) {
       absl::StatusOr<dist::Backend> b = dist::ParseBackend(v);
-      if (!b.ok()) return b.status();
+      RETURN_IF_ERROR(b);
       o.backend = *b;
     } else {
       return absl::InvalidArgumentError("unknown or malformed flag " + arg +

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "data/internal/batch_pool.h"
 #include "tensor/cuda_device.h"
 
@@ -166,7 +167,7 @@ absl::StatusOr<DataLoader::Item> DataLoader::Produce(absl::Span<const int64_t> i
   Item item{pool_->Lend(slot, rows), slot, absl::OkStatus()};
   if (options_.device.is_cpu()) {
     // On the CPU the slot is the batch: gather straight into it.
-    if (absl::Status s = dataset_->GetBatchInto(indices, item.batch.inputs, item.batch.labels); !s.ok()) return s;
+    RETURN_IF_ERROR(dataset_->GetBatchInto(indices, item.batch.inputs, item.batch.labels));
     return item;
   }
 
@@ -174,7 +175,7 @@ absl::StatusOr<DataLoader::Item> DataLoader::Produce(absl::Span<const int64_t> i
   HostBuffer& host = host_ring_[batch_number % host_ring_.size()];
   if (!WaitUntilCopied(host.copied)) return Item{};
   Batch staged = pool_->layout().View(host.storage, rows);
-  if (absl::Status s = dataset_->GetBatchInto(indices, staged.inputs, staged.labels); !s.ok()) return s;
+  RETURN_IF_ERROR(dataset_->GetBatchInto(indices, staged.inputs, staged.labels));
   // The slot may still be read by kernels the consumer queued on an earlier batch: wait for them on the
   // GPU (the event recorded when that batch died), not on the host.
   copy_stream_.Wait(slot->released);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace tinyddp::data {
 namespace internal {
@@ -35,12 +36,12 @@ absl::Status CheckBatchBuffers(int64_t batch, int64_t input_size, const Tensor& 
 
 absl::Status Dataset::GetBatchInto(absl::Span<const int64_t> indices, Tensor& inputs, Tensor& labels) const {
   const int64_t d = input_size();
-  if (absl::Status s = internal::CheckBatchBuffers(indices.size(), d, inputs, labels); !s.ok()) return s;
+  RETURN_IF_ERROR(internal::CheckBatchBuffers(indices.size(), d, inputs, labels));
   float* x = inputs.data<float>();
   int64_t* y = labels.data<int64_t>();
   for (size_t b = 0; b < indices.size(); ++b) {
     absl::StatusOr<Example> e = Get(indices[b]);
-    if (!e.ok()) return e.status();
+    RETURN_IF_ERROR(e);
     if (e->input.dtype() != DType::kFloat32 || e->input.numel() != d || !e->input.device().is_cpu()) {
       return absl::InternalError(absl::StrCat("Dataset::Get(", indices[b], ") returned a ",
                                               DTypeName(e->input.dtype()), " ", ShapeToString(e->input.shape()),
@@ -56,7 +57,7 @@ absl::Status Dataset::GetBatchInto(absl::Span<const int64_t> indices, Tensor& in
 absl::StatusOr<Batch> Dataset::GetBatch(absl::Span<const int64_t> indices) const {
   const int64_t n = static_cast<int64_t>(indices.size());
   Batch batch{Tensor::Empty({n, input_size()}, DType::kFloat32), Tensor::Empty({n}, DType::kInt64)};
-  if (absl::Status s = GetBatchInto(indices, batch.inputs, batch.labels); !s.ok()) return s;
+  RETURN_IF_ERROR(GetBatchInto(indices, batch.inputs, batch.labels));
   return batch;
 }
 
@@ -104,7 +105,7 @@ absl::StatusOr<Example> TensorDataset::Get(int64_t index) const {
 absl::Status TensorDataset::GetBatchInto(absl::Span<const int64_t> indices, Tensor& inputs,
                                          Tensor& labels) const {
   const int64_t d = input_size();
-  if (absl::Status s = internal::CheckBatchBuffers(indices.size(), d, inputs, labels); !s.ok()) return s;
+  RETURN_IF_ERROR(internal::CheckBatchBuffers(indices.size(), d, inputs, labels));
   const float* src_x = inputs_.data<float>();
   const int64_t* src_y = labels_.data<int64_t>();
   float* x = inputs.data<float>();

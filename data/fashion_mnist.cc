@@ -6,6 +6,7 @@
 #include <array>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "data/idx.h"
 
 namespace tinyddp::data {
@@ -34,9 +35,9 @@ absl::StatusOr<std::string> FindFile(const std::string& dir, const std::string& 
 absl::StatusOr<TensorDataset> LoadIdxDataset(const std::string& images_path, const std::string& labels_path,
                                              int64_t num_classes) {
   absl::StatusOr<IdxArray> images = ReadIdxFile(images_path, 3);
-  if (!images.ok()) return images.status();
+  RETURN_IF_ERROR(images);
   absl::StatusOr<IdxArray> labels = ReadIdxFile(labels_path, 1);
-  if (!labels.ok()) return labels.status();
+  RETURN_IF_ERROR(labels);
   const int64_t n = images->dims[0];
   const int64_t pixels = images->dims[1] * images->dims[2];
   if (labels->dims[0] != n) {
@@ -81,9 +82,9 @@ absl::StatusOr<TensorDataset> LoadFashionMnist(const std::string& data_dir, absl
   }
   const std::string dir = data_dir.empty() ? kDefaultFashionMnistDir : data_dir;
   absl::StatusOr<std::string> images = FindFile(dir, prefix + "-images-idx3-ubyte");
-  if (!images.ok()) return images.status();
+  RETURN_IF_ERROR(images);
   absl::StatusOr<std::string> labels = FindFile(dir, prefix + "-labels-idx1-ubyte");
-  if (!labels.ok()) return labels.status();
+  RETURN_IF_ERROR(labels);
   return LoadIdxDataset(*images, *labels);
 }
 

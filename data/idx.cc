@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "data/internal/file_contents.h"
 
 namespace tinyddp::data {
@@ -95,7 +96,7 @@ absl::StatusOr<IdxArray> ParseIdx(std::string contents, int expected_ndims, cons
 
 absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path, int expected_ndims) {
   absl::StatusOr<std::string> contents = internal::ReadFileContents(path);
-  if (!contents.ok()) return contents.status();
+  RETURN_IF_ERROR(contents);
   return ParseIdx(*std::move(contents), expected_ndims, path);
 }
 

@@ -3,6 +3,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "dist/process_group/debug_check.h"
 #include "dist/store/prefix_store.h"
 #include "dist/process_group/gloo/process_group_gloo.h"
@@ -43,7 +44,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeNccl(const WorkerEnv& env, std
   nccl.timeout = options.timeout;
   nccl.device = env.local_rank;
   auto pg = ProcessGroupNCCL::Create(std::move(store), env.rank, env.world_size, nccl);
-  if (!pg.ok()) return pg.status();
+  RETURN_IF_ERROR(pg);
   return std::unique_ptr<ProcessGroup>(std::move(*pg));
 #else
   (void)env;
@@ -99,7 +100,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const WorkerEnv& 
   const Backend backend = ResolveBackend(options.backend);
   auto holder = std::make_shared<GroupWithStore>();
   absl::StatusOr<std::shared_ptr<TCPStore>> store = ConnectToJobStore(env, options.timeout);
-  if (!store.ok()) return store.status();
+  RETURN_IF_ERROR(store);
   holder->store = *store;
 
   absl::StatusOr<std::unique_ptr<ProcessGroup>> group;

@@ -30,6 +30,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "autograd/engine.h"                     // Backward
+#include "base/status_macros.h"
 #include "data/data_loader.h"                    // DataLoader: batches with prefetch, on the device
 #include "data/distributed_sampler.h"            // DistributedSampler: this rank's share of each epoch
 #include "data/fashion_mnist.h"                  // LoadFashionMnist
@@ -59,12 +60,6 @@ namespace {
 
 using autograd::Variable;
 
-#define RETURN_IF_ERROR(expr)            \
-  do {                                   \
-    const absl::Status status_ = (expr); \
-    if (!status_.ok()) return status_;   \
-  } while (0)
-
 // --- Setup helpers ---------------------------------------------------------------------------------
 
 struct Datasets {
@@ -78,18 +73,18 @@ absl::StatusOr<Datasets> LoadDatasets(const TrainOptions& o) {
                              .input_size = o.synthetic_input_size,
                              .seed = static_cast<uint64_t>(o.seed)};
     auto train = data::MakeSyntheticDataset(s, "train");
-    if (!train.ok()) return train.status();
+    RETURN_IF_ERROR(train);
     s.num_examples = std::max<int64_t>(o.synthetic_examples / 5, 1);
     auto test = data::MakeSyntheticDataset(s, "test");
-    if (!test.ok()) return test.status();
+    RETURN_IF_ERROR(test);
     d.train = std::make_shared<data::TensorDataset>(*std::move(train));
     d.test = std::make_shared<data::TensorDataset>(*std::move(test));
     return d;
   }
   auto train = data::LoadFashionMnist(o.data_dir, "train");
-  if (!train.ok()) return train.status();
+  RETURN_IF_ERROR(train);
   auto test = data::LoadFashionMnist(o.data_dir, "test");
-  if (!test.ok()) return test.status();
+  RETURN_IF_ERROR(test);
   d.train = std::make_shared<data::TensorDataset>(*std::move(train));
   d.test = std::make_shared<data::TensorDataset>(*std::move(test));
   return d;
@@ -128,7 +123,7 @@ struct Job {
 absl::Status AgreeOnStatus(const Job& job, const absl::Status& local, const char* what) {
   Tensor failed = Tensor::FromVector<int64_t>({local.ok() ? 0 : 1}, {1}, job.device);
   RETURN_IF_ERROR(job.pg->AllReduce(failed, dist::ReduceOp::kSum)->Wait());
-  if (!local.ok()) return local;
+  RETURN_IF_ERROR(local);
   const int64_t n = failed.ToVector<int64_t>()[0];
   if (n > 0) return absl::AbortedError(absl::StrCat(n, " other rank(s) failed while ", what, "; see above"));
   return absl::OkStatus();

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "tensor/internal/check.h"
 #include "tensor/ops.h"
 
@@ -89,7 +90,7 @@ absl::Status Adam::LoadStateTensors(const TensorMap& state) {
   for (const auto& [name, t] : state) {
     size_t i;
     std::string field;
-    if (absl::Status s = ParseStateName(name, &i, &field); !s.ok()) return s;
+    RETURN_IF_ERROR(ParseStateName(name, &i, &field));
     if (field == "step") {
       const bool scalar = t.numel() == 1 && IsFloatingPoint(t.dtype()) && t.device().is_cpu();
       const double v = scalar ? t.Item() : -1.0;
@@ -99,7 +100,7 @@ absl::Status Adam::LoadStateTensors(const TensorMap& state) {
       }
       steps[i] = static_cast<int64_t>(v);
     } else if (field == "exp_avg" || field == "exp_avg_sq") {
-      if (absl::Status s = CheckLike(name, t, i); !s.ok()) return s;
+      RETURN_IF_ERROR(CheckLike(name, t, i));
       (field == "exp_avg" ? avgs : avg_sqs)[i] = t;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(name_, " state: unknown field in '", name, "'"));

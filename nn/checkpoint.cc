@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
 
@@ -56,7 +57,7 @@ absl::Status SaveModule(const Module& module, const std::string& path, const Str
 
 absl::Status LoadModule(Module& module, const std::string& path) {
   absl::StatusOr<SafetensorsContents> contents = LoadSafetensors(path);
-  if (!contents.ok()) return contents.status();
+  RETURN_IF_ERROR(contents);
   return LoadStateDict(module, contents->tensors, path);
 }
 
@@ -66,7 +67,7 @@ absl::Status SaveOptimizer(const Optimizer& optimizer, const std::string& path, 
 
 absl::Status LoadOptimizer(Optimizer& optimizer, const std::string& path) {
   absl::StatusOr<SafetensorsContents> contents = LoadSafetensors(path);
-  if (!contents.ok()) return contents.status();
+  RETURN_IF_ERROR(contents);
   absl::Status status = optimizer.LoadStateTensors(contents->tensors);
   if (!status.ok()) return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
   return status;

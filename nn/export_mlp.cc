@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "autograd/grad_mode.h"
+#include "base/status_macros.h"
 #include "nn/checkpoint.h"
 #include "nn/mlp.h"
 #include "nn/safetensors.h"
@@ -41,7 +42,7 @@ absl::Status Export(const std::string& dir) {
   Tensor input = Tensor::Empty({4, 784});
   ops::UniformInit(input, 0.0, 1.0, 99);  // like pixels scaled to [0, 1]
   const Tensor output = Run(*model, input).data();
-  if (absl::Status s = SaveModule(*model, dir + "/mlp.safetensors"); !s.ok()) return s;
+  RETURN_IF_ERROR(SaveModule(*model, dir + "/mlp.safetensors"));
   if (absl::Status s = SaveSafetensors(dir + "/io.safetensors", {{"input", input}, {"output", output}}); !s.ok()) {
     return s;
   }
@@ -52,9 +53,9 @@ absl::Status Export(const std::string& dir) {
 
 absl::Status Check(const std::string& dir, double tolerance) {
   auto model = MLP(kDims);
-  if (absl::Status s = LoadModule(*model, dir + "/torch_mlp.safetensors"); !s.ok()) return s;
+  RETURN_IF_ERROR(LoadModule(*model, dir + "/torch_mlp.safetensors"));
   absl::StatusOr<SafetensorsContents> io = LoadSafetensors(dir + "/torch_io.safetensors");
-  if (!io.ok()) return io.status();
+  RETURN_IF_ERROR(io);
   if (io->tensors.count("input") == 0 || io->tensors.count("output") == 0) {
     return absl::InvalidArgumentError(absl::StrCat(dir, "/torch_io.safetensors must hold 'input' and 'output'"));
   }

@@ -17,6 +17,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "base/status_macros.h"
 #include "nn/safetensors.h"
 #include "tensor/tensor.h"
 
@@ -124,7 +125,7 @@ absl::StatusOr<Header> ParseHeader(absl::string_view text, uint64_t data_size, a
       continue;
     }
     absl::StatusOr<Entry> entry = ParseEntry(key, value, source);
-    if (!entry.ok()) return entry.status();
+    RETURN_IF_ERROR(entry);
     header.entries.push_back(*std::move(entry));
   }
   // The byte ranges must tile [0, data_size) exactly: sorted by offset, each starts where the last ended.
@@ -198,10 +199,10 @@ absl::StatusOr<SafetensorsContents> ParseSafetensors(absl::string_view bytes, ab
     return Invalid(source, absl::StrCat("only ", bytes.size(), " bytes, shorter than the 8-byte header length"));
   }
   absl::StatusOr<uint64_t> n = HeaderLength(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), source);
-  if (!n.ok()) return n.status();
+  RETURN_IF_ERROR(n);
   const absl::string_view data = bytes.substr(8 + *n);
   absl::StatusOr<Header> header = ParseHeader(bytes.substr(8, *n), data.size(), source);
-  if (!header.ok()) return header.status();
+  RETURN_IF_ERROR(header);
   SafetensorsContents contents;
   contents.metadata = std::move(header->metadata);
   for (const Entry& e : header->entries) {
@@ -223,20 +224,20 @@ absl::StatusOr<SafetensorsContents> LoadSafetensors(const std::string& path) {
   if (file_size < 8) return Invalid(path, absl::StrCat("only ", file_size, " bytes, shorter than the 8-byte header length"));
 
   unsigned char prefix[8];
-  if (absl::Status s = ReadAt(fd, prefix, 8, 0, path); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadAt(fd, prefix, 8, 0, path));
   absl::StatusOr<uint64_t> n = HeaderLength(prefix, file_size, path);
-  if (!n.ok()) return n.status();
+  RETURN_IF_ERROR(n);
   std::string text(*n, '\0');
-  if (absl::Status s = ReadAt(fd, text.data(), *n, 8, path); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadAt(fd, text.data(), *n, 8, path));
   absl::StatusOr<Header> header = ParseHeader(text, file_size - 8 - *n, path);
-  if (!header.ok()) return header.status();
+  RETURN_IF_ERROR(header);
 
   SafetensorsContents contents;
   contents.metadata = std::move(header->metadata);
   const uint64_t data_start = 8 + *n;
   for (const Entry& e : header->entries) {
     Tensor t = Tensor::Empty(e.shape, e.dtype);
-    if (absl::Status s = ReadAt(fd, t.data_ptr(), e.end - e.begin, data_start + e.begin, path); !s.ok()) return s;
+    RETURN_IF_ERROR(ReadAt(fd, t.data_ptr(), e.end - e.begin, data_start + e.begin, path));
     contents.tensors[e.name] = std::move(t);
   }
   return contents;

@@ -14,6 +14,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "base/status_macros.h"
 #include "nn/safetensors.h"
 
 namespace tinyddp::nn {
@@ -116,7 +117,7 @@ const char* SafetensorsDTypeName(DType dtype) {
 
 absl::StatusOr<std::string> SerializeSafetensors(const TensorMap& tensors, const StringMap& metadata) {
   absl::StatusOr<Layout> layout = PlanLayout(tensors, metadata);
-  if (!layout.ok()) return layout.status();
+  RETURN_IF_ERROR(layout);
   std::string bytes = std::move(layout->header);
   for (const Tensor& t : layout->tensors) {
     const Tensor host = OnHost(t);
@@ -146,7 +147,7 @@ absl::Status SaveSafetensors(const std::string& path, const TensorMap& tensors, 
   if (status.ok() && ::fchmod(fd, 0644) != 0) status = absl::ErrnoToStatus(errno, absl::StrCat("fchmod ", tmp));
   if (status.ok() && ::fsync(fd) != 0) status = absl::ErrnoToStatus(errno, absl::StrCat("fsync ", tmp));
   if (::close(fd) != 0 && status.ok()) status = absl::ErrnoToStatus(errno, absl::StrCat("close ", tmp));
-  if (!status.ok()) return status;
+  RETURN_IF_ERROR(status);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("safetensors: renaming ", tmp, " to ", path));
   }

@@ -2,6 +2,7 @@
 #include "nn/sgd.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "tensor/internal/check.h"
 #include "tensor/ops.h"
 
@@ -60,11 +61,11 @@ absl::Status SGD::LoadStateTensors(const TensorMap& state) {
   for (const auto& [name, t] : state) {
     size_t i;
     std::string field;
-    if (absl::Status s = ParseStateName(name, &i, &field); !s.ok()) return s;
+    RETURN_IF_ERROR(ParseStateName(name, &i, &field));
     if (field != "momentum_buffer") {
       return absl::InvalidArgumentError(absl::StrCat("SGD state: unknown field in '", name, "'"));
     }
-    if (absl::Status s = CheckLike(name, t, i); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckLike(name, t, i));
     loaded[i] = t;
   }
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "autograd/grad_mode.h"
+#include "base/status_macros.h"
 #include "dist/ddp/comm_stream.h"
 #include "dist/ddp/reducer.h"
 #include "dist/ddp/trace.h"
@@ -41,7 +42,7 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> AllGatherInts(ProcessGroup& pg
   const int64_t n = static_cast<int64_t>(local.size());
   Tensor input = Tensor::FromVector<int64_t>(local, {n}, device);
   Tensor output = Tensor::Empty({n * pg.size()}, DType::kInt64, device);
-  if (absl::Status s = pg.AllGather(output, input)->Wait(); !s.ok()) return s;
+  RETURN_IF_ERROR(pg.AllGather(output, input)->Wait());
   const std::vector<int64_t> flat = output.ToVector<int64_t>();
   std::vector<std::vector<int64_t>> rows(pg.size());
   for (int r = 0; r < pg.size(); ++r) rows[r].assign(flat.begin() + r * n, flat.begin() + (r + 1) * n);
@@ -55,7 +56,7 @@ absl::Status VerifyParametersMatchAcrossRanks(ProcessGroup& pg,
   const Device device = params.empty() ? Device::CPU() : params[0].second.device();
   // Round 1: how many parameters each rank has.
   auto counts = AllGatherInts(pg, {static_cast<int64_t>(params.size())}, device);
-  if (!counts.ok()) return counts.status();
+  RETURN_IF_ERROR(counts);
   int64_t most = 0;
   for (const auto& row : *counts) most = std::max(most, row[0]);
   if (most == 0) return absl::OkStatus();
@@ -63,7 +64,7 @@ absl::Status VerifyParametersMatchAcrossRanks(ProcessGroup& pg,
   std::vector<int64_t> hashes(most, kMissing);
   for (size_t i = 0; i < params.size(); ++i) hashes[i] = StableHash(Describe(params[i].first, params[i].second.data()));
   auto all = AllGatherInts(pg, hashes, device);
-  if (!all.ok()) return all.status();
+  RETURN_IF_ERROR(all);
   int64_t first = -1;
   for (int64_t i = 0; i < most && first < 0; ++i) {
     for (int r = 1; r < pg.size(); ++r) {
@@ -78,7 +79,7 @@ absl::Status VerifyParametersMatchAcrossRanks(ProcessGroup& pg,
   std::vector<int64_t> chars(kDescChars, 0);
   for (size_t c = 0; c < mine.size() && c < static_cast<size_t>(kDescChars); ++c) chars[c] = mine[c];
   auto texts = AllGatherInts(pg, chars, device);
-  if (!texts.ok()) return texts.status();
+  RETURN_IF_ERROR(texts);
   auto text_of = [&](int r) {
     std::string s;
     for (int64_t c : (*texts)[r]) {
@@ -123,7 +124,7 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
                                                    "bucket_cap_bytes=", options.bucket_cap_bytes,
                                                    " first_bucket_bytes=", options.first_bucket_bytes));
   }
-  if (absl::Status s = VerifyParametersMatchAcrossRanks(*pg, params); !s.ok()) return s;
+  RETURN_IF_ERROR(VerifyParametersMatchAcrossRanks(*pg, params));
 
   // Start from one model: rank 0's values everywhere (PyTorch's _sync_module_states). All broadcasts are
   // issued first and then waited for, so they pipeline.

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "tensor/internal/check.h"
 
 namespace tinyddp::dist {
@@ -152,7 +153,7 @@ absl::Status Tracer::WriteChromeTrace(ProcessGroup* pg, const std::string& path)
     const Device device = on_gpu() ? device_ : Device::CPU();
     Tensor length = Tensor::FromVector<int64_t>({static_cast<int64_t>(body.size())}, {1}, device);
     Tensor lengths = Tensor::Empty({pg->size()}, DType::kInt64, device);
-    if (absl::Status s = pg->AllGather(lengths, length)->Wait(); !s.ok()) return s;
+    RETURN_IF_ERROR(pg->AllGather(lengths, length)->Wait());
     const std::vector<int64_t> sizes = lengths.ToVector<int64_t>();
     int64_t words = 1;
     for (int64_t n : sizes) words = std::max(words, (n + 7) / 8);
@@ -160,7 +161,7 @@ absl::Status Tracer::WriteChromeTrace(ProcessGroup* pg, const std::string& path)
     std::memcpy(packed.data(), body.data(), body.size());
     Tensor mine = Tensor::FromVector<int64_t>(packed, {words}, device);
     Tensor all = Tensor::Empty({words * pg->size()}, DType::kInt64, device);
-    if (absl::Status s = pg->AllGather(all, mine)->Wait(); !s.ok()) return s;
+    RETURN_IF_ERROR(pg->AllGather(all, mine)->Wait());
     if (pg->rank() != 0) return absl::OkStatus();
     const std::vector<int64_t> texts = all.ToVector<int64_t>();
     for (int r = 1; r < pg->size(); ++r) {

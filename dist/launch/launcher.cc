@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "dist/launch/env.h"
 #include "dist/launch/supervisor.h"
 #include "dist/store/tcp_store.h"
@@ -36,14 +37,14 @@ absl::Status MeetOtherLaunchers(Store& store, const LaunchOptions& o, int nproc)
   const std::string id = absl::StrCat(host, ":", me);
   const std::string claim_key = absl::StrCat("tinyddp/launch/node/", o.node_rank);
   auto owner = store.CompareSet(claim_key, {}, Bytes(id.begin(), id.end()));
-  if (!owner.ok()) return owner.status();
+  RETURN_IF_ERROR(owner);
   if (std::string(owner->begin(), owner->end()) != id) {
     return absl::FailedPreconditionError(absl::StrCat("two launchers claim --node_rank=", o.node_rank, " (the other is ",
                                                       std::string(owner->begin(), owner->end()),
                                                       "); give each machine its own node_rank"));
   }
   absl::Status s = store.Set(absl::StrCat("tinyddp/launch/nproc/", o.node_rank), std::to_string(nproc));
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(s);
   std::vector<std::string> keys;
   for (int n = 0; n < o.nnodes; ++n) keys.push_back(absl::StrCat("tinyddp/launch/nproc/", n));
   s = store.Wait(keys, std::chrono::seconds(o.rendezvous_timeout_seconds));
@@ -53,10 +54,10 @@ absl::Status MeetOtherLaunchers(Store& store, const LaunchOptions& o, int nproc)
                                                     "); start `launch --node_rank=I` on each of the ", o.nnodes,
                                                     " machines with the same --master_addr/--master_port"));
   }
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(s);
   for (int n = 0; n < o.nnodes; ++n) {
     auto text = store.GetString(keys[n]);
-    if (!text.ok()) return text.status();
+    RETURN_IF_ERROR(text);
     if (*text != std::to_string(nproc)) {
       return absl::FailedPreconditionError(absl::StrCat("node ", n, " runs ", *text, " workers but node ", o.node_rank,
                                                         " runs ", nproc,

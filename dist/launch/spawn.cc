@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "dist/launch/env.h"
 #include "dist/launch/launch_options.h"
 #include "dist/launch/launcher.h"
@@ -40,7 +41,7 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
 
   // Hosting the store here on port 0 picks a free port with no race: the kernel holds it for us.
   auto server = TCPStoreServer::Start(0);
-  if (!server.ok()) return server.status();
+  RETURN_IF_ERROR(server);
   const int port = (*server)->port();
 
   std::vector<WorkerProcessSpec> specs;
@@ -52,8 +53,7 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
   int exit_code = 0;
   {
     Supervisor supervisor({.prefix_output = options.prefix_output, .name = "spawn"});
-    absl::Status started = supervisor.Start(specs);
-    if (!started.ok()) return started;
+    RETURN_IF_ERROR(supervisor.Start(specs));
     JobResult result = supervisor.Wait();
     if (result.exit_code != 0) {
       std::fprintf(stderr, "spawn: job failed: %s; exiting with %d\n", result.reason.c_str(), result.exit_code);

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace tinyddp::dist {
 
@@ -49,7 +50,7 @@ absl::Status CollectiveFingerprintCheck::Check(int64_t seq, const std::string& f
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     absl::StatusOr<std::string> theirs = store_->GetString(Key(seq, r));
-    if (!theirs.ok()) return theirs.status();
+    RETURN_IF_ERROR(theirs);
     if (*theirs != fingerprint) {
       return absl::FailedPreconditionError(absl::StrCat(
           "collective mismatch: rank ", rank_, " called ", fingerprint, " as collective #", seq, " but rank ", r,

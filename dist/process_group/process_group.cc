@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "dist/process_group/debug_check.h"
 
 namespace tinyddp::dist {
@@ -37,7 +38,7 @@ absl::Status CheckTensors(absl::Span<const Tensor> tensors,
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat("tensor ", i, " is undefined"));
-    if (absl::Status s = backend_check(t); !s.ok()) return s;
+    RETURN_IF_ERROR(backend_check(t));
     if (t.dtype() != tensors[0].dtype() || t.device() != tensors[0].device()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "all tensors must share one dtype and device; tensor 0 is ", TensorSignature(tensors[0]),

@@ -3,6 +3,7 @@
 #include "dist/store/prefix_store.h"
 
 #include <utility>
+#include "base/status_macros.h"
 
 namespace tinyddp::dist {
 
@@ -14,8 +15,7 @@ PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
 absl::Status PrefixStore::Set(const std::string& key, const Bytes& value) { return base_->Set(Full(key), value); }
 
 absl::StatusOr<Bytes> PrefixStore::Get(const std::string& key) {
-  absl::Status waited = base_->Wait({Full(key)}, timeout_);
-  if (!waited.ok()) return waited;
+  RETURN_IF_ERROR(base_->Wait({Full(key)}, timeout_));
   return base_->Get(Full(key));
 }
 

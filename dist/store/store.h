@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/status_macros.h"
 
 namespace tinyddp::dist {
 
@@ -49,7 +50,7 @@ class Store {
   }
   absl::StatusOr<std::string> GetString(const std::string& key) {
     auto v = Get(key);
-    if (!v.ok()) return v.status();
+    RETURN_IF_ERROR(v);
     return std::string(v->begin(), v->end());
   }
 

@@ -2,6 +2,7 @@
 #include "dist/store/store_barrier.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "dist/store/internal/kv_table.h"
 
 namespace tinyddp::dist {
@@ -11,10 +12,9 @@ absl::Status StoreBarrier(Store& store, const std::string& name, int world_size,
   const std::string arrived_key = name + "/arrived";
   const std::string done_key = name + "/done";
   auto arrived = store.Add(arrived_key, 1);
-  if (!arrived.ok()) return arrived.status();
+  RETURN_IF_ERROR(arrived);
   if (*arrived == world_size) {
-    absl::Status s = store.Set(done_key, std::string("1"));
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(store.Set(done_key, std::string("1")));
   }
   absl::Status waited = store.Wait({done_key}, timeout);
   if (absl::IsDeadlineExceeded(waited)) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "dist/store/internal/kv_table.h"
 #include "dist/store/internal/store_protocol.h"
 
@@ -39,7 +40,7 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(const TCPStoreOptions
     store->port_ = store->server_->port();
   }
   auto first = store->TakeConnection();  // fail now, with the connect error, rather than at first use
-  if (!first.ok()) return first.status();
+  RETURN_IF_ERROR(first);
   store->ReturnConnection(std::move(*first));
   return store;
 }
@@ -57,7 +58,7 @@ std::string TCPStore::Where() const { return absl::StrCat(host_, ":", port_); }
 absl::StatusOr<internal::Socket> TCPStore::TakeConnection() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!broken_.ok()) return broken_;
+    RETURN_IF_ERROR(broken_);
     if (!idle_.empty()) {
       internal::Socket s = std::move(idle_.back());
       idle_.pop_back();
@@ -84,7 +85,7 @@ void TCPStore::ReturnConnection(internal::Socket socket) {
 
 absl::StatusOr<Bytes> TCPStore::Call(const Bytes& request, std::chrono::milliseconds server_wait) {
   auto socket = TakeConnection();
-  if (!socket.ok()) return socket.status();
+  RETURN_IF_ERROR(socket);
   // Clamped first so that a "forever" timeout (milliseconds::max()) cannot overflow the sum.
   const auto year = std::chrono::milliseconds(std::chrono::hours(24 * 365));
   const auto budget = std::min(server_wait, year) + std::min(std::max(timeout_, kReplyMargin), year);
@@ -153,7 +154,7 @@ absl::StatusOr<bool> TCPStore::Delete(const std::string& key) {
   TINYDDP_STORE_CALL(reply, MessageWriter().U8(uint8_t(StoreOp::kDelete)).Str(key).Take(),
                      std::chrono::milliseconds(0));
   auto existed = reply.U8();
-  if (!existed.ok()) return existed.status();
+  RETURN_IF_ERROR(existed);
   return *existed != 0;
 }
 

@@ -15,6 +15,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "dist/store/internal/store_protocol.h"
 
 namespace tinyddp::dist {
@@ -26,7 +27,7 @@ using internal::StoreOp;
 absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(int port) {
   std::unique_ptr<TCPStoreServer> server(new TCPStoreServer());
   auto listener = internal::Listen(port, &server->port_);
-  if (!listener.ok()) return listener.status();
+  RETURN_IF_ERROR(listener);
   server->listener_ = std::move(*listener);
   if (::pipe2(server->wake_pipe_, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe2 failed: ", internal::ErrnoText(errno)));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "autograd/grad_mode.h"
+#include "base/status_macros.h"
 #include "data/distributed_sampler.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
@@ -35,7 +36,7 @@ absl::StatusOr<EvalSums> EvaluateShard(nn::Module& model, const data::Dataset& d
   for (size_t begin = 0; begin < indices.size(); begin += static_cast<size_t>(batch_size)) {
     const size_t end = std::min(indices.size(), begin + static_cast<size_t>(batch_size));
     absl::StatusOr<data::Batch> batch = dataset.GetBatch(absl::MakeConstSpan(indices.data() + begin, end - begin));
-    if (!batch.ok()) return batch.status();
+    RETURN_IF_ERROR(batch);
     const Tensor inputs = batch->inputs.To(device);
     const Tensor labels = batch->labels.To(device);
     const Tensor logits = model(autograd::Variable(inputs)).data();

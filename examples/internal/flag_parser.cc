@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "tensor/internal/check.h"
 
 namespace tinyddp::examples {
@@ -165,8 +166,7 @@ absl::Status FlagParser::Parse(const std::vector<std::string>& args, bool* help_
     } else {
       return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value (--", name, "=VALUE)"));
     }
-    absl::Status status = flag->set(value);
-    if (!status.ok()) return status;
+    RETURN_IF_ERROR(flag->set(value));
     flag->was_set = true;
   }
   return absl::OkStatus();

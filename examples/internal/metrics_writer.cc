@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "examples/internal/durable_file.h"
 #include "examples/internal/svg_plot.h"
 #include "nlohmann/json.hpp"
@@ -65,10 +66,9 @@ absl::StatusOr<std::string> MetricsWriter::Finish() {
   }
   file_ = nullptr;
   absl::StatusOr<std::string> text = ReadWholeFile(path_);
-  if (!text.ok()) return text.status();
+  RETURN_IF_ERROR(text);
   const std::string plot_path = PlotPathFor(path_);
-  absl::Status written = WriteFileAtomically(plot_path, PlotMetrics(*text));
-  if (!written.ok()) return written;
+  RETURN_IF_ERROR(WriteFileAtomically(plot_path, PlotMetrics(*text)));
   return plot_path;
 }
 

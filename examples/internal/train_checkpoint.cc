@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "examples/internal/durable_file.h"
 #include "nlohmann/json.hpp"
 #include "nn/checkpoint.h"
@@ -129,7 +130,7 @@ absl::StatusOr<std::string> SaveTrainingCheckpoint(const std::string& dir, const
   fs::rename(tmp, final_path, ec);
   if (ec) return FsError(absl::StrCat("cannot rename ", tmp, " to"), final_path, ec);
   s = FsyncDirectory(dir);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(s);
   if (replacing) fs::remove_all(old, ec);
 
   // 4. Retention: the newest `keep` by step number stay.
@@ -233,7 +234,7 @@ absl::StatusOr<TrainingProgress> LoadTrainingCheckpoint(const std::string& path,
   }
   absl::Status s = nn::LoadModule(model, path + "/model.safetensors");
   if (s.ok()) s = nn::LoadOptimizer(optimizer, path + "/optimizer.safetensors");
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(s);
   return info->progress;
 }
 

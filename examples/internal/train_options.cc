@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "examples/internal/flag_parser.h"
 #include "examples/internal/user_path.h"
 
@@ -73,7 +74,7 @@ absl::Status Validate(const TrainOptions& o) {
       Check(o.dataset == "fashion_mnist" || o.data_dir.empty(), "data_dir", "only applies to --dataset=fashion_mnist"),
   };
   for (const absl::Status& s : checks) {
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(s);
   }
   return absl::OkStatus();
 }
@@ -115,11 +116,9 @@ absl::StatusOr<TrainOptions> ParseTrainOptions(const std::vector<std::string>& a
   TrainOptions o;
   FlagParser parser("ddp_mlp");
   BindFlags(parser, o);
-  absl::Status parsed = parser.Parse(args, &o.help);
-  if (!parsed.ok()) return parsed;
+  RETURN_IF_ERROR(parser.Parse(args, &o.help));
   if (o.help) return o;
-  absl::Status valid = Validate(o);
-  if (!valid.ok()) return valid;
+  RETURN_IF_ERROR(Validate(o));
   for (std::string* path : {&o.data_dir, &o.checkpoint_dir, &o.init_from, &o.metrics_out, &o.trace}) {
     *path = ResolveUserPath(*path, working_directory);
   }

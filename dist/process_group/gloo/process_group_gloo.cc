@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "dist/process_group/gloo/gloo_ring_reduce_scatter.h"
 #include "dist/process_group/gloo/gloo_store_adapter.h"
 #include "dist/process_group/host_reduce.h"
@@ -108,7 +109,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::
   GlooStoreAdapter adapter(std::make_shared<PrefixStore>(prefix, std::move(store)), options.timeout);
   s = CatchGloo(absl::StrCat("Gloo rendezvous of rank ", rank, "/", size), options.timeout,
                 [&] { context->connectFullMesh(adapter, device); });
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(s);
   return std::unique_ptr<ProcessGroupGloo>(new ProcessGroupGloo(rank, size, options.timeout, std::move(context)));
 }
 

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "dist/process_group/host_reduce.h"
 #include "dist/process_group/nccl/copy_engine/copy_engine_all_reduce.h"
 #include "dist/store/prefix_store.h"
@@ -101,14 +102,14 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
       return absl::UnavailableError(absl::StrCat("ncclGetUniqueId failed: ", NcclError(r, nullptr)));
     }
     const uint8_t* p = reinterpret_cast<const uint8_t*>(&id);
-    if (absl::Status s = keys.Set("unique_id", Bytes(p, p + sizeof(id))); !s.ok()) return s;
+    RETURN_IF_ERROR(keys.Set("unique_id", Bytes(p, p + sizeof(id))));
   } else {
     if (absl::Status s = keys.Wait({"unique_id"}, options.timeout); !s.ok()) {
       return absl::DeadlineExceededError(absl::StrCat("rank ", rank, " waited ", options.timeout.count(),
                                                       " ms for rank 0's NCCL id: ", s.message()));
     }
     absl::StatusOr<Bytes> bytes = keys.Get("unique_id");
-    if (!bytes.ok()) return bytes.status();
+    RETURN_IF_ERROR(bytes);
     if (bytes->size() != sizeof(id)) return absl::DataLossError("the NCCL id in the store has the wrong size");
     std::memcpy(&id, bytes->data(), sizeof(id));
   }
@@ -166,7 +167,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
     // Collective as well: both ranks agree whether their all_reduces may use the copy engines.
     absl::StatusOr<std::unique_ptr<internal::CopyEngineAllReduce>> ce = internal::CopyEngineAllReduce::Create(
         std::make_shared<PrefixStore>(prefix + "/ce", store), rank, device, options.timeout, &group->copy_engine_off_);
-    if (!ce.ok()) return ce.status();
+    RETURN_IF_ERROR(ce);
     group->copy_engine_ = *std::move(ce);
     if (group->copy_engine_ != nullptr) group->copy_engine_off_.clear();
   }
@@ -350,7 +351,7 @@ absl::Status ProcessGroupNCCL::RegisterBuffers(const std::vector<Tensor>& buffer
   }
   if (copy_engine_ == nullptr) return absl::OkStatus();
   for (const Tensor& t : buffers) {
-    if (absl::Status s = CheckTensor(t); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckTensor(t));
   }
   DeviceScope scope(device_);
   return copy_engine_->Register(buffers);

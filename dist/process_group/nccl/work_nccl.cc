@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "tensor/stream.h"
 
 namespace tinyddp::dist {
@@ -79,7 +80,7 @@ bool WorkNCCL::IsCompleted() { return !Failure().ok() || GpuFinished(); }
 absl::Status WorkNCCL::Wait(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   for (int spins = 0;; ++spins) {
-    if (absl::Status f = Failure(); !f.ok()) return f;
+    RETURN_IF_ERROR(Failure());
     const cudaError_t q = cudaEventQuery(end_);
     // A Work the watchdog failed is failed before its kernels are aborted, so once the event has
     // completed, Failure() is final.
@@ -109,7 +110,7 @@ absl::Status WorkNCCL::Wait(std::chrono::milliseconds timeout) {
 }
 
 absl::Status WorkNCCL::SynchronizeStream() {
-  if (absl::Status f = Failure(); !f.ok()) return f;
+  RETURN_IF_ERROR(Failure());
   DeviceScope scope(device_);
   cudaStream_t current = static_cast<cudaStream_t>(cuda::Stream::Current(device_).handle());
   const cudaError_t err = cudaStreamWaitEvent(current, end_, 0);

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "dist/store/internal/kv_table.h"
 
 namespace tinyddp::dist::internal {
@@ -190,8 +191,7 @@ absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline) {
     }
     if (sent < 0 && errno == EINTR) continue;
     if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      absl::Status ready = WaitReady(fd, POLLOUT, deadline, "send");
-      if (!ready.ok()) return ready;
+      RETURN_IF_ERROR(WaitReady(fd, POLLOUT, deadline, "send"));
       continue;
     }
     return absl::UnavailableError(absl::StrCat("send failed: ", ErrnoText(errno)));
@@ -202,8 +202,7 @@ absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline) {
 absl::Status RecvAll(int fd, void* data, size_t n, SteadyTime deadline) {
   char* p = static_cast<char*>(data);
   while (n > 0) {
-    absl::Status ready = WaitReady(fd, POLLIN, deadline, "receive");
-    if (!ready.ok()) return ready;
+    RETURN_IF_ERROR(WaitReady(fd, POLLIN, deadline, "receive"));
     ssize_t got = ::recv(fd, p, n, MSG_DONTWAIT);
     if (got > 0) {
       p += got;
@@ -221,15 +220,14 @@ absl::Status SendFrame(int fd, const Bytes& body, SteadyTime deadline) {
   uint8_t header[4];
   const uint32_t len = static_cast<uint32_t>(body.size());
   for (int i = 0; i < 4; ++i) header[i] = static_cast<uint8_t>(len >> (8 * i));
-  absl::Status s = SendAll(fd, header, 4, deadline);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(SendAll(fd, header, 4, deadline));
   return SendAll(fd, body.data(), body.size(), deadline);
 }
 
 absl::StatusOr<Bytes> RecvFrame(int fd, SteadyTime deadline) {
   uint8_t header[4];
   absl::Status s = RecvAll(fd, header, 4, deadline);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(s);
   uint32_t len = 0;
   for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(header[i]) << (8 * i);
   if (len > kMaxFrame) {
@@ -238,7 +236,7 @@ absl::StatusOr<Bytes> RecvFrame(int fd, SteadyTime deadline) {
   }
   Bytes body(len);
   s = RecvAll(fd, body.data(), len, deadline);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(s);
   return body;
 }
 

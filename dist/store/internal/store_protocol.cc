@@ -2,6 +2,7 @@
 #include "dist/store/internal/store_protocol.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace tinyddp::dist::internal {
 
@@ -33,14 +34,12 @@ absl::Status MessageReader::Need(size_t n) const {
 }
 
 absl::StatusOr<uint8_t> MessageReader::U8() {
-  absl::Status s = Need(1);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(Need(1));
   return body_[pos_++];
 }
 
 absl::StatusOr<int64_t> MessageReader::I64() {
-  absl::Status s = Need(8);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(Need(8));
   uint64_t u = 0;
   for (int i = 0; i < 8; ++i) u |= static_cast<uint64_t>(body_[pos_++]) << (8 * i);
   return static_cast<int64_t>(u);
@@ -48,11 +47,11 @@ absl::StatusOr<int64_t> MessageReader::I64() {
 
 absl::StatusOr<Bytes> MessageReader::Blob() {
   absl::Status s = Need(4);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(s);
   uint32_t len = 0;
   for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(body_[pos_++]) << (8 * i);
   s = Need(len);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(s);
   Bytes out(body_.begin() + pos_, body_.begin() + pos_ + len);
   pos_ += len;
   return out;
@@ -60,7 +59,7 @@ absl::StatusOr<Bytes> MessageReader::Blob() {
 
 absl::StatusOr<std::string> MessageReader::Str() {
   auto b = Blob();
-  if (!b.ok()) return b.status();
+  RETURN_IF_ERROR(b);
   return std::string(b->begin(), b->end());
 }
 
@@ -70,10 +69,10 @@ Bytes ErrorResponse(const absl::Status& status) {
 
 absl::Status ReadResponseStatus(MessageReader& reader) {
   auto code = reader.U8();
-  if (!code.ok()) return code.status();
+  RETURN_IF_ERROR(code);
   if (*code == 0) return absl::OkStatus();
   auto message = reader.Str();
-  if (!message.ok()) return message.status();
+  RETURN_IF_ERROR(message);
   return absl::Status(static_cast<absl::StatusCode>(*code), *message);
 }
 

@@ -13,6 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "dist/process_group/nccl/copy_engine/copy_engine_reduce.h"
 
 namespace tinyddp::dist::internal {
@@ -150,7 +151,7 @@ absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> CopyEngineAllReduce::Create
   if (mine_why.empty() && !Driver().ok()) mine_why = "the CUDA driver offers no stream memory operations";
   const std::string me = Identity(device);
   absl::StatusOr<Bytes> peer = ce->Exchange("identity", ToBytes(me));
-  if (!peer.ok()) return peer.status();
+  RETURN_IF_ERROR(peer);
   const std::string them = ToString(*peer);
   const std::string my_host = me.substr(0, me.rfind('|')), their_host = them.substr(0, them.rfind('|'));
   if (mine_why.empty() && my_host != their_host) mine_why = "the two ranks run on different machines";
@@ -177,21 +178,21 @@ absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> CopyEngineAllReduce::Create
     if (e.ok()) exported = *e; else mine_why = std::string(e.status().message());
   }
   absl::StatusOr<Bytes> peer_flags = ce->Exchange("flags", exported);
-  if (!peer_flags.ok()) return peer_flags.status();
+  RETURN_IF_ERROR(peer_flags);
   if (mine_why.empty() && peer_flags->empty()) mine_why = "the peer cannot use it";
   if (mine_why.empty()) {
     absl::StatusOr<char*> p = Import(*peer_flags);
     if (p.ok()) ce->peer_flags_ = *p; else mine_why = std::string(p.status().message());
   }
   absl::StatusOr<Bytes> verdict = ce->Exchange("verdict", ToBytes(mine_why));
-  if (!verdict.ok()) return verdict.status();
+  RETURN_IF_ERROR(verdict);
   if (!mine_why.empty() || !verdict->empty()) {
     *why_not = !mine_why.empty() ? mine_why : absl::StrCat("rank ", 1 - rank, ": ", ToString(*verdict));
     return std::unique_ptr<CopyEngineAllReduce>();
   }
   // Which calls come here must be the same on both ranks, even if TINYDDP_COPY_ENGINE_MIN_BYTES differs.
   absl::StatusOr<Bytes> their_min = ce->Exchange("min_bytes", ToBytes(std::to_string(ce->min_bytes_)));
-  if (!their_min.ok()) return their_min.status();
+  RETURN_IF_ERROR(their_min);
   int64_t theirs = 0;
   if (absl::SimpleAtoi(ToString(*their_min), &theirs)) ce->min_bytes_ = std::max(ce->min_bytes_, theirs);
   int least = 0, greatest = 0;
@@ -233,7 +234,7 @@ CopyEngineAllReduce::~CopyEngineAllReduce() {
 
 absl::StatusOr<Bytes> CopyEngineAllReduce::Exchange(const std::string& key, const Bytes& mine) {
   const std::string base = absl::StrCat("ce/", exchanges_++, "/", key, "/");
-  if (absl::Status s = store_->Set(base + std::to_string(rank_), mine); !s.ok()) return s;
+  RETURN_IF_ERROR(store_->Set(base + std::to_string(rank_), mine));
   const std::string theirs = base + std::to_string(1 - rank_);
   if (absl::Status s = store_->Wait({theirs}, timeout_); !s.ok()) {
     return absl::DeadlineExceededError(absl::StrCat("copy-engine all_reduce setup: rank ", rank_, " waited ",
@@ -278,7 +279,7 @@ absl::Status CopyEngineAllReduce::Reserve(const std::vector<Tensor>& tensors) {
   if (half <= half_bytes_) return absl::OkStatus();
   // Both ranks grow here, at the same call, once every write of ours into the peer's old scratch and of
   // the peer's into ours has finished.
-  if (absl::Status s = WaitForCallsInFlight("growing the copy-engine scratch"); !s.ok()) return s;
+  RETURN_IF_ERROR(WaitForCallsInFlight("growing the copy-engine scratch"));
   // Grow by at least half again, so that a sequence of slightly bigger calls does not regrow each time.
   const int64_t want = std::max(half, half_bytes_ * 3 / 2);
   if (scratch_ != nullptr) cudaFree(scratch_);
@@ -296,11 +297,11 @@ absl::Status CopyEngineAllReduce::Reserve(const std::vector<Tensor>& tensors) {
     if (e.ok()) exported = *e; else error = std::string(e.status().message());
   }
   absl::StatusOr<Bytes> peer = Exchange("scratch", exported);
-  if (!peer.ok()) return peer.status();
+  RETURN_IF_ERROR(peer);
   if (!error.empty()) return absl::ResourceExhaustedError(error);
   if (peer->empty()) return absl::ResourceExhaustedError("the peer could not allocate its copy-engine scratch");
   absl::StatusOr<char*> p = Import(*peer);
-  if (!p.ok()) return p.status();
+  RETURN_IF_ERROR(p);
   peer_scratch_ = *p;
   half_bytes_ = want;
   return absl::OkStatus();
@@ -334,7 +335,7 @@ Record Parse(const Bytes& in, size_t i) {
 absl::Status CopyEngineAllReduce::Register(const std::vector<Tensor>& buffers) {
   // Calls in flight may still read or write the buffers registered so far (ours, and through our
   // copies the peer's).
-  if (absl::Status s = WaitForCallsInFlight("registering buffers"); !s.ok()) return s;
+  RETURN_IF_ERROR(WaitForCallsInFlight("registering buffers"));
   registered_.clear();
   // What I can offer: each buffer's allocation, exported.
   Bytes mine;
@@ -362,7 +363,7 @@ absl::Status CopyEngineAllReduce::Register(const std::vector<Tensor>& buffers) {
     my_records.push_back(r);
   }
   absl::StatusOr<Bytes> theirs = Exchange("register", mine);
-  if (!theirs.ok()) return theirs.status();
+  RETURN_IF_ERROR(theirs);
   if (theirs->size() != mine.size()) {
     return absl::InvalidArgumentError(absl::StrCat("copy-engine buffer registration: rank ", rank_, " registers ",
                                                    buffers.size(), " buffer(s), rank ", 1 - rank_, " ",
@@ -390,7 +391,7 @@ absl::Status CopyEngineAllReduce::Register(const std::vector<Tensor>& buffers) {
     mapped[i] = 1;
   }
   absl::StatusOr<Bytes> their_mapped = Exchange("registered", mapped);
-  if (!their_mapped.ok()) return their_mapped.status();
+  RETURN_IF_ERROR(their_mapped);
   for (size_t i = 0; i < buffers.size(); ++i) {
     if (mapped[i] && i < their_mapped->size() && (*their_mapped)[i]) registered_.push_back({buffers[i], peer[i]});
   }
