@@ -93,6 +93,7 @@ absl::StatusOr<internal::Socket> TCPStore::OpenConnection() {
   const std::string connect_host = server_ ? server_->local_address() : host_;
   const internal::SteadyTime deadline = internal::DeadlineAfter(timeout_);
   auto backoff = std::chrono::milliseconds(10);
+  absl::Status full;  // the last "server is full" answer: more telling than a final attempt cut short
   while (true) {
     auto s = internal::ConnectWithRetry(connect_host, port_, Left(deadline));
     if (!s.ok()) {
@@ -105,8 +106,16 @@ absl::StatusOr<internal::Socket> TCPStore::OpenConnection() {
     if (hello.ok()) return s;
     // A full server, or a connection lost before the answer (a flood of strangers' connections can evict
     // ours): try again until the timeout. Any other answer (a wrong secret, another protocol) is final.
+    if (absl::IsResourceExhausted(hello)) full = hello;
     const bool again = absl::IsResourceExhausted(hello) || absl::IsUnavailable(hello);
     if (!again || Left(deadline).count() == 0) {
+      if (!full.ok() && (absl::IsDeadlineExceeded(hello) || absl::IsUnavailable(hello))) hello = full;
+      if (absl::IsDeadlineExceeded(hello)) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "store server at ", Where(), " did not answer this client's hello within ",
+            internal::FormatDuration(timeout_),
+            " (is it out of file descriptors? is another program listening on this port?)"));
+      }
       return absl::Status(hello.code(), absl::StrCat("store server at ", Where(), " refused this client: ",
                                                      hello.message()));
     }

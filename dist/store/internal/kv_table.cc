@@ -131,11 +131,11 @@ absl::Status KvTable::AwaitLocked(std::unique_lock<std::mutex>& lock, const std:
   return result;
 }
 
-absl::Status KvTable::Set(const std::string& key, const Bytes& value) {
+absl::Status KvTable::Set(const std::string& key, Bytes value) {
   RETURN_IF_ERROR(CheckKey(key));
   RETURN_IF_ERROR(CheckValue(key, value.size()));
   std::lock_guard<std::mutex> lock(mu_);
-  PutLocked(key, value);
+  PutLocked(key, std::move(value));
   return absl::OkStatus();
 }
 

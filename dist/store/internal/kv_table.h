@@ -36,8 +36,8 @@ class KvTable {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// Sets key to value and wakes the waiters it completes.
-  absl::Status Set(const std::string& key, const Bytes& value);
+  /// Sets key to value and wakes the waiters it completes. (By value: the server moves its copy in.)
+  absl::Status Set(const std::string& key, Bytes value);
   /// Waits until `deadline` for key. DeadlineExceeded names the key and `timeout_for_message`.
   absl::StatusOr<Bytes> Get(const std::string& key, Clock::time_point deadline,
                             std::chrono::milliseconds timeout_for_message, const AbandonedFn& abandoned = nullptr);

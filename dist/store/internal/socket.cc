@@ -236,6 +236,14 @@ absl::Status SendFrame(int fd, const Bytes& body, SteadyTime deadline) {
   uint8_t header[4];
   const uint32_t len = static_cast<uint32_t>(body.size());
   for (int i = 0; i < 4; ++i) header[i] = static_cast<uint8_t>(len >> (8 * i));
+  // A small frame goes out in one send (one packet with TCP_NODELAY, not a 4-byte one and the rest).
+  constexpr size_t kCopyBelow = 512;  // small: every connection thread touches this much stack
+  if (body.size() < kCopyBelow) {
+    uint8_t buf[4 + kCopyBelow];
+    std::memcpy(buf, header, 4);
+    if (!body.empty()) std::memcpy(buf + 4, body.data(), body.size());
+    return SendAll(fd, buf, 4 + body.size(), deadline);
+  }
   RETURN_IF_ERROR(SendAll(fd, header, 4, deadline));
   return SendAll(fd, body.data(), body.size(), deadline);
 }
@@ -252,11 +260,13 @@ absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline,
     return absl::ResourceExhaustedError(absl::StrCat("a frame of ", FormatBytes(len), " is over the limit of ",
                                                      FormatBytes(max_bytes), " for this message"));
   }
-  // Grow with what arrives: a peer that declares 16 MiB and sends 10 bytes costs 10 bytes, not 16 MiB.
+  // Grow with what arrives: a peer that declares 16 MiB and sends 10 bytes costs 64 KiB, not 16 MiB.
+  // Capacity doubles, but never past the declared length.
   constexpr size_t kChunk = 64 << 10;
   Bytes body;
   while (body.size() < len) {
     const size_t have = body.size();
+    if (have == body.capacity()) body.reserve(std::min<size_t>(len, std::max(kChunk, 2 * have)));
     body.resize(std::min<size_t>(len, have + kChunk));
     RETURN_IF_ERROR(RecvAll(fd, body.data() + have, body.size() - have, deadline));
   }

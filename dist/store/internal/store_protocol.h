@@ -40,10 +40,10 @@ inline constexpr char kProtocolMagic[] = "tinyddp-store/2";
 /// Until a connection has said hello, nothing larger is read from it.
 inline constexpr uint32_t kMaxHelloBytes = 1024;
 /// The largest request body a server accepts after the hello: a CompareSet with two values at their
-/// limit and a key at its limit fits, with room for the field lengths.
-inline constexpr uint32_t kMaxRequestBytes = 2 * kMaxStoreValueBytes + kMaxStoreKeyBytes + 64;
+/// limit (32 MiB), its key and the field lengths fit in the extra MiB.
+inline constexpr uint32_t kMaxRequestBytes = 2 * kMaxStoreValueBytes + (1 << 20);
 /// The largest response body a client accepts: a value at its limit, or an error message.
-inline constexpr uint32_t kMaxResponseBytes = kMaxStoreValueBytes + 64;
+inline constexpr uint32_t kMaxResponseBytes = kMaxStoreValueBytes + (1 << 20);
 
 /// One decoded request; the fields its op does not use stay empty.
 struct StoreRequest {
