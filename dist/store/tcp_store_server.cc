@@ -57,7 +57,10 @@ absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(const TCPS
   std::unique_ptr<TCPStoreServer> server(new TCPStoreServer(options));
   std::string ip = ListenAddressFor(options.host);
   auto listener = internal::Listen(ip, options.port, &server->port_);
-  server->listening_on_ = ip.empty() ? "every interface (the store address is a host name)" : ip;
+  const bool asked_for_all = options.host.empty() || options.host == "0.0.0.0" || options.host == "::";
+  server->listening_on_ = !ip.empty()     ? ip
+                          : asked_for_all ? "every interface"
+                                          : absl::StrCat("every interface (", options.host, " is a host name)");
   if (!listener.ok() && absl::IsNotFound(listener.status())) {
     listener = internal::Listen("", options.port, &server->port_);
     server->listening_on_ = absl::StrCat("every interface (", ip, " is not an address of this machine: NAT?)");
