@@ -1,11 +1,25 @@
-// The backward engine (autograd/engine.h): count dependencies, then run every node once all gradients
-// flowing into it are summed. Single-threaded, on the caller's thread.
+// The backward engine (autograd/engine.h). Backward is micrograd's "topological sort and a loop", with
+// the sort done Kahn's way (count the edges into every node; a node is ready once that many gradients
+// have arrived), so that a leaf can run the moment its gradient is complete:
+//
+//   graph = CountDependencies(root)          the sort: how many gradients each node will receive
+//   the root receives the seed
+//   while some node is ready:                the loop
+//     out = node->Apply(sum of its grads)      an op's backward lambda, or AccumulateGrad (leaf.grad += ...,
+//                                              then the leaf's hooks)
+//     each child receives its out[i]           and is ready when it has them all
+//   run the end-of-backward callbacks
+//
+// Around it, one helper per concern: which ready node runs first (ReadyQueue), how a node's gradients
+// are summed (Receive), and the one extension point through which an op may put a leaf's gradient in
+// place itself (OfferLeafSlots). Single-threaded, on the caller's thread.
 #include "autograd/engine.h"
 
 #include <deque>
 #include <functional>
 #include <memory>
 #include <queue>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -18,35 +32,54 @@
 namespace tinyddp::autograd {
 namespace {
 
-// The gradient summed so far for one node's value, and whether the engine holds the only reference to
-// it (then it may be added into in place, or kept by a leaf without a copy).
-struct GradBuffer {
-  Tensor grad;
-  bool exclusive = false;
-};
-
 std::string Describe(const Tensor& t) {
   return absl::StrCat(DTypeName(t.dtype()), " ", ShapeToString(t.shape()), " on ", t.device().ToString());
 }
 
-// Counts, for every node reachable from root, how many edges of the reachable graph point to it: the
-// number of gradients it must receive before it can run. Iterative, so deep graphs cannot overflow the
-// stack.
-absl::flat_hash_map<Node*, int> CountDependencies(Node* root) {
-  absl::flat_hash_map<Node*, int> deps;
-  deps[root] = 0;
+// What Backward knows about one node of the graph: how many gradients it will receive, and their sum.
+struct Pending {
+  int in_degree = 0;  // edges of the graph that end here (the root's one is the seed)
+  int received = 0;
+  Tensor grad;             // the sum so far; stays undefined if an op filled a leaf's slot instead
+  bool exclusive = false;  // only the engine holds `grad`: it may be added into, or kept by a leaf, as is
+};
+using Graph = absl::flat_hash_map<Node*, Pending>;
+
+// The sort: every node reachable from root, with its in-degree. Iterative, so a deep graph cannot
+// overflow the stack.
+Graph CountDependencies(Node* root) {
+  Graph graph;
+  graph[root].in_degree = 1;  // the seed
   std::vector<Node*> stack = {root};
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
     for (const std::shared_ptr<Node>& child : node->next()) {
       if (child == nullptr) continue;
-      auto [it, first_visit] = deps.try_emplace(child.get(), 0);
-      ++it->second;
+      auto [it, first_visit] = graph.try_emplace(child.get());
+      ++it->second.in_degree;
       if (first_visit) stack.push_back(child.get());
     }
   }
-  return deps;
+  return graph;
+}
+
+// Adds one incoming gradient to a node's sum: in place when the sum is the engine's alone, otherwise
+// into a new tensor. An undefined gradient is one an op put into a leaf's slot itself: nothing to add.
+// Returns true when this was the node's last gradient, so it is ready to run.
+bool Receive(Pending& node, const Tensor& grad, bool exclusive) {
+  if (!grad.defined()) {
+    // nothing to add
+  } else if (!node.grad.defined()) {
+    node.grad = grad;
+    node.exclusive = exclusive;
+  } else if (node.exclusive) {
+    ops::AddInto(node.grad, grad);
+  } else {
+    node.grad = ops::Add(node.grad, grad);
+    node.exclusive = true;
+  }
+  return ++node.received == node.in_degree;
 }
 
 // Whether output i of a node may be treated as exclusively owned: it must not share memory with another
@@ -59,60 +92,98 @@ bool OutputIsExclusive(const Grads& out, size_t i, const NodeInput& in) {
   return !out[i].SharesStorageWith(in.grad) || in.exclusive;
 }
 
-// Adds one contribution into a node's buffer. In place only when the buffer is ours alone.
-void Accumulate(GradBuffer& buffer, const Tensor& grad, bool exclusive) {
-  if (!buffer.grad.defined()) {
-    buffer.grad = grad;
-    buffer.exclusive = exclusive;
-  } else if (buffer.exclusive) {
-    ops::AddInto(buffer.grad, grad);
-  } else {
-    buffer.grad = ops::Add(buffer.grad, grad);
-    buffer.exclusive = true;
+// The extension point (engine.h, point 5). A leaf that gets its whole gradient from this op (one edge
+// into its AccumulateGrad) offers the op its slot: its .grad to add into, or its gradient destination
+// to write. The op's backward may fill it (Linear's weight GEMM, beta 1 or 0: no temporary, no copy)
+// and return no gradient for that input (NeedsGrad::accumulate_into, write_into). A leaf with several
+// contributors is never offered one: they are summed first (point 2).
+LeafSlots OfferLeafSlots(const Node& op, const Graph& graph) {
+  LeafSlots slots;
+  for (size_t i = 0; i < op.next().size(); ++i) {
+    const Node* child = op.next()[i].get();
+    if (child == nullptr || !child->is_accumulator() || graph.at(child).in_degree != 1) continue;
+    slots.resize(op.next().size());
+    slots[i] = static_cast<const AccumulateGrad*>(child)->Slot();
   }
+  return slots;
 }
 
-void CheckGradient(const Node& from, const Node& to, size_t input, const Tensor& grad) {
-  TINYDDP_CHECK_OP(grad.defined(), "Backward", from.name(), " returned no gradient for its input ", input,
-                   ", which requires grad; hint: a backward must fill every input whose needs_grad is set");
-  TINYDDP_CHECK_OP(grad.shape() == to.shape() && grad.dtype() == to.dtype() && grad.device() == to.device(),
-                   "Backward", from.name(), " produced a gradient ", Describe(grad), " for its input ", input,
-                   ", whose value is ", DTypeName(to.dtype()), " ", ShapeToString(to.shape()), " on ",
-                   to.device().ToString(), "; hint: that op's backward has a shape bug");
-}
+// The nodes whose gradients are all in. AccumulateGrad nodes run first, in the order they became ready
+// (engine.h points 3 and 4: a leaf's hooks fire as soon as its gradient is final, in production order);
+// other nodes newest first, as in PyTorch (in an MLP: from the loss back towards the input).
+class ReadyQueue {
+ public:
+  bool empty() const { return leaves_.empty() && ops_.empty(); }
+  void Push(std::shared_ptr<Node> node) {
+    if (node->is_accumulator()) {
+      leaves_.push_back(std::move(node));
+    } else {
+      ops_.push(std::move(node));
+    }
+  }
+  std::shared_ptr<Node> Pop() {
+    std::shared_ptr<Node> node;
+    if (!leaves_.empty()) {
+      node = std::move(leaves_.front());
+      leaves_.pop_front();
+    } else {
+      node = ops_.top();
+      ops_.pop();
+    }
+    return node;
+  }
+
+ private:
+  struct NewestFirst {
+    bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
+      return a->sequence_nr() < b->sequence_nr();
+    }
+  };
+  std::deque<std::shared_ptr<Node>> leaves_;
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, NewestFirst> ops_;
+};
 
 // The callbacks queued (QueueCallback) by the Backward running on this thread; null outside Backward.
 thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
 
-// The shortcut of NeedsGrad::accumulate_into: a leaf whose .grad is defined, which has received nothing
-// yet and whose one remaining contribution comes from `node`, may have it added straight into its .grad
-// (for a Linear weight: the gradient GEMM writes there with beta = 1, instead of into a temporary that
-// AccumulateGrad would then add).
-// A leaf with no .grad but a gradient destination (Variable::set_grad_destination) is offered the
-// destination instead, to be written rather than added to.
-void OfferLeafGradients(const Node& node, const absl::flat_hash_map<Node*, int>& deps,
-                        const absl::flat_hash_map<Node*, GradBuffer>& buffers, NodeInput& in) {
-  for (size_t i = 0; i < node.next().size(); ++i) {
-    Node* child = node.next()[i].get();
-    if (child == nullptr || !child->is_accumulator() || deps.at(child) != 1 || buffers.contains(child)) continue;
-    const internal::VariableState& leaf = *static_cast<AccumulateGrad*>(child)->leaf();
-    if (!leaf.requires_grad || (!leaf.grad.defined() && !leaf.grad_destination.defined())) continue;
-    if (in.accumulate_into.empty()) {
-      in.accumulate_into.resize(node.next().size());
-      in.offer_is_empty.resize(node.next().size());
+// Collects one Backward's callbacks and runs them at its end. A Backward nested inside a hook gets its
+// own list; the outer one is restored when the inner one returns.
+class CallbackScope {
+ public:
+  CallbackScope() : outer_(current_callbacks) { current_callbacks = &callbacks_; }
+  ~CallbackScope() { current_callbacks = outer_; }
+  void RunAll() {
+    for (size_t i = 0; i < callbacks_.size(); ++i) {  // by index: a callback may queue another
+      std::function<void()> callback = std::move(callbacks_[i]);
+      callback();
     }
-    in.offer_is_empty[i] = !leaf.grad.defined();
-    in.accumulate_into[i] = in.offer_is_empty[i] ? leaf.grad_destination : leaf.grad;
   }
-}
 
-// Ready nodes run newest first (highest sequence number), as in PyTorch: in an MLP that walks the
-// layers from the loss back to the input.
-struct NewestFirst {
-  bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
-    return a->sequence_nr() < b->sequence_nr();
-  }
+ private:
+  std::vector<std::function<void()>>* outer_;
+  std::vector<std::function<void()>> callbacks_;
 };
+
+// The gradient the root starts from, checked: the caller's seed (not ours to modify), or 1 for a scalar.
+Tensor SeedGradient(const Variable& root, const Tensor& seed) {
+  TINYDDP_CHECK_OP(root.defined(), "Backward", "the root is an undefined Variable");
+  TINYDDP_CHECK_OP(root.requires_grad(), "Backward", "the root ", Describe(root.data()),
+                   " does not require grad and has no grad_fn, so there is nothing to differentiate; hint: was it "
+                   "computed under NoGradGuard, or only from variables with requires_grad=false?");
+  if (seed.defined()) {
+    TINYDDP_CHECK_OP(seed.shape() == root.shape() && seed.dtype() == root.dtype() &&
+                         seed.device() == root.device(),
+                     "Backward", "the seed gradient ", Describe(seed), " does not match the root ",
+                     Describe(root.data()), "; hint: the seed has the root's shape, dtype and device");
+    return seed;
+  }
+  TINYDDP_CHECK_OP(root.numel() == 1, "Backward", "a gradient can be created implicitly only for a one-element "
+                   "root (a scalar loss), but the root is ", Describe(root.data()),
+                   "; hint: reduce it (Sum/Mean) or pass a seed gradient of the same shape");
+  Tensor ones = Tensor::Empty(root.shape(), root.dtype(), root.device());
+  ops::Fill(ones, 1.0);  // a kernel on the current stream, no host synchronisation
+  return ones;
+}
 
 }  // namespace
 
@@ -125,98 +196,32 @@ void QueueCallback(std::function<void()> callback) {
 bool InBackward() { return current_callbacks != nullptr; }
 
 void Backward(const Variable& root, const Tensor& seed, bool retain_graph) {
-  TINYDDP_CHECK_OP(root.defined(), "Backward", "the root is an undefined Variable");
-  TINYDDP_CHECK_OP(root.requires_grad(), "Backward", "the root ", Describe(root.data()),
-                   " does not require grad and has no grad_fn, so there is nothing to differentiate; hint: was it "
-                   "computed under NoGradGuard, or only from variables with requires_grad=false?");
-  GradBuffer first;
-  if (seed.defined()) {
-    TINYDDP_CHECK_OP(seed.shape() == root.shape() && seed.dtype() == root.dtype() &&
-                         seed.device() == root.device(),
-                     "Backward", "the seed gradient ", Describe(seed), " does not match the root ",
-                     Describe(root.data()), "; hint: the seed has the root's shape, dtype and device");
-    first = {seed, /*exclusive=*/false};  // the caller still holds it
-  } else {
-    TINYDDP_CHECK_OP(root.numel() == 1, "Backward", "a gradient can be created implicitly only for a one-element "
-                     "root (a scalar loss), but the root is ", Describe(root.data()),
-                     "; hint: reduce it (Sum/Mean) or pass a seed gradient of the same shape");
-    Tensor ones = Tensor::Empty(root.shape(), root.dtype(), root.device());
-    ops::Fill(ones, 1.0);  // a kernel on the current stream, no host synchronisation
-    first = {std::move(ones), /*exclusive=*/true};
-  }
-
-  // End-of-backward callbacks (QueueCallback) collect here and run after the loop below.
-  // A Backward nested inside a hook gets its own list, and the outer one is restored afterwards.
-  std::vector<std::function<void()>> callbacks;
-  struct RestoreOnExit {
-    std::vector<std::function<void()>>* outer;
-    ~RestoreOnExit() { current_callbacks = outer; }
-  } restore_on_exit{current_callbacks};
-  current_callbacks = &callbacks;
+  const Tensor first = SeedGradient(root, seed);
+  const bool first_is_ours = !seed.defined();
+  CallbackScope callbacks;
 
   const std::shared_ptr<Node> root_node = GradientEdge(root);
-  absl::flat_hash_map<Node*, int> deps = CountDependencies(root_node.get());
-  absl::flat_hash_map<Node*, GradBuffer> buffers;
-  buffers[root_node.get()] = std::move(first);
+  Graph graph = CountDependencies(root_node.get());
+  ReadyQueue ready;
+  if (Receive(graph.at(root_node.get()), first, first_is_ours)) ready.Push(root_node);
 
-  // Leaves whose gradient is complete run before anything else (contract point 3 in engine.h), first
-  // come first served (point 4); other nodes wait in a heap, newest first.
-  std::deque<std::shared_ptr<Node>> ready_leaves;
-  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, NewestFirst> ready_ops;
-  if (root_node->is_accumulator()) {
-    ready_leaves.push_back(root_node);
-  } else {
-    ready_ops.push(root_node);
-  }
-
-  while (!ready_leaves.empty() || !ready_ops.empty()) {
-    std::shared_ptr<Node> node;
-    if (!ready_leaves.empty()) {
-      node = std::move(ready_leaves.front());
-      ready_leaves.pop_front();
-    } else {
-      node = ready_ops.top();
-      ready_ops.pop();
-    }
+  while (!ready.empty()) {
+    const std::shared_ptr<Node> node = ready.Pop();
     TINYDDP_CHECK_OP(!node->released(), "Backward", "trying to backward through the graph a second time: the "
                      "tensors saved by ", node->name(), " were freed by an earlier Backward; hint: pass "
                      "retain_graph=true to the earlier Backward, or recompute the forward pass");
-    auto it = buffers.find(node.get());
-    NodeInput in;
-    in.grad = std::move(it->second.grad);
-    in.exclusive = it->second.exclusive;
-    buffers.erase(it);
-    if (!node->is_accumulator()) OfferLeafGradients(*node, deps, buffers, in);
-
+    Pending& mine = graph.at(node.get());
+    const NodeInput in{std::move(mine.grad), mine.exclusive, OfferLeafSlots(*node, graph)};
     const Grads out = node->Apply(in);
     if (!retain_graph) node->ReleaseSaved();
 
     for (size_t i = 0; i < node->next().size(); ++i) {
       const std::shared_ptr<Node>& child = node->next()[i];
-      if (child == nullptr) continue;
-      const bool accumulated_directly = !out[i].defined() && i < in.accumulate_into.size() &&
-                                        in.accumulate_into[i].defined();
-      if (accumulated_directly) {
-        buffers[child.get()];  // stays undefined: AccumulateGrad then only runs the hooks
-      } else {
-        CheckGradient(*node, *child, i, out[i]);
-        Accumulate(buffers[child.get()], out[i], OutputIsExclusive(out, i, in));
-      }
-      if (--deps[child.get()] == 0) {
-        if (child->is_accumulator()) {
-          ready_leaves.push_back(child);
-        } else {
-          ready_ops.push(child);
-        }
-      }
+      if (child == nullptr) continue;  // this input needs no gradient
+      if (Receive(graph.at(child.get()), out[i], OutputIsExclusive(out, i, in))) ready.Push(child);
     }
   }
-
-  // The graph is done; run the end-of-backward callbacks (index loop: a callback may queue another).
-  for (size_t i = 0; i < callbacks.size(); ++i) {
-    std::function<void()> callback = std::move(callbacks[i]);
-    callback();
-  }
+  callbacks.RunAll();
 }
 
 }  // namespace tinyddp::autograd

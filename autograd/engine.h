@@ -22,13 +22,14 @@
 //     is the reverse of registration order by layer: 2.weight, 2.bias, 0.weight, 0.bias.
 //  5. In place. When leaf.grad() is already defined (for DDP: a view into a bucket, set with
 //     set_grad), the gradient is added into it in place, so the view stays a view and the bucket holds
-//     the sum: by ops::AddInto, or by the op itself when the leaf has no other contribution (Linear's
-//     weight gradient is one GEMM with beta = 1 into .grad; see NeedsGrad::accumulate_into). When it
-//     is undefined and the leaf has a gradient destination (Variable::set_grad_destination: DDP's
-//     bucket view), the gradient is stored there, written by the op itself when it can (Linear: beta =
-//     0; NeedsGrad::write_into) and copied otherwise, and the destination becomes .grad. Else the new
-//     gradient is stored without a copy if the engine holds the only reference to it, and copied
-//     otherwise.
+//     the sum. When it is undefined and the leaf has a gradient destination (Variable::
+//     set_grad_destination: DDP's bucket view after ZeroGrad(set_to_none)), the gradient is stored
+//     there and the destination becomes .grad. Else the new gradient is stored without a copy if the
+//     engine holds the only reference to it, and copied otherwise.
+//     The fast path: when one op produces the leaf's whole gradient, the engine offers it the leaf's
+//     slot (AccumulateGrad::Slot: .grad to add into, or the destination to write) and the op may fill
+//     it itself: Linear's weight gradient is then one GEMM straight into the bucket view, beta = 1 or 0,
+//     with no temporary and no copy (NeedsGrad::accumulate_into, NeedsGrad::write_into).
 //  6. Same thread, enqueued work. Hooks run on the thread calling Backward, inside it; Backward returns
 //     after the last hook returns. On CUDA the accumulation is only enqueued on the current stream when
 //     the hook runs: a hook that hands the gradient to another stream (NCCL) must first make that stream

@@ -209,6 +209,107 @@ TEST(Backward, WeightUsedByTwoLinearsAccumulatesBothIntoADefinedGrad) {
   ExpectNear(v.grad().ToVector<float>(), v_twice);
 }
 
+// The extension point (engine.h, point 5), seen from an op: TripleInto(w) = 3 * w records what its
+// backward was offered for w and, when offered a slot, fills it itself and returns no gradient for w.
+struct Offered {
+  Tensor add, write;  // undefined when not offered
+};
+Variable TripleInto(const Variable& w, std::vector<Offered>& seen) {
+  return Record("TripleInto", ops::Scale(w.data(), 3.0), {w}, [&seen](const Tensor& g, const NeedsGrad& needs) {
+    seen.push_back({});
+    if (needs.accumulate_into(0) != nullptr) seen.back().add = *needs.accumulate_into(0);
+    if (needs.write_into(0) != nullptr) seen.back().write = *needs.write_into(0);
+    Grads grads(1);
+    if (const Tensor* add = needs.accumulate_into(0)) {
+      Tensor into = *add;
+      ops::AddInto(into, g, 3.0);
+    } else if (const Tensor* write = needs.write_into(0)) {
+      Tensor into = *write;
+      ops::CopyInto(into, ops::Scale(g, 3.0));
+    } else {
+      grads[0] = ops::Scale(g, 3.0);
+    }
+    return grads;
+  });
+}
+
+TEST(Backward, ASoleContributorIsOfferedTheLeafsSlotAndMayFillItItself) {
+  const Variable w = Param({5, 3}, 91, "w");
+  const Tensor seed = Random({5, 3}, 92);
+  int hooks = 0;
+  w.RegisterPostAccumulateGradHook([&hooks](const Variable&) { ++hooks; });
+  std::vector<float> expected = seed.ToVector<float>();
+  for (float& v : expected) v *= 3;
+  std::vector<Offered> seen;
+
+  // No .grad, no destination: nothing to offer; the returned gradient is stored.
+  Backward(TripleInto(w, seen), seed);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_FALSE(seen[0].add.defined());
+  EXPECT_FALSE(seen[0].write.defined());
+  ExpectNear(w.grad().ToVector<float>(), expected);
+
+  // .grad defined: offered to add into (what Linear's GEMM does with beta = 1).
+  const Tensor grad = w.grad();
+  Backward(TripleInto(w, seen), seed);
+  ASSERT_EQ(seen.size(), 2u);
+  ASSERT_TRUE(seen[1].add.defined());
+  EXPECT_EQ(seen[1].add.data_ptr(), grad.data_ptr());
+  EXPECT_FALSE(seen[1].write.defined());
+  EXPECT_EQ(w.grad().data_ptr(), grad.data_ptr());
+  std::vector<float> twice = expected;
+  for (float& v : twice) v *= 2;
+  ExpectNear(w.grad().ToVector<float>(), twice);
+
+  // .grad cleared, a destination set: offered to overwrite (beta = 0); the destination becomes .grad.
+  Tensor bucket = Tensor::Full({20}, 5.0);
+  const Tensor destination = bucket.Rows(2, 17).View({5, 3});
+  w.set_grad_destination(destination);
+  w.set_grad(Tensor());
+  Backward(TripleInto(w, seen), seed);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_FALSE(seen[2].add.defined());
+  ASSERT_TRUE(seen[2].write.defined());
+  EXPECT_EQ(seen[2].write.data_ptr(), destination.data_ptr());
+  EXPECT_EQ(w.grad().data_ptr(), destination.data_ptr());
+  ExpectNear(w.grad().ToVector<float>(), expected);
+  EXPECT_EQ(hooks, 3) << "the hooks run once per backward whoever wrote the gradient";
+}
+
+TEST(Backward, ALeafWithTwoContributorsIsOfferedNoSlot) {
+  // Point 2: both contributions are summed before the leaf sees them, so neither op may write there.
+  const Variable w = Param({4, 2}, 93, "w");
+  w.set_grad(Tensor::Zeros({4, 2}));
+  std::vector<Offered> seen;
+  Backward(Sum(Add(TripleInto(w, seen), TripleInto(w, seen))));
+  ASSERT_EQ(seen.size(), 2u);
+  for (const Offered& o : seen) {
+    EXPECT_FALSE(o.add.defined());
+    EXPECT_FALSE(o.write.defined());
+  }
+  for (float v : w.grad().ToVector<float>()) EXPECT_FLOAT_EQ(v, 6.0f);
+}
+
+TEST(LinearBackward, WritesTheWeightGradientStraightIntoTheSlotItIsOffered) {
+  // What keeps DDP's bucket views copy-free: offered the weight's slot, Linear's backward runs its dw GEMM
+  // into it (beta 0 to write, beta 1 to add) and returns no separate weight gradient.
+  const Variable x(Random({7, 5}, 94));
+  const Variable w = Param({3, 5}, 95, "w");
+  const Tensor g = Random({7, 3}, 96);
+  const std::vector<float> dw = ops::MatMul(g, x.data(), /*trans_a=*/true, /*trans_b=*/false).ToVector<float>();
+  for (const bool add : {false, true}) {
+    const Variable y = Linear(x, w, Variable());
+    Tensor slot = Tensor::Full({3, 5}, 2.0);
+    LeafSlots slots(y.grad_fn()->next().size());
+    slots[1] = {slot, add};
+    const Grads out = y.grad_fn()->Apply({g, /*exclusive=*/false, slots});
+    EXPECT_FALSE(out[1].defined()) << "add=" << add << ": dw came back as a separate tensor";
+    std::vector<float> expected = dw;
+    for (float& v : expected) v += add ? 2.0f : 0.0f;
+    ExpectNear(slot.ToVector<float>(), expected);
+  }
+}
+
 TEST(Backward, LeavesSharingOneIncomingGradientGetSeparateTensors) {
   // Add's backward hands the same tensor to both inputs. If both leaves kept it, the next in-place
   // accumulation into one would change the other.

@@ -1,7 +1,9 @@
-// Nodes and recording (autograd/node.h), including leaf gradient accumulation (AccumulateGrad::Apply).
+// Nodes and recording (autograd/node.h), including leaf gradient accumulation (AccumulateGrad::Apply)
+// and the slot it offers to the op that produces a leaf's gradient (AccumulateGrad::Slot).
 #include "autograd/node.h"
 
 #include <atomic>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +15,10 @@ namespace tinyddp::autograd {
 namespace {
 // Process-wide, so nodes built on different threads still get distinct, increasing numbers.
 std::atomic<uint64_t> next_sequence_nr{0};
+
+std::string Describe(const Tensor& t) {
+  return absl::StrCat(DTypeName(t.dtype()), " ", ShapeToString(t.shape()), " on ", t.device().ToString());
+}
 }  // namespace
 
 Node::Node(const char* name, std::vector<std::shared_ptr<Node>> next, const Tensor& value)
@@ -28,22 +34,46 @@ FunctionNode::FunctionNode(const char* name, std::vector<std::shared_ptr<Node>> 
                            const Tensor& value, BackwardFn backward)
     : Node(name, std::move(next), value), needs_grad_(std::move(needs_grad)), backward_(std::move(backward)) {}
 
+// Checks the backward's answer against the op's inputs, so a shape bug in one backward stops right there
+// with the op's name instead of surfacing as a wrong gradient somewhere else.
 Grads FunctionNode::Apply(const NodeInput& in) {
-  Grads grads = backward_(in.grad, NeedsGrad(needs_grad_, in.accumulate_into, in.offer_is_empty));
+  Grads grads = backward_(in.grad, NeedsGrad(needs_grad_, in.leaf_slots));
   TINYDDP_CHECK_OP(grads.size() == next().size(), name(), "backward returned ", grads.size(),
                    " gradients for an op with ", next().size(), " inputs; hint: return one per input");
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Node* to = next()[i].get();
+    if (to == nullptr) continue;  // this input needs no gradient
+    const Tensor& g = grads[i];
+    if (!g.defined()) {
+      const bool filled_slot = i < in.leaf_slots.size() && in.leaf_slots[i].into.defined();
+      TINYDDP_CHECK_OP(filled_slot, "Backward", name(), " returned no gradient for its input ", i,
+                       ", which requires grad; hint: a backward must fill every input whose needs_grad is set");
+      continue;
+    }
+    TINYDDP_CHECK_OP(g.shape() == to->shape() && g.dtype() == to->dtype() && g.device() == to->device(), "Backward",
+                     name(), " produced a gradient ", Describe(g), " for its input ", i, ", whose value is ",
+                     DTypeName(to->dtype()), " ", ShapeToString(to->shape()), " on ", to->device().ToString(),
+                     "; hint: that op's backward has a shape bug");
+  }
   return grads;
 }
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<internal::VariableState> leaf)
     : Node("AccumulateGrad", {}, leaf->data), leaf_(std::move(leaf)) {}
 
+LeafSlot AccumulateGrad::Slot() const {
+  const internal::VariableState& leaf = *leaf_;
+  if (!leaf.requires_grad) return {};
+  if (leaf.grad.defined()) return {leaf.grad, /*add=*/true};
+  return {leaf.grad_destination, /*add=*/false};  // undefined when there is no destination: no slot
+}
+
 Grads AccumulateGrad::Apply(const NodeInput& in) {
   internal::VariableState& leaf = *leaf_;
   if (!leaf.requires_grad) return {};  // frozen after the graph was recorded: nothing to accumulate
   if (!in.grad.defined()) {
-    // The producing op already added its result into leaf.grad (NeedsGrad::accumulate_into), or wrote
-    // it into the gradient destination, which now becomes the gradient (NeedsGrad::write_into).
+    // The producing op put its result into Slot() itself: added into leaf.grad, or written into the
+    // gradient destination, which now becomes the gradient.
     if (!leaf.grad.defined()) leaf.grad = leaf.grad_destination;
   } else if (!leaf.grad.defined() && leaf.grad_destination.defined()) {
     // A fresh gradient with a destination: stored there, so the destination stays the gradient.

@@ -33,13 +33,20 @@ namespace tinyddp::autograd {
 /// Gradients of an op's inputs, by input position; undefined where the input needs none.
 using Grads = absl::InlinedVector<Tensor, 3>;
 
+/// Where the op producing a leaf's whole gradient may put it itself, instead of returning it (the
+/// extension point of engine.h, point 5): the leaf's defined .grad, to add into, or else its gradient
+/// destination, to overwrite. AccumulateGrad::Slot() makes it; `into` is undefined when there is neither.
+struct LeafSlot {
+  Tensor into;
+  bool add = false;  // true: `into` is .grad, add to it (GEMM beta = 1); false: overwrite it (beta = 0)
+};
+using LeafSlots = absl::InlinedVector<LeafSlot, 3>;  // by input position; empty when none is offered
+
 /// What a backward function is told about the op's inputs.
 class NeedsGrad {
  public:
   NeedsGrad() = default;
-  NeedsGrad(absl::InlinedVector<bool, 3> needs, absl::InlinedVector<Tensor, 3> offers,
-            absl::InlinedVector<bool, 3> offers_empty)
-      : needs_(std::move(needs)), offers_(std::move(offers)), offers_empty_(std::move(offers_empty)) {}
+  NeedsGrad(absl::InlinedVector<bool, 3> needs, LeafSlots slots) : needs_(std::move(needs)), slots_(std::move(slots)) {}
   /// Whether input i requires a gradient. Backward functions skip the others (the first Linear layer
   /// never computes the gradient of the data batch).
   bool operator[](size_t i) const { return needs_[i]; }
@@ -48,20 +55,19 @@ class NeedsGrad {
   /// contributor in this backward, the engine offers that .grad here. A backward may then add its
   /// result into it directly (ops::MatMulInto with beta = 1 in Linear: no temporary, no separate
   /// AddInto) and return an undefined tensor for i. Null when not offered; ignoring it is always fine.
-  const Tensor* accumulate_into(size_t i) const { return Offer(i, /*empty=*/false); }
+  const Tensor* accumulate_into(size_t i) const { return Offer(i, /*add=*/true); }
   /// The same shortcut when the leaf's .grad is undefined but it has a gradient destination
   /// (Variable::set_grad_destination, e.g. a DDP bucket view): the backward may write (not add) its
   /// result there (beta = 0) and return an undefined tensor for i; the destination becomes the .grad.
-  const Tensor* write_into(size_t i) const { return Offer(i, /*empty=*/true); }
+  const Tensor* write_into(size_t i) const { return Offer(i, /*add=*/false); }
 
  private:
-  const Tensor* Offer(size_t i, bool empty) const {
-    const bool offered = i < offers_.size() && offers_[i].defined() && offers_empty_[i] == empty;
-    return offered ? &offers_[i] : nullptr;
+  const Tensor* Offer(size_t i, bool add) const {
+    const bool offered = i < slots_.size() && slots_[i].into.defined() && slots_[i].add == add;
+    return offered ? &slots_[i].into : nullptr;
   }
   absl::InlinedVector<bool, 3> needs_;
-  absl::InlinedVector<Tensor, 3> offers_;     // by input: a leaf's .grad or its gradient destination
-  absl::InlinedVector<bool, 3> offers_empty_;  // by input: the offer is a destination (write, not add)
+  LeafSlots slots_;
 };
 
 /// An op's backward: the gradient of its output in, the gradients of its inputs out.
@@ -70,14 +76,12 @@ using BackwardFn = std::function<Grads(const Tensor& grad_output, const NeedsGra
 /// What the engine hands a node when it runs.
 struct NodeInput {
   /// The summed gradient of the node's value. Undefined only for an AccumulateGrad whose producer
-  /// already added the gradient into the leaf's .grad (NeedsGrad::accumulate_into).
+  /// put the gradient into the leaf's slot itself.
   Tensor grad;
   /// No one but the engine holds `grad`, so it may be kept without a copy.
   bool exclusive = false;
-  /// By input position, the leaf gradients (or gradient destinations, where offer_is_empty) offered
-  /// for direct accumulation (see NeedsGrad).
-  absl::InlinedVector<Tensor, 3> accumulate_into;
-  absl::InlinedVector<bool, 3> offer_is_empty;
+  /// The slots offered to an op for the leaves among its inputs (see LeafSlot, NeedsGrad).
+  LeafSlots leaf_slots;
 };
 
 class Node {
@@ -101,7 +105,8 @@ class Node {
   virtual bool is_accumulator() const { return false; }
 
   /// Runs the backward on the summed gradient of this node's value. Returns one gradient per next()
-  /// entry: defined wherever next() is non-null, except inputs whose gradient was accumulated directly.
+  /// entry, of that node's shape, dtype and device: defined wherever next() is non-null, except where
+  /// the op filled the leaf slot it was offered.
   virtual Grads Apply(const NodeInput& in) = 0;
   /// Drops what the backward needed (saved tensors), after a backward without retain_graph.
   virtual void ReleaseSaved() {}
@@ -135,13 +140,17 @@ class FunctionNode final : public Node {
 };
 
 /// The sink of a leaf that requires grad: sums the gradient into the leaf's .grad (in place when it is
-/// defined, so views stay views; nothing to do when the producer already accumulated it directly) and
-/// then calls the leaf's post-accumulate-grad hooks.
+/// defined, so views stay views; nothing to do when the producer put it into Slot() itself) and then
+/// calls the leaf's post-accumulate-grad hooks. engine.h, point 5, states every case.
 class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<internal::VariableState> leaf);
   bool is_accumulator() const override { return true; }
   Grads Apply(const NodeInput& in) override;
+  /// Where an op that produces this leaf's whole gradient may put it itself: .grad (add) when defined,
+  /// else the gradient destination (write). None when neither, or when the leaf stopped requiring grad.
+  /// The engine offers it only to a sole contributor: anything else must be summed before the leaf sees it.
+  LeafSlot Slot() const;
   const std::shared_ptr<internal::VariableState>& leaf() const { return leaf_; }
 
  private:

@@ -19,15 +19,23 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/command_line.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "tensor/cuda_device.h"
 #include "tensor/ops.h"
 #include "tensor/stream.h"
 #include "tensor/tensor.h"
+
+ABSL_FLAG(bool, cpu, false, "measure the CPU kernels instead of GPU 0's");
+ABSL_FLAG(int64_t, elements, 0, "elements of the memory-bound ops; 0: 64M on a GPU, 4M on the CPU");
+ABSL_FLAG(int32_t, samples, 21, "samples per figure (the median is reported)");
+ABSL_FLAG(std::string, mlps, "",
+          "MLPs whose GEMMs to time, of tiny,medium,large; empty: all three on a GPU, tiny on the CPU");
 
 namespace tinyddp {
 namespace {
@@ -41,23 +49,31 @@ struct Options {
   std::vector<std::string> mlps;  // empty: all three on a GPU, tiny on the CPU
 };
 
-absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
+const std::vector<FlagGroup>& Flags() {
+  static const auto* groups = new std::vector<FlagGroup>{{"flags", {"cpu", "elements", "samples", "mlps"}}};
+  return *groups;
+}
+
+// The command line, checked; help is set when --help was given.
+absl::StatusOr<Options> ParseFlags(int argc, char** argv, bool* help) {
+  ASSIGN_OR_RETURN(const CommandLine command_line,
+                   ParseCommandLineFlags(std::vector<std::string>(argv + 1, argv + argc), Flags()));
+  *help = command_line.help;
+  if (!command_line.rest.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", command_line.rest.front(), "\""));
+  }
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    std::vector<std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
-    if (arg == "--cpu") {
-      o.cpu = true;
-    } else if (kv[0] == "--elements" && kv.size() == 2 && absl::SimpleAtoi(kv[1], &o.elements) && o.elements > 0) {
-    } else if (kv[0] == "--samples" && kv.size() == 2 && absl::SimpleAtoi(kv[1], &o.samples) && o.samples > 0) {
-    } else if (kv[0] == "--mlps" && kv.size() == 2) {
-      std::vector<std::string> mlps = absl::StrSplit(kv[1], ',');
-      o.mlps = mlps;
-      for (const auto& m : o.mlps) {
-        if (m != "tiny" && m != "medium" && m != "large") return absl::InvalidArgumentError("unknown MLP " + m);
-      }
-    } else {
-      return absl::InvalidArgumentError("unknown or malformed flag " + arg);
+  o.cpu = absl::GetFlag(FLAGS_cpu);
+  o.elements = absl::GetFlag(FLAGS_elements);
+  o.samples = absl::GetFlag(FLAGS_samples);
+  if (o.elements < 0) return absl::InvalidArgumentError(absl::StrCat("--elements: must be >= 0, got ", o.elements));
+  if (o.samples < 1) return absl::InvalidArgumentError(absl::StrCat("--samples: must be >= 1, got ", o.samples));
+  const std::string mlps = absl::GetFlag(FLAGS_mlps);
+  if (!mlps.empty()) o.mlps = absl::StrSplit(mlps, ',');
+  for (const std::string& m : o.mlps) {
+    if (m != "tiny" && m != "medium" && m != "large") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mlps=", mlps, ": unknown MLP \"", m, "\" (tiny, medium, large)"));
     }
   }
   if (o.elements == 0) o.elements = o.cpu ? (int64_t{1} << 22) : (int64_t{1} << 26);
@@ -246,11 +262,14 @@ int Run(const Options& o) {
 }  // namespace tinyddp
 
 int main(int argc, char** argv) {
-  const absl::StatusOr<tinyddp::Options> options = tinyddp::ParseFlags(argc, argv);
+  bool help = false;
+  const absl::StatusOr<tinyddp::Options> options = tinyddp::ParseFlags(argc, argv, &help);
+  if (help) {
+    std::printf("usage: op_bench [flags]\n\n%s", tinyddp::FlagsHelp(tinyddp::Flags()).c_str());
+    return 0;
+  }
   if (!options.ok()) {
-    std::fprintf(stderr,
-                 "op_bench: %s\nusage: op_bench [--cpu] [--elements=N] [--samples=N] [--mlps=tiny,medium,large]\n",
-                 options.status().ToString().c_str());
+    std::fprintf(stderr, "op_bench: %s (--help lists the flags)\n", std::string(options.status().message()).c_str());
     return 2;
   }
   if (!options->cpu && tinyddp::cuda::DeviceCount() == 0) {

@@ -10,8 +10,8 @@
 //   main       flags -> start workers if nobody else did (SpawnWorkersIfNeeded) -> RunWorker
 //   RunWorker  join the job (InitProcessGroup: NCCL on GPUs, Gloo on CPUs) -> Train
 //   Train      data -> model -> (resume) -> DDP -> for each epoch:
-//                for each batch: lr(step), zero grads, forward, loss, backward (DDP all_reduces the
-//                gradient buckets while it runs), optimizer step
+//                for each batch: TrainStep (lr(step), zero grads, forward, loss, backward: DDP
+//                all_reduces the gradient buckets while it runs, optimizer step), log the loss
 //                then: evaluate on every rank's shard, combine with all_reduce, log, checkpoint
 //
 // The pieces, and where they are defined (the includes are the table of contents):
@@ -129,7 +129,7 @@ absl::Status AgreeOnStatus(const Job& job, const absl::Status& local, const char
   return absl::OkStatus();
 }
 
-// Everything a rank builds before training starts.
+// Everything a rank trains with: BuildSetup fills the first part, Train adds DDP once the weights are final.
 struct Setup {
   Datasets datasets;
   std::unique_ptr<data::DataLoader> loader;  // this rank's batches of the training set
@@ -138,6 +138,9 @@ struct Setup {
   std::shared_ptr<nn::Sequential> model;
   std::unique_ptr<nn::Optimizer> optimizer;
   std::unique_ptr<nn::LrSchedule> schedule;
+  nn::CrossEntropyLoss loss_fn;
+  std::unique_ptr<dist::Tracer> tracer;                 // --trace; null when off
+  std::unique_ptr<dist::DistributedDataParallel> ddp;  // wraps `model`
 };
 
 absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
@@ -221,6 +224,43 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
   return loaded;
 }
 
+// --- Reporting: what rank 0 prints and writes (the other ranks print only errors) -----------------
+
+struct Report {
+  bool lead = false;  // rank 0
+  Progress progress;
+  std::unique_ptr<MetricsWriter> metrics;  // --metrics_out; rank 0 only
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  double Seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+};
+
+void PrintHeader(const TrainOptions& o, const Job& job, const Setup& s, Progress& progress) {
+  progress.Print(
+      absl::StrFormat("ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
+                      absl::StrJoin(s.dims, "-"), s.model->NumParameters(), job.pg->size(), job.pg->backend_name(),
+                      job.device.ToString(), o.dataset, s.datasets.train->Size(), s.datasets.test->Size()));
+  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s, lr %s", o.epochs,
+                                 s.loader->num_batches(), o.batch_size, o.batch_size * job.pg->size(), o.optimizer,
+                                 s.schedule->ToString()));
+}
+
+// Collective: rank 0 opens --metrics_out (appending when a resumed run continues); every rank learns
+// whether that worked.
+absl::StatusOr<std::unique_ptr<MetricsWriter>> OpenMetrics(const TrainOptions& o, const Job& job,
+                                                           const TrainingProgress& at) {
+  std::unique_ptr<MetricsWriter> metrics;
+  absl::Status opened;
+  if (job.pg->rank() == 0 && !o.metrics_out.empty()) {
+    auto writer = MetricsWriter::Open(o.metrics_out, /*append=*/o.resume && at.global_step > 0);
+    if (writer.ok()) metrics = *std::move(writer);
+    opened = writer.status();
+  }
+  RETURN_IF_ERROR(AgreeOnStatus(job, opened, "opening --metrics_out"));
+  return metrics;
+}
+
 // Sum and count of rank-averaged step losses since the last flush. The sum lives on the device, so
 // adding a step's loss costs no synchronisation; Flush() all_reduces it, once per logged step.
 class LossWindow {
@@ -245,169 +285,170 @@ class LossWindow {
   int64_t steps_ = 0;
 };
 
+// Collective (every rank logs at the same steps): the loss since the last log, averaged over steps and
+// ranks, added to the epoch's tally; rank 0 prints it and records it in --metrics_out.
+absl::Status LogLoss(const Job& job, LossWindow& window, double lr, TrainingProgress& at, Report& r) {
+  const int64_t steps = window.steps();
+  ASSIGN_OR_RETURN(const double sum, window.FlushSum(*job.pg));
+  at.epoch_loss_sum += sum;
+  at.epoch_loss_count += static_cast<double>(steps);
+  if (!r.lead) return absl::OkStatus();
+  const double mean = sum / static_cast<double>(steps);
+  r.progress.LogStep(at.batch_in_epoch, mean, lr);
+  if (r.metrics) {
+    RETURN_IF_ERROR(r.metrics->WriteStep({at.global_step, at.epoch, mean, lr, r.progress.SamplesPerSecond()}));
+  }
+  return absl::OkStatus();
+}
+
+// Collective, after an epoch: every rank evaluates its unpadded shard of the test set, one all_reduce
+// combines the sums, and rank 0 prints and records the epoch's line.
+absl::StatusOr<EvalMetrics> EvaluateEpoch(const TrainOptions& o, const Job& job, const Setup& s,
+                                          const TrainingProgress& at, int64_t epoch, bool epoch_done, Report& r) {
+  ASSIGN_OR_RETURN(const EvalSums local, EvaluateShard(*s.model, *s.datasets.test, s.eval_indices, job.device));
+  ASSIGN_OR_RETURN(const EvalMetrics eval, AllReduceEvalSums(*job.pg, job.device, local));
+  const double train_loss = at.epoch_loss_count > 0 ? at.epoch_loss_sum / at.epoch_loss_count : std::nan("");
+  if (r.lead) {
+    r.progress.Print(
+        absl::StrFormat("epoch %d/%d%s: train loss %.4f | test loss %.4f, accuracy %.2f%% (%d examples) | %.1fs",
+                        epoch + 1, o.epochs, epoch_done ? "" : " (stopped at --max_steps)", train_loss, eval.loss,
+                        100 * eval.accuracy, eval.count, r.Seconds()));
+    if (r.metrics) {
+      RETURN_IF_ERROR(
+          r.metrics->WriteEpoch({epoch, at.global_step, train_loss, eval.loss, eval.accuracy, r.Seconds()}));
+    }
+  }
+  return eval;
+}
+
+// Collective: rank 0 writes the checkpoint (every rank holds the same weights and optimizer state) and
+// every rank learns whether that worked.
+absl::Status CheckpointOnEveryRank(const TrainOptions& o, const Job& job, const Setup& s,
+                                   const TrainingProgress& at, Report& r) {
+  if (o.checkpoint_dir.empty()) return absl::OkStatus();
+  absl::Status saved_ok;
+  if (r.lead) {
+    absl::StatusOr<std::string> saved = SaveTrainingCheckpoint(
+        o.checkpoint_dir, *s.model, *s.optimizer, at, o.TrajectorySettings(job.pg->size()), o.keep_checkpoints);
+    if (saved.ok()) r.progress.Print(absl::StrCat("  checkpoint: ", *saved));
+    saved_ok = saved.status();
+  }
+  return AgreeOnStatus(job, saved_ok, "writing the checkpoint");
+}
+
+// Outputs that need the whole run and the last line, then every rank leaves together (rank 0 may host
+// the job's store, which the others still need until then).
+absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const TrainingProgress& at,
+                    const EvalMetrics& last_eval, Report& r) {
+  if (r.metrics) {
+    ASSIGN_OR_RETURN(const std::string plot, r.metrics->Finish());
+    r.progress.Print(absl::StrCat("metrics: ", o.metrics_out, ", plot: ", plot));
+  }
+  if (s.tracer) {
+    RETURN_IF_ERROR(s.tracer->WriteChromeTrace(job.pg.get(), o.trace));  // collective: rank 0 writes
+    if (r.lead) r.progress.Print(absl::StrCat("trace: ", o.trace, " (open in https://ui.perfetto.dev)"));
+  }
+  if (r.lead && last_eval.count == 0) {
+    r.progress.Print(absl::StrFormat("nothing to train: the run is already at step %d (--epochs=%d, --max_steps=%d)",
+                                     at.global_step, o.epochs, o.max_steps));
+  } else if (r.lead) {
+    r.progress.Print(absl::StrFormat("done: %d steps, test accuracy %.2f%%, %.1fs", at.global_step,
+                                     100 * last_eval.accuracy, r.Seconds()));
+  }
+  return job.pg->Barrier()->Wait();
+}
+
 // --- Training --------------------------------------------------------------------------------------
 
+// One optimizer step on one batch, the five lines of every PyTorch training loop. DDP works inside two
+// of them: its Forward starts the iteration, and Backward all_reduces the gradient buckets while it runs.
+// Returns the loss, left on the device (reading it would wait for the GPU).
+Tensor TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
+  s.optimizer->set_lr(s.schedule->LrAt(step));
+  s.optimizer->ZeroGrad();
+  const Variable logits = s.ddp->Forward(Variable(batch.inputs));
+  const Variable loss = s.loss_fn(logits, batch.labels);
+  {
+    dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "backward", step);
+    autograd::Backward(loss);
+  }
+  {
+    dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "optimizer", step);
+    s.optimizer->Step();
+  }
+  return loss.data();
+}
+
+// Starts epoch `epoch` at its first batch not trained yet (mid-epoch after a resume).
+void StartEpoch(const TrainOptions& o, const Job& job, int64_t epoch, Setup& s, TrainingProgress& at, Report& r) {
+  s.loader->Reset(epoch);  // the shuffle of this epoch, a function of (seed, epoch)
+  const int64_t first_batch = epoch == at.epoch ? at.batch_in_epoch : 0;
+  for (int64_t skip = 0; skip < first_batch; ++skip) s.loader->Next();  // trained before the resume
+  if (first_batch == 0) at.epoch_loss_sum = at.epoch_loss_count = 0;     // a fresh epoch
+  at.epoch = epoch;
+  at.batch_in_epoch = first_batch;
+  if (r.lead) {
+    r.progress.BeginEpoch(epoch, o.epochs, s.loader->num_batches(), first_batch, o.batch_size * job.pg->size());
+  }
+}
+
+// A rank's whole run. Every rank runs the same collectives in the same order; only rank 0 reports.
 absl::Status Train(const TrainOptions& o, const Job& job) {
-  const auto started = std::chrono::steady_clock::now();
-  auto seconds_since_start = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  };
+  const bool lead = job.pg->rank() == 0;
+  Report report{lead, Progress(lead && ::isatty(::fileno(stdout)), stdout)};
 
-  const int rank = job.pg->rank(), world = job.pg->size();
-  const bool lead = rank == 0;  // rank 0 prints, writes metrics and checkpoints
-  Progress progress(lead && ::isatty(::fileno(stdout)), stdout);
-
-  // 1. Data, model, optimizer (BuildSetup below). Errors are agreed on, so one rank's bad file stops
-  //      every rank with that rank's message instead of the others' broken connections.
-  Setup setup;
-  RETURN_IF_ERROR(AgreeOnStatus(job, BuildSetup(o, job, setup), "setting up"));
-  const Datasets& datasets = setup.datasets;
-  data::DataLoader& loader = *setup.loader;
-  nn::Module& model = *setup.model;
-  nn::Optimizer& optimizer = *setup.optimizer;
-  const nn::LrSchedule& schedule = *setup.schedule;
-  const int64_t steps_per_epoch = loader.num_batches();
-  nn::CrossEntropyLoss loss_fn;
+  // 1. Data, model, optimizer (BuildSetup above). Errors are agreed on, so one rank's bad file stops
+  //    every rank with that rank's message instead of the others' broken connections.
+  Setup s;
+  RETURN_IF_ERROR(AgreeOnStatus(job, BuildSetup(o, job, s), "setting up"));
 
   // 2. Where to start: step 0, or the latest good checkpoint.
   TrainingProgress at;
   if (o.resume) {
-    absl::StatusOr<TrainingProgress> resumed = ResumeOnEveryRank(job, o, model, optimizer, progress);
-    RETURN_IF_ERROR(resumed.status());
-    at = *resumed;
+    ASSIGN_OR_RETURN(at, ResumeOnEveryRank(job, o, *s.model, *s.optimizer, report.progress));
   }
 
   // 3. DDP: from here on, every backward averages the gradients over the ranks.
-  std::unique_ptr<dist::Tracer> tracer;
   dist::DdpOptions ddp_options;  // PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket, grads as bucket views
   if (!o.trace.empty()) {
-    tracer = std::make_unique<dist::Tracer>(rank, job.device);
-    ddp_options.tracer = tracer.get();  // DDP records forward and each bucket's all_reduce
+    s.tracer = std::make_unique<dist::Tracer>(job.pg->rank(), job.device);
+    ddp_options.tracer = s.tracer.get();  // DDP records forward and each bucket's all_reduce
   }
-  auto ddp = dist::DistributedDataParallel::Create(model, job.pg, ddp_options);
-  RETURN_IF_ERROR(ddp.status());
+  ASSIGN_OR_RETURN(s.ddp, dist::DistributedDataParallel::Create(*s.model, job.pg, ddp_options));
 
-  std::unique_ptr<MetricsWriter> metrics;
-  absl::Status opened;
-  if (lead && !o.metrics_out.empty()) {
-    auto writer = MetricsWriter::Open(o.metrics_out, /*append=*/o.resume && at.global_step > 0);
-    if (writer.ok()) metrics = *std::move(writer);
-    opened = writer.status();
-  }
-  RETURN_IF_ERROR(AgreeOnStatus(job, opened, "opening --metrics_out"));
-  if (lead) {
-    progress.Print(
-        absl::StrFormat("ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
-                        absl::StrJoin(setup.dims, "-"), model.NumParameters(), world, job.pg->backend_name(),
-                        job.device.ToString(), o.dataset, datasets.train->Size(), datasets.test->Size()));
-    progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s, lr %s", o.epochs,
-                                   steps_per_epoch, o.batch_size, o.batch_size * world, o.optimizer,
-                                   schedule.ToString()));
-  }
+  ASSIGN_OR_RETURN(report.metrics, OpenMetrics(o, job, at));
+  if (lead) PrintHeader(o, job, s, report.progress);
 
-  // 4. The loop.
+  // 4. The loop: epochs of steps, the loss logged every --log_every steps; after each epoch, evaluate
+  //    and checkpoint. --max_steps may stop it mid-epoch.
+  const int64_t steps_per_epoch = s.loader->num_batches();
   LossWindow window(job.device);
   bool stop = o.max_steps > 0 && at.global_step >= o.max_steps;
   EvalMetrics last_eval;
   for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
-    loader.Reset(epoch);  // the shuffle of this epoch, a function of (seed, epoch)
-    const int64_t first_batch = epoch == at.epoch ? at.batch_in_epoch : 0;
-    for (int64_t skip = 0; skip < first_batch; ++skip) loader.Next();   // trained before the resume
-    if (first_batch == 0) at.epoch_loss_sum = at.epoch_loss_count = 0;  // a fresh epoch
-    at.epoch = epoch;
-    at.batch_in_epoch = first_batch;
-    if (lead) progress.BeginEpoch(epoch, o.epochs, steps_per_epoch, first_batch, o.batch_size * world);
-
-    while (std::optional<data::Batch> batch = loader.Next()) {
-      optimizer.set_lr(schedule.LrAt(at.global_step));
-      optimizer.ZeroGrad();
-      Variable loss = loss_fn((*ddp)->Forward(Variable(batch->inputs)), batch->labels);
-      {
-        dist::Tracer::Span span = dist::Tracer::MaybeScope(tracer.get(), "backward", at.global_step);
-        autograd::Backward(loss);  // gradient buckets are all_reduced while this runs
-      }
-      {
-        dist::Tracer::Span span = dist::Tracer::MaybeScope(tracer.get(), "optimizer", at.global_step);
-        optimizer.Step();
-      }
-      window.Add(loss.data());
+    StartEpoch(o, job, epoch, s, at, report);
+    while (std::optional<data::Batch> batch = s.loader->Next()) {
+      window.Add(TrainStep(s, *batch, at.global_step));
       ++at.global_step;
       ++at.batch_in_epoch;
       stop = o.max_steps > 0 && at.global_step >= o.max_steps;
-      const bool epoch_done = at.batch_in_epoch == steps_per_epoch;
-      if (at.batch_in_epoch % o.log_every == 0 || epoch_done || stop) {
-        const int64_t steps = window.steps();
-        absl::StatusOr<double> sum = window.FlushSum(*job.pg);  // collective: same steps on every rank
-        RETURN_IF_ERROR(sum.status());
-        at.epoch_loss_sum += *sum;
-        at.epoch_loss_count += static_cast<double>(steps);
-        if (lead) {
-          const double mean = *sum / static_cast<double>(steps);
-          progress.LogStep(at.batch_in_epoch, mean, optimizer.lr());
-          if (metrics) {
-            RETURN_IF_ERROR(
-                metrics->WriteStep({at.global_step, epoch, mean, optimizer.lr(), progress.SamplesPerSecond()}));
-          }
-        }
+      if (at.batch_in_epoch % o.log_every == 0 || at.batch_in_epoch == steps_per_epoch || stop) {
+        RETURN_IF_ERROR(LogLoss(job, window, s.optimizer->lr(), at, report));
       }
-      if (lead) progress.Update(at.batch_in_epoch, std::nan(""));
+      if (lead) report.progress.Update(at.batch_in_epoch, std::nan(""));
       if (stop) break;
     }
-    RETURN_IF_ERROR(loader.status());
-    if (lead) progress.EndEpoch();
+    RETURN_IF_ERROR(s.loader->status());
+    if (lead) report.progress.EndEpoch();
     const bool epoch_done = at.batch_in_epoch == steps_per_epoch;
     if (epoch_done) {
       at.epoch = epoch + 1;  // checkpoints record where to continue: the next epoch's first batch
       at.batch_in_epoch = 0;
     }
-
-    // 5. Evaluate on every rank's unpadded shard of the test set; one all_reduce combines the sums.
-    absl::StatusOr<EvalSums> local = EvaluateShard(model, *datasets.test, setup.eval_indices, job.device);
-    RETURN_IF_ERROR(local.status());
-    absl::StatusOr<EvalMetrics> eval = AllReduceEvalSums(*job.pg, job.device, *local);
-    RETURN_IF_ERROR(eval.status());
-    last_eval = *eval;
-    const double train_loss = at.epoch_loss_count > 0 ? at.epoch_loss_sum / at.epoch_loss_count : std::nan("");
-    if (lead) {
-      progress.Print(
-          absl::StrFormat("epoch %d/%d%s: train loss %.4f | test loss %.4f, accuracy %.2f%% (%d examples) | %.1fs",
-                          epoch + 1, o.epochs, epoch_done ? "" : " (stopped at --max_steps)", train_loss, eval->loss,
-                          100 * eval->accuracy, eval->count, seconds_since_start()));
-      if (metrics) {
-        RETURN_IF_ERROR(metrics->WriteEpoch(
-            {epoch, at.global_step, train_loss, eval->loss, eval->accuracy, seconds_since_start()}));
-      }
-    }
-
-    // 6. Checkpoint (rank 0: every rank holds the same weights and optimizer state).
-    absl::Status saved_ok;
-    if (lead && !o.checkpoint_dir.empty()) {
-      absl::StatusOr<std::string> saved = SaveTrainingCheckpoint(o.checkpoint_dir, model, optimizer, at,
-                                                                 o.TrajectorySettings(world), o.keep_checkpoints);
-      if (saved.ok()) progress.Print(absl::StrCat("  checkpoint: ", *saved));
-      saved_ok = saved.status();
-    }
-    if (!o.checkpoint_dir.empty()) RETURN_IF_ERROR(AgreeOnStatus(job, saved_ok, "writing the checkpoint"));
+    ASSIGN_OR_RETURN(last_eval, EvaluateEpoch(o, job, s, at, epoch, epoch_done, report));
+    RETURN_IF_ERROR(CheckpointOnEveryRank(o, job, s, at, report));
   }
-
-  // 7. Outputs that need the whole run, then leave together (rank 0 may host the job's store).
-  if (metrics) {
-    absl::StatusOr<std::string> plot = metrics->Finish();
-    RETURN_IF_ERROR(plot.status());
-    progress.Print(absl::StrCat("metrics: ", o.metrics_out, ", plot: ", *plot));
-  }
-  if (tracer) {
-    RETURN_IF_ERROR(tracer->WriteChromeTrace(job.pg.get(), o.trace));  // collective: rank 0 writes
-    if (lead) progress.Print(absl::StrCat("trace: ", o.trace, " (open in https://ui.perfetto.dev)"));
-  }
-  if (lead && last_eval.count == 0) {
-    progress.Print(absl::StrFormat("nothing to train: the run is already at step %d (--epochs=%d, --max_steps=%d)",
-                                   at.global_step, o.epochs, o.max_steps));
-  } else if (lead) {
-    progress.Print(absl::StrFormat("done: %d steps, test accuracy %.2f%%, %.1fs", at.global_step,
-                                   100 * last_eval.accuracy, seconds_since_start()));
-  }
-  return job.pg->Barrier()->Wait();
+  return Finish(o, job, s, at, last_eval, report);
 }
 
 // A worker's life: join the job (who am I, who are the others, how do we talk), train, leave. An error

@@ -1,4 +1,4 @@
-// launch: torchrun's interface for C++ programs (see launch_options.h for the flags, launcher.h for
+// launch: torchrun's interface for C++ programs (see launch_flags.h for the flags, launcher.h for
 // what it does, gpu_report.h for --check).
 //
 //   launch --nproc_per_node=gpu bazel-bin/examples/ddp_mlp
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "dist/launch/gpu_report.h"
-#include "dist/launch/launch_options.h"
+#include "dist/launch/launch_flags.h"
 #include "dist/launch/launcher.h"
 
 int main(int argc, char** argv) {
@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options->help) {
-    std::printf("%s", tinyddp::dist::LaunchUsage());
+    std::printf("%s", tinyddp::dist::LaunchUsage().c_str());
     return 0;
   }
   if (options->check) {

@@ -1,10 +1,8 @@
-// LaunchOptions: the command line of `launch`, torchrun's interface for C++ programs:
+// LaunchOptions: what `launch` (torchrun's interface for C++ programs) is told, as the launcher and
+// spawn use it. launch_flags.h reads it from the command line:
 //
 //   launch [--nproc_per_node=N|gpu|cpu|auto] [--nnodes=K --node_rank=I --master_addr=H --master_port=P]
-//          [--prefix_output|--tee] [--grace_seconds=S] [--check] PROGRAM [ARGS...]
-//
-// Flags come before PROGRAM (as `--flag=value` or `--flag value`; dashes or underscores); everything
-// from PROGRAM on is passed to the workers untouched. `--` ends the flags explicitly.
+//          [--prefix_output|--tee=3] [--grace_seconds=S] [--check] PROGRAM [ARGS...]
 #ifndef TINYDDP_DIST_LAUNCH_LAUNCH_OPTIONS_H_
 #define TINYDDP_DIST_LAUNCH_LAUNCH_OPTIONS_H_
 
@@ -24,19 +22,13 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   // -1 = default: with one node, a free port picked by the launcher; with several, 29500.
   int master_port = -1;
-  bool prefix_output = false;  // --prefix_output, or --tee (torchrun's flag, which also prefixes lines)
+  bool prefix_output = false;  // --prefix_output, or torchrun's --tee (which also prefixes lines)
   int grace_seconds = 5;       // SIGTERM to SIGKILL when stopping workers
   int rendezvous_timeout_seconds = 300;  // how long launchers of a multi-node job wait for each other
   bool check = false;          // --check: print the GPU/driver/NCCL report and exit
   bool help = false;
   std::vector<std::string> program;  // PROGRAM and its arguments
 };
-
-/// Parses launch's arguments (without argv[0]). InvalidArgument names the bad flag and shows the usage.
-absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args);
-
-/// The usage text printed by --help and after argument errors.
-const char* LaunchUsage();
 
 /// Resolves --nproc_per_node to a count, given how many GPUs and CPU cores this machine offers.
 /// InvalidArgument for "gpu" without a GPU, or a count below 1.

@@ -20,7 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "dist/launch/env.h"
 #include "dist/store/internal/socket.h"
-#include "dist/launch/launch_options.h"
+#include "dist/launch/launch_flags.h"
 #include "dist/testing/process_test_util.h"
 #include "dist/rendezvous.h"
 #include "dist/store/store_barrier.h"

@@ -6,13 +6,38 @@
 #include <memory>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/command_line.h"
 #include "dist/init.h"
 #include "dist/launch/spawn.h"
 #include "tensor/cuda_device.h"
 
+ABSL_FLAG(std::string, backend, "auto",
+          "collectives: nccl on GPUs, gloo on CPU; auto picks nccl when there is a GPU (auto|gloo|nccl)");
+
 namespace tinyddp::examples {
+namespace {
+
+// The demo's command line: --backend, or --help. Workers started by SpawnWorkersIfNeeded get the same
+// arguments and parse them the same way.
+absl::StatusOr<CommandLine> ParseDemoFlags(int argc, char** argv, const std::vector<FlagGroup>& flags,
+                                           dist::InitOptions& options) {
+  absl::StatusOr<CommandLine> command_line =
+      ParseCommandLineFlags(std::vector<std::string>(argv + 1, argv + argc), flags);
+  if (!command_line.ok() || command_line->help) return command_line;
+  if (!command_line->rest.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument \"", command_line->rest.front(), "\": this program takes flags only"));
+  }
+  absl::StatusOr<dist::Backend> backend = dist::ParseBackend(absl::GetFlag(FLAGS_backend));
+  if (!backend.ok()) return absl::InvalidArgumentError(absl::StrCat("--backend: ", backend.status().message()));
+  options.backend = *backend;
+  return command_line;
+}
+
+}  // namespace
 
 std::string Format(const Tensor& t) {
   std::vector<std::string> parts;
@@ -33,16 +58,18 @@ void PrintInRankOrder(dist::ProcessGroup& pg, const std::string& line) {
 }
 
 int DemoMain(const char* name, int argc, char** argv, const DemoBody& body) {
+  const std::vector<FlagGroup> flags = {{"flags", {"backend"}}};
   dist::InitOptions options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto parsed = dist::ParseBackend(arg.rfind("--backend=", 0) == 0 ? arg.substr(10) : arg);
-    if (!parsed.ok()) {
-      std::fprintf(stderr, "%s: %s (usage: %s [--backend=auto|nccl|gloo])\n", name,
-                   std::string(parsed.status().message()).c_str(), name);
-      return 2;
-    }
-    options.backend = *parsed;
+  absl::StatusOr<CommandLine> command_line = ParseDemoFlags(argc, argv, flags, options);
+  if (!command_line.ok()) {
+    std::fprintf(stderr, "%s: %s (--help lists the flags)\n", name,
+                 std::string(command_line.status().message()).c_str());
+    return 2;
+  }
+  if (command_line->help) {
+    std::printf("usage: %s [flags]: one rank per GPU (NCCL) or 2 CPU ranks (Gloo) when run directly\n\n%s", name,
+                FlagsHelp(flags).c_str());
+    return 0;
   }
   // Run directly, this process becomes a small launcher for its own workers; as a worker it continues.
   if (absl::Status s = dist::SpawnWorkersIfNeeded(argc, argv); !s.ok()) {

@@ -1,57 +1,150 @@
-// TrainOptions: see train_options.h.
+// TrainOptions: see train_options.h. The flags, each defaulting to its TrainOptions field, then the
+// checks, then the copy into the struct.
 #include "examples/internal/train_options.h"
 
+#include <cmath>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/command_line.h"
 #include "base/status_macros.h"
-#include "examples/internal/flag_parser.h"
 #include "examples/internal/user_path.h"
+
+namespace {
+const tinyddp::examples::TrainOptions kDefaults;
+}  // namespace
+
+// Job shape.
+ABSL_FLAG(int64_t, nproc, kDefaults.nproc, "ranks to start when not under a launcher; 0 = one per GPU, or 2 on CPU");
+ABSL_FLAG(std::string, backend, kDefaults.backend,
+          "collectives: nccl on GPUs, gloo on CPU; auto picks nccl when there is a GPU (auto|gloo|nccl)");
+// Model and optimisation.
+ABSL_FLAG(std::string, hidden, absl::StrJoin(kDefaults.hidden, ","), "hidden layer widths of the MLP 784-...-10");
+ABSL_FLAG(std::string, optimizer, kDefaults.optimizer, "sgd uses --momentum (sgd|adamw)");
+ABSL_FLAG(std::string, lr_schedule, kDefaults.lr_schedule, "learning rate over the run (constant|step|cosine)");
+ABSL_FLAG(double, lr, kDefaults.lr, "base learning rate");
+ABSL_FLAG(double, momentum, kDefaults.momentum, "SGD momentum");
+ABSL_FLAG(double, weight_decay, kDefaults.weight_decay, "L2 penalty (sgd) or decoupled weight decay (adamw)");
+ABSL_FLAG(int64_t, warmup_steps, kDefaults.warmup_steps, "cosine: linear warmup over this many steps");
+ABSL_FLAG(int64_t, lr_step_epochs, kDefaults.lr_step_epochs, "step: multiply the lr by --lr_gamma every N epochs");
+ABSL_FLAG(double, lr_gamma, kDefaults.lr_gamma, "step: the decay factor");
+ABSL_FLAG(int64_t, epochs, kDefaults.epochs, "passes over the training set");
+ABSL_FLAG(int64_t, batch_size, kDefaults.batch_size, "examples per rank per step (global batch = this x ranks)");
+ABSL_FLAG(int64_t, max_steps, kDefaults.max_steps,
+          "stop after this many steps in total, then checkpoint; 0 = no limit");
+ABSL_FLAG(int64_t, seed, kDefaults.seed, "model init and data order are functions of this");
+ABSL_FLAG(bool, shuffle, kDefaults.shuffle, "reshuffle the training set every epoch");
+// Data.
+ABSL_FLAG(std::string, dataset, kDefaults.dataset,
+          "synthetic: a learnable generated problem, no files needed (fashion_mnist|synthetic)");
+ABSL_FLAG(std::string, data_dir, kDefaults.data_dir,
+          "Fashion-MNIST IDX files (empty: /usr/share/datasets/fashion-mnist, Debian's dataset-fashion-mnist)");
+ABSL_FLAG(int64_t, synthetic_examples, kDefaults.synthetic_examples, "synthetic: training examples (test: a fifth)");
+ABSL_FLAG(int64_t, synthetic_input_size, kDefaults.synthetic_input_size, "synthetic: features per example");
+// Output and state.
+ABSL_FLAG(int64_t, log_every, kDefaults.log_every, "steps between logged losses");
+ABSL_FLAG(std::string, checkpoint_dir, kDefaults.checkpoint_dir,
+          "write a checkpoint here after each epoch and at the end");
+ABSL_FLAG(int64_t, keep_checkpoints, kDefaults.keep_checkpoints, "how many checkpoints to keep in --checkpoint_dir");
+ABSL_FLAG(bool, resume, kDefaults.resume, "continue from the latest good checkpoint in --checkpoint_dir");
+ABSL_FLAG(std::string, init_from, kDefaults.init_from,
+          "initial weights: a safetensors state_dict (e.g. from PyTorch)");
+ABSL_FLAG(std::string, metrics_out, kDefaults.metrics_out,
+          "write JSON lines of metrics here, and a .svg plot beside it");
+ABSL_FLAG(std::string, trace, kDefaults.trace, "write a Chrome/Perfetto trace of the run here");
 
 namespace tinyddp::examples {
 namespace {
 
-// Registers every flag on `parser`, bound to the fields of `o` (whose current values are the defaults).
-void BindFlags(FlagParser& parser, TrainOptions& o) {
-  parser.AddInt("nproc", &o.nproc, "ranks to start when not under a launcher; 0 = one per GPU, or 2 on CPU");
-  parser.AddChoice("backend", &o.backend, {"auto", "gloo", "nccl"},
-                   "collectives: nccl on GPUs, gloo on CPU; auto picks nccl when there is a GPU");
-  parser.AddIntList("hidden", &o.hidden, "hidden layer widths of the MLP 784-...-10");
-  parser.AddChoice("optimizer", &o.optimizer, {"sgd", "adamw"}, "sgd uses --momentum");
-  parser.AddChoice("lr_schedule", &o.lr_schedule, {"constant", "step", "cosine"}, "learning rate over the run");
-  parser.AddDouble("lr", &o.lr, "base learning rate");
-  parser.AddDouble("momentum", &o.momentum, "SGD momentum");
-  parser.AddDouble("weight_decay", &o.weight_decay, "L2 penalty (sgd) or decoupled weight decay (adamw)");
-  parser.AddInt("warmup_steps", &o.warmup_steps, "cosine: linear warmup over this many steps");
-  parser.AddInt("lr_step_epochs", &o.lr_step_epochs, "step: multiply the lr by --lr_gamma every N epochs");
-  parser.AddDouble("lr_gamma", &o.lr_gamma, "step: the decay factor");
-  parser.AddInt("epochs", &o.epochs, "passes over the training set");
-  parser.AddInt("batch_size", &o.batch_size, "examples per rank per step (global batch = this x ranks)");
-  parser.AddInt("max_steps", &o.max_steps, "stop after this many steps in total, then checkpoint; 0 = no limit");
-  parser.AddInt("seed", &o.seed, "model init and data order are functions of this");
-  parser.AddBool("shuffle", &o.shuffle, "reshuffle the training set every epoch");
-  parser.AddChoice("dataset", &o.dataset, {"fashion_mnist", "synthetic"},
-                   "synthetic: a learnable generated problem, no files needed");
-  parser.AddString("data_dir", &o.data_dir,
-                   "Fashion-MNIST IDX files (empty: /usr/share/datasets/fashion-mnist, Debian's "
-                   "dataset-fashion-mnist)");
-  parser.AddInt("synthetic_examples", &o.synthetic_examples, "synthetic: training examples (test: a fifth)");
-  parser.AddInt("synthetic_input_size", &o.synthetic_input_size, "synthetic: features per example");
-  parser.AddInt("log_every", &o.log_every, "steps between logged losses");
-  parser.AddString("checkpoint_dir", &o.checkpoint_dir, "write a checkpoint here after each epoch and at the end");
-  parser.AddInt("keep_checkpoints", &o.keep_checkpoints, "how many checkpoints to keep in --checkpoint_dir");
-  parser.AddBool("resume", &o.resume, "continue from the latest good checkpoint in --checkpoint_dir");
-  parser.AddString("init_from", &o.init_from, "initial weights: a safetensors state_dict (e.g. from PyTorch)");
-  parser.AddString("metrics_out", &o.metrics_out, "write JSON lines of metrics here, and a .svg plot beside it");
-  parser.AddString("trace", &o.trace, "write a Chrome/Perfetto trace of the run here");
+// --help lists the flags in these groups; ParseTrainOptions accepts exactly these.
+const std::vector<FlagGroup>& Flags() {
+  static const auto* groups = new std::vector<FlagGroup>{
+      {"job shape", {"nproc", "backend"}},
+      {"model and optimisation",
+       {"hidden", "optimizer", "lr_schedule", "lr", "momentum", "weight_decay", "warmup_steps", "lr_step_epochs",
+        "lr_gamma", "epochs", "batch_size", "max_steps", "seed", "shuffle"}},
+      {"data", {"dataset", "data_dir", "synthetic_examples", "synthetic_input_size"}},
+      {"output and state",
+       {"log_every", "checkpoint_dir", "keep_checkpoints", "resume", "init_from", "metrics_out", "trace"}},
+  };
+  return *groups;
+}
+
+// The flags' values as a TrainOptions. --hidden is text to Abseil; its widths are checked here.
+absl::StatusOr<TrainOptions> FromFlags() {
+  TrainOptions o;
+  o.nproc = absl::GetFlag(FLAGS_nproc);
+  o.backend = absl::GetFlag(FLAGS_backend);
+  const std::string hidden = absl::GetFlag(FLAGS_hidden);
+  o.hidden.clear();
+  if (!hidden.empty()) {  // "" is no hidden layer at all: 784-10
+    for (absl::string_view piece : absl::StrSplit(hidden, ',')) {
+      int64_t width = 0;
+      if (!absl::SimpleAtoi(piece, &width) || width <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat("--hidden=", hidden,
+                                                       ": expected comma-separated positive integers such as "
+                                                       "512,512; \"", piece, "\" is not one"));
+      }
+      o.hidden.push_back(width);
+    }
+  }
+  o.optimizer = absl::GetFlag(FLAGS_optimizer);
+  o.lr_schedule = absl::GetFlag(FLAGS_lr_schedule);
+  o.lr = absl::GetFlag(FLAGS_lr);
+  o.momentum = absl::GetFlag(FLAGS_momentum);
+  o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  o.lr_step_epochs = absl::GetFlag(FLAGS_lr_step_epochs);
+  o.lr_gamma = absl::GetFlag(FLAGS_lr_gamma);
+  o.epochs = absl::GetFlag(FLAGS_epochs);
+  o.batch_size = absl::GetFlag(FLAGS_batch_size);
+  o.max_steps = absl::GetFlag(FLAGS_max_steps);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.shuffle = absl::GetFlag(FLAGS_shuffle);
+  o.dataset = absl::GetFlag(FLAGS_dataset);
+  o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.synthetic_examples = absl::GetFlag(FLAGS_synthetic_examples);
+  o.synthetic_input_size = absl::GetFlag(FLAGS_synthetic_input_size);
+  o.log_every = absl::GetFlag(FLAGS_log_every);
+  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  o.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
+  o.resume = absl::GetFlag(FLAGS_resume);
+  o.init_from = absl::GetFlag(FLAGS_init_from);
+  o.metrics_out = absl::GetFlag(FLAGS_metrics_out);
+  o.trace = absl::GetFlag(FLAGS_trace);
+  return o;
 }
 
 absl::Status Check(bool ok, const std::string& flag, const std::string& why) {
   return ok ? absl::OkStatus() : absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
 }
 
-// The cross-field and range checks, first problem first.
+absl::Status Choice(const std::string& value, const std::string& flag, const std::vector<std::string>& choices) {
+  for (const std::string& c : choices) {
+    if (value == c) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, "=", value, ": expected one of ", absl::StrJoin(choices, ", ")));
+}
+
+absl::Status Finite(double value, const std::string& flag) {
+  return Check(std::isfinite(value), flag, absl::StrCat("must be a finite number, got ", value));
+}
+
+// The choices, ranges and cross-field checks, first problem first.
 absl::Status Validate(const TrainOptions& o) {
   const std::vector<absl::Status> checks = {
+      Choice(o.backend, "backend", {"auto", "gloo", "nccl"}),
+      Choice(o.optimizer, "optimizer", {"sgd", "adamw"}),
+      Choice(o.lr_schedule, "lr_schedule", {"constant", "step", "cosine"}),
+      Choice(o.dataset, "dataset", {"fashion_mnist", "synthetic"}),
+      Finite(o.lr, "lr"),
+      Finite(o.momentum, "momentum"),
+      Finite(o.weight_decay, "weight_decay"),
+      Finite(o.lr_gamma, "lr_gamma"),
       Check(o.nproc >= 0 && o.nproc <= 1024, "nproc", absl::StrCat("must be in [0, 1024], got ", o.nproc)),
       Check(o.lr > 0, "lr", absl::StrCat("must be > 0, got ", o.lr)),
       Check(o.momentum >= 0 && o.momentum < 1, "momentum", absl::StrCat("must be in [0, 1), got ", o.momentum)),
@@ -113,11 +206,17 @@ std::map<std::string, std::string> TrainOptions::TrajectorySettings(int world_si
 
 absl::StatusOr<TrainOptions> ParseTrainOptions(const std::vector<std::string>& args,
                                                const std::string& working_directory) {
-  TrainOptions o;
-  FlagParser parser("ddp_mlp");
-  BindFlags(parser, o);
-  RETURN_IF_ERROR(parser.Parse(args, &o.help));
-  if (o.help) return o;
+  ASSIGN_OR_RETURN(const CommandLine command_line, ParseCommandLineFlags(args, Flags()));
+  if (command_line.help) {
+    TrainOptions o;
+    o.help = true;
+    return o;
+  }
+  if (!command_line.rest.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", command_line.rest.front(),
+                                                   "\": this program takes flags only (--name=value)"));
+  }
+  ASSIGN_OR_RETURN(TrainOptions o, FromFlags());
   RETURN_IF_ERROR(Validate(o));
   for (std::string* path : {&o.data_dir, &o.checkpoint_dir, &o.init_from, &o.metrics_out, &o.trace}) {
     *path = ResolveUserPath(*path, working_directory);
@@ -126,14 +225,12 @@ absl::StatusOr<TrainOptions> ParseTrainOptions(const std::vector<std::string>& a
 }
 
 std::string TrainUsage() {
-  TrainOptions defaults;
-  FlagParser parser("ddp_mlp");
-  BindFlags(parser, defaults);
   return absl::StrCat(
       "ddp_mlp: trains an MLP on Fashion-MNIST with DistributedDataParallel, one rank per GPU (NCCL) or\n"
       "2 CPU ranks (Gloo) when started directly; a worker when started by launch, torchrun-style\n"
-      "variables, srun or mpirun.\n\n",
-      parser.Usage(),
+      "variables, srun or mpirun.\n\n"
+      "usage: ddp_mlp [flags]   (--name=value or --name value; booleans also --name, --noname)\n\n",
+      FlagsHelp(Flags()),
       "\nexamples:\n"
       "  ./bazelw run //examples:ddp_mlp\n"
       "  ./bazelw run //examples:ddp_mlp -- --epochs=20 --metrics_out=metrics.jsonl --checkpoint_dir=ckpt\n"

@@ -1,8 +1,10 @@
 // TrainOptions: everything examples/ddp_mlp.cc can be told on its command line, parsed and checked.
 //
-// ParseTrainOptions turns argv into a TrainOptions (flag_parser.h does the syntax) and then checks the
-// values together: ranges, flags that need each other (--resume needs --checkpoint_dir), and resolves
-// relative paths against the folder `bazel run` was typed in (user_path.h). Every problem is an
+// The flags are Abseil flags (ABSL_FLAG in train_options.cc, one per field below, with the field's
+// default); ParseTrainOptions reads argv into them (base/command_line.h does the syntax), copies them
+// into a TrainOptions and checks the values together: ranges, choices, flags that need each other
+// (--resume needs --checkpoint_dir), and resolves relative paths against the folder `bazel run` was
+// typed in (user_path.h). The rest of the program only sees the plain struct. Every problem is an
 // InvalidArgument that names the flag and says why; main() prints it and exits with status 2.
 //
 // The defaults are the "newcomer run": `./bazelw run //examples:ddp_mlp` on 2 CPU cores finishes in
@@ -55,7 +57,7 @@ struct TrainOptions {
   std::string metrics_out;  // a .jsonl file; the plot goes next to it as .svg
   std::string trace;        // a Chrome trace .json
 
-  bool help = false;  // --help was given: print Usage() and exit 0
+  bool help = false;  // --help was given: print TrainUsage() and exit 0
 
   /// The settings that decide the sequence of parameters a run produces, as name -> text. A checkpoint
   /// records them, and --resume refuses to continue under different ones (the result would match
@@ -63,12 +65,13 @@ struct TrainOptions {
   std::map<std::string, std::string> TrajectorySettings(int world_size) const;
 };
 
-/// Parses and checks `args` (argv without argv[0]). Relative paths are resolved against
+/// Parses and checks `args` (argv without argv[0]), starting from the defaults above on every call (the
+/// Abseil flags are restored before it returns). Relative paths are resolved against
 /// `working_directory` (pass $BUILD_WORKING_DIRECTORY, or "" to keep them relative).
 absl::StatusOr<TrainOptions> ParseTrainOptions(const std::vector<std::string>& args,
                                                const std::string& working_directory);
 
-/// The --help text: every flag with its default.
+/// The --help text: every flag, grouped, with its default.
 std::string TrainUsage();
 
 }  // namespace tinyddp::examples

@@ -1,0 +1,125 @@
+// launch's flags and their parsing (dist/launch/launch_flags.h). Each flag defaults to its LaunchOptions
+// field.
+#include "dist/launch/launch_flags.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/command_line.h"
+
+namespace {
+const tinyddp::dist::LaunchOptions kDefaults;
+}  // namespace
+
+ABSL_FLAG(std::string, nproc_per_node, kDefaults.nproc_per_node,
+          "workers on this machine: N, gpu (one per visible GPU), cpu (one per usable CPU core), auto (gpu if "
+          "there is a GPU, else cpu)");
+ABSL_FLAG(int32_t, nnodes, kDefaults.nnodes, "machines in the job; start one launch on each");
+ABSL_FLAG(int32_t, node_rank, kDefaults.node_rank, "this machine's index, 0..nnodes-1; node 0 hosts the store");
+ABSL_FLAG(std::string, master_addr, kDefaults.master_addr, "address of node 0");
+ABSL_FLAG(int32_t, master_port, kDefaults.master_port,
+          "store port on node 0; -1: a free port for one node, 29500 for several");
+ABSL_FLAG(int32_t, rendezvous_timeout, kDefaults.rendezvous_timeout_seconds,
+          "seconds the launchers of a multi-node job wait for each other");
+ABSL_FLAG(bool, prefix_output, kDefaults.prefix_output, "prefix every line workers print with \"[rank N] \"");
+ABSL_FLAG(std::string, tee, "",
+          "torchrun's --tee STREAMS (0-3, or per rank as 0:3,1:1): any but 0 works as --prefix_output");
+ABSL_FLAG(int32_t, grace_seconds, kDefaults.grace_seconds,
+          "after a failure, SIGTERM the workers, then SIGKILL after this many seconds");
+ABSL_FLAG(bool, check, kDefaults.check,
+          "print CUDA driver/runtime and NCCL versions, the GPUs and their links, and exit");
+
+namespace tinyddp::dist {
+namespace {
+
+const std::vector<FlagGroup>& Flags() {
+  static const auto* groups = new std::vector<FlagGroup>{
+      {"workers", {"nproc_per_node", "prefix_output", "tee", "grace_seconds"}},
+      {"several machines", {"nnodes", "node_rank", "master_addr", "master_port", "rendezvous_timeout"}},
+      {"other", {"check"}},
+  };
+  return *groups;
+}
+
+absl::Status BadArg(const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("launch: ", what, "\n\n", LaunchUsage()));
+}
+
+absl::Status CheckRange(const std::string& name, int value, int min, int max) {
+  if (value >= min && value <= max) return absl::OkStatus();
+  return BadArg(absl::StrCat("--", name, "=", value, " must be an integer in [", min, ", ", max, "]"));
+}
+
+// torchrun's --tee: 0 (none), 1 (stdout), 2 (stderr), 3 (both), or per rank as "0:3,1:1".
+bool IsStreams(absl::string_view s) { return s.size() == 1 && s[0] >= '0' && s[0] <= '3'; }
+bool IsTeeSpec(const std::string& tee) {
+  if (IsStreams(tee)) return true;
+  for (absl::string_view item : absl::StrSplit(tee, ',')) {
+    std::pair<absl::string_view, absl::string_view> rank_streams = absl::StrSplit(item, absl::MaxSplits(':', 1));
+    int rank = 0;
+    if (!absl::SimpleAtoi(rank_streams.first, &rank) || rank < 0 || !IsStreams(rank_streams.second)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string LaunchUsage() {
+  return absl::StrCat(
+      "usage: launch [flags] PROGRAM [ARGS...]\n"
+      "Starts PROGRAM once per worker with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
+      "MASTER_ADDR and MASTER_PORT set (and OMP_NUM_THREADS=1 when several workers share a machine),\n"
+      "hosts the job's rendezvous store, and stops every worker when one fails. Flags go before PROGRAM\n"
+      "(--name=value or --name value; dashes or underscores); everything after PROGRAM is PROGRAM's.\n\n",
+      FlagsHelp(Flags()),
+      "\nexamples:\n"
+      "  launch --nproc_per_node=gpu bazel-bin/examples/ddp_mlp --epochs=20\n"
+      "  launch --nnodes=2 --node_rank=0 --master_addr=10.0.0.1 --master_port=29500 --nproc-per-node=8 ./train\n");
+}
+
+absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args) {
+  absl::StatusOr<CommandLine> command_line = ParseCommandLineFlags(args, Flags());
+  if (!command_line.ok()) return BadArg(std::string(command_line.status().message()));
+  LaunchOptions o;
+  o.help = command_line->help;
+  if (o.help) return o;
+  o.program = command_line->rest;
+  o.nproc_per_node = absl::GetFlag(FLAGS_nproc_per_node);
+  o.nnodes = absl::GetFlag(FLAGS_nnodes);
+  o.node_rank = absl::GetFlag(FLAGS_node_rank);
+  o.master_addr = absl::GetFlag(FLAGS_master_addr);
+  o.master_port = absl::GetFlag(FLAGS_master_port);
+  o.rendezvous_timeout_seconds = absl::GetFlag(FLAGS_rendezvous_timeout);
+  o.grace_seconds = absl::GetFlag(FLAGS_grace_seconds);
+  o.check = absl::GetFlag(FLAGS_check);
+  const std::string tee = absl::GetFlag(FLAGS_tee);
+  if (!tee.empty() && !IsTeeSpec(tee)) {
+    return BadArg(absl::StrCat("--tee=", tee, ": expected 0, 1, 2, 3 or a per-rank map such as 0:3,1:1 ",
+                               "(torchrun's --tee takes a value: --tee 3 PROGRAM)"));
+  }
+  // We prefix both streams' lines whenever torchrun would tee any.
+  o.prefix_output = absl::GetFlag(FLAGS_prefix_output) || (!tee.empty() && tee != "0");
+
+  for (const absl::Status& s : {CheckRange("nnodes", o.nnodes, 1, 1 << 20),
+                                CheckRange("node_rank", o.node_rank, 0, 1 << 20),
+                                CheckRange("master_port", o.master_port, -1, 65535),
+                                CheckRange("grace_seconds", o.grace_seconds, 0, 3600),
+                                CheckRange("rendezvous_timeout", o.rendezvous_timeout_seconds, 1, 86400)}) {
+    if (!s.ok()) return s;
+  }
+  if (o.check) return o;
+  if (o.program.empty()) return BadArg("no PROGRAM given");
+  if (o.node_rank >= o.nnodes) {
+    return BadArg(absl::StrCat("--node_rank=", o.node_rank, " must be below --nnodes=", o.nnodes));
+  }
+  if (o.nnodes > 1 && o.master_port == 0) {
+    return BadArg("--master_port=0 (pick a free port) only works with one node: other nodes could not know it");
+  }
+  return o;
+}
+
+}  // namespace tinyddp::dist
