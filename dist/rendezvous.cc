@@ -1,7 +1,10 @@
 // Rendezvous: see rendezvous.h.
 #include "dist/rendezvous.h"
 
+#include <cstdio>
+
 #include "absl/strings/str_cat.h"
+#include "dist/store/store_secret.h"
 
 namespace tinyddp::dist {
 
@@ -12,6 +15,11 @@ absl::StatusOr<std::shared_ptr<TCPStore>> ConnectToJobStore(const WorkerEnv& env
   options.port = env.master_port;
   options.is_server = env.rank == 0 && !env.launcher_hosts_store;
   options.timeout = timeout;
+  options.secret = StoreSecretFromEnvironment();  // the launcher's, or the one the user set for every rank
+  if (options.is_server && options.secret.empty()) {
+    std::fprintf(stderr, "rank 0: warning: %s is not set, so the job's store (port %d) accepts any client that "
+                 "can reach it; set the same secret in every rank's environment\n", kStoreSecretEnv, env.master_port);
+  }
   auto store = TCPStore::Create(options);
   if (!store.ok()) {
     return absl::Status(store.status().code(), absl::StrCat("rank ", env.rank, " (", EnvSourceName(env.source),

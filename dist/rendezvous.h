@@ -1,5 +1,6 @@
 // Rendezvous: from a WorkerEnv (env.h) to the job's shared TCPStore. Rank 0 starts the store server on
-// MASTER_PORT unless the launcher already hosts one (kLauncherStoreEnv); every rank then connects.
+// MASTER_PORT unless the launcher already hosts one (kLauncherStoreEnv); every rank then connects,
+// presenting the job secret from TINYDDP_STORE_SECRET (store_secret.h) when one is set.
 // Process groups (process_group*.h) are built on top of the store this returns.
 #ifndef TINYDDP_DIST_RENDEZVOUS_H_
 #define TINYDDP_DIST_RENDEZVOUS_H_

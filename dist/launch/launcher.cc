@@ -16,6 +16,7 @@
 #include "base/status_macros.h"
 #include "dist/launch/env.h"
 #include "dist/launch/supervisor.h"
+#include "dist/store/store_secret.h"
 #include "dist/store/tcp_store.h"
 #include "dist/store/tcp_store_server.h"
 #include "tensor/cuda_device.h"
@@ -72,7 +73,8 @@ absl::Status MeetOtherLaunchers(Store& store, const LaunchOptions& o, int nproc)
 std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int rank, int world_size, int local_rank,
                                                                    int local_world_size, int group_rank,
                                                                    const std::string& master_addr,
-                                                                   int master_port) {
+                                                                   int master_port,
+                                                                   const std::string& store_secret) {
   std::vector<std::pair<std::string, std::string>> env = {
       {"RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(world_size)},
@@ -83,6 +85,7 @@ std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int rank, int
       {"MASTER_PORT", std::to_string(master_port)},
       {kLauncherStoreEnv, "1"},
   };
+  if (!store_secret.empty()) env.emplace_back(kStoreSecretEnv, store_secret);
   // Workers sharing a machine would each start one OpenMP/Eigen thread per core and fight over them.
   if (local_world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) env.emplace_back("OMP_NUM_THREADS", "1");
   return env;
@@ -97,9 +100,26 @@ int RunLauncher(const LaunchOptions& o) {
   }
   const int world_size = o.nnodes * *nproc;
   int port = o.master_port >= 0 ? o.master_port : (o.nnodes == 1 ? 0 : 29500);
+  // One node: the store listens on loopback only. Several: on the address the other nodes use.
+  const std::string store_addr = o.nnodes == 1 ? "127.0.0.1" : o.master_addr;
+  // The job secret (store_secret.h): the user's, which every node of a multi-node job must share, else
+  // for one node a fresh one, handed to the workers in their environment.
+  std::string secret = StoreSecretFromEnvironment();
+  if (secret.empty() && o.nnodes == 1) {
+    auto made = GenerateStoreSecret();
+    if (!made.ok()) {
+      Say(std::string(made.status().message()));
+      return 2;
+    }
+    secret = *made;
+  }
+  if (secret.empty()) {
+    Say(absl::StrCat("warning: ", kStoreSecretEnv, " is not set, so the job's store accepts any client that can "
+                     "reach it; export the same secret on every node"));
+  }
   std::unique_ptr<TCPStoreServer> server;
   if (o.node_rank == 0) {
-    auto started = TCPStoreServer::Start(port);
+    auto started = TCPStoreServer::Start({.host = store_addr, .port = port, .secret = secret});
     if (!started.ok()) {
       Say(absl::StrCat("could not host the rendezvous store: ", started.status().message()));
       return 2;
@@ -111,9 +131,10 @@ int RunLauncher(const LaunchOptions& o) {
   // Step 2: with several nodes, a store client of our own to meet the other launchers.
   std::unique_ptr<TCPStore> store;
   if (o.nnodes > 1) {
-    auto client = TCPStore::Create({.host = o.node_rank == 0 ? "127.0.0.1" : o.master_addr,
+    auto client = TCPStore::Create({.host = server ? server->local_address() : o.master_addr,
                                     .port = port,
-                                    .timeout = std::chrono::seconds(o.rendezvous_timeout_seconds)});
+                                    .timeout = std::chrono::seconds(o.rendezvous_timeout_seconds),
+                                    .secret = secret});
     absl::Status met = client.ok() ? MeetOtherLaunchers(**client, o, *nproc) : client.status();
     if (!met.ok()) {
       Say(absl::StrCat("node ", o.node_rank, " could not join the job: ", met.message()));
@@ -127,11 +148,11 @@ int RunLauncher(const LaunchOptions& o) {
   for (int local = 0; local < *nproc; ++local) {
     const int rank = o.node_rank * *nproc + local;
     specs.push_back({rank, local, o.program,
-                     WorkerEnvironment(rank, world_size, local, *nproc, o.node_rank, o.master_addr, port)});
+                     WorkerEnvironment(rank, world_size, local, *nproc, o.node_rank, store_addr, port, secret)});
   }
   Say(absl::StrCat("node ", o.node_rank, "/", o.nnodes, ": starting ", *nproc, " worker(s), ranks ",
                    o.node_rank * *nproc, "-", (o.node_rank + 1) * *nproc - 1, " of ", world_size, "; store at ",
-                   o.master_addr, ":", port));
+                   store_addr, ":", port, server ? absl::StrCat(" (listening on ", server->listening_on(), ")") : ""));
   Supervisor supervisor({.prefix_output = o.prefix_output, .grace = std::chrono::seconds(o.grace_seconds)});
   if (absl::Status s = supervisor.Start(specs); !s.ok()) {
     Say(std::string(s.message()));

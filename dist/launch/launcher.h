@@ -21,11 +21,13 @@ namespace tinyddp::dist {
 /// Precondition: options come from ParseLaunchArgs with help and check unset.
 int RunLauncher(const LaunchOptions& options);
 
-/// The env:// variables of one worker (also used by spawn.h).
+/// The env:// variables of one worker (also used by spawn.h), with TINYDDP_STORE_SECRET when
+/// `store_secret` is not empty.
 std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int rank, int world_size, int local_rank,
                                                                    int local_world_size, int group_rank,
                                                                    const std::string& master_addr,
-                                                                   int master_port);
+                                                                   int master_port,
+                                                                   const std::string& store_secret = "");
 
 }  // namespace tinyddp::dist
 

@@ -24,6 +24,8 @@
 #include "dist/testing/process_test_util.h"
 #include "dist/rendezvous.h"
 #include "dist/store/store_barrier.h"
+#include "dist/store/store_secret.h"
+#include "dist/store/tcp_store.h"
 #include "gtest/gtest.h"
 
 namespace tinyddp::dist {
@@ -110,6 +112,17 @@ int RunWorker(const std::string& mode, const std::string& dir) {
                                             env->group_rank, " ", seen));
     return 0;
   }
+  if (mode == "secret") {
+    // Joins with the secret the launcher gave it, then tries the same store without one.
+    auto env = ReadWorkerEnv();
+    if (!env.ok()) return 80;
+    auto with = ConnectToJobStore(*env, 30s);
+    if (!with.ok()) return 81;
+    auto without = TCPStore::Create({.host = env->master_addr, .port = env->master_port, .timeout = 5s});
+    t::WriteFile(me + ".secret", absl::StrCat(EnvText(kStoreSecretEnv), " ",
+                                              without.ok() ? "accepted" : absl::StatusCodeToString(without.status().code())));
+    return StoreBarrier(**with, "secret/done", env->world_size, 30s).ok() ? 0 : 84;
+  }
   return 99;
 }
 
@@ -121,12 +134,14 @@ struct Launched {
 };
 
 Launched StartLauncher(const std::string& dir, const std::string& tag, const std::vector<std::string>& launch_args,
-                       const std::string& mode) {
+                       const std::string& mode, const std::vector<std::pair<std::string, std::string>>& env = {}) {
   std::vector<std::string> argv = {t::SelfPath(), "--as_launcher"};
   argv.insert(argv.end(), launch_args.begin(), launch_args.end());
   argv.insert(argv.end(), {t::SelfPath(), "--as_worker=" + mode, dir});
   Launched l{0, dir + "/" + tag + ".out", dir + "/" + tag + ".err"};
-  l.pid = t::StartProcess(argv, {}, t::LauncherVariables(), l.out, l.err);
+  std::vector<std::string> unset = t::LauncherVariables();
+  unset.push_back(kStoreSecretEnv);  // unless the test sets it: a developer's own must not leak in
+  l.pid = t::StartProcess(argv, env, unset, l.out, l.err);
   return l;
 }
 
@@ -223,6 +238,39 @@ TEST(Launcher, TwoLaunchersWithTwoNodesFormOneJobOverLoopback) {
     EXPECT_EQ(v[4], "0,1,2,3,") << "rank " << r << " must see every rank in the store";
   }
   EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
+}
+
+TEST(Launcher, AOneNodeJobsStoreAdmitsOnlyClientsWithTheSecretItGaveItsWorkers) {
+  const std::string dir = t::MakeTempDir();
+  Launched l = StartLauncher(dir, "launch", {"--nproc_per_node=2"}, "secret");
+  ASSERT_EQ(ExitCode(t::WaitFor(l.pid, 60s)), 0) << t::ReadFile(l.err);
+  std::vector<std::string> secrets;
+  for (int r = 0; r < 2; ++r) {
+    std::vector<std::string> v = absl::StrSplit(t::ReadFile(absl::StrCat(dir, "/", r, ".secret")), ' ');
+    ASSERT_EQ(v.size(), 2u) << "rank " << r;
+    EXPECT_EQ(v[0].size(), 64u) << "a fresh 32-byte secret in hex, not " << v[0];
+    EXPECT_EQ(v[1], "UNAUTHENTICATED") << "a client without the secret must be refused";
+    secrets.push_back(v[0]);
+  }
+  EXPECT_EQ(secrets[0], secrets[1]) << "both workers must get the job's one secret";
+  EXPECT_EQ(t::ReadFile(l.err).find("is not set"), std::string::npos) << "no warning when the launcher made one";
+}
+
+TEST(Launcher, TwoNodesUseTheSecretFromTheEnvironment) {
+  const std::string dir = t::MakeTempDir();
+  const std::string port = std::to_string(FreePort());
+  const std::string secret = "two-node-secret-7f3e";
+  std::vector<Launched> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.push_back(StartLauncher(dir, absl::StrCat("node", node),
+                                  {"--nnodes=2", absl::StrCat("--node_rank=", node), "--master_addr=127.0.0.1",
+                                   "--master_port=" + port, "--nproc_per_node=1", "--rendezvous_timeout=30"},
+                                  "secret", {{kStoreSecretEnv, secret}}));
+  }
+  for (auto& n : nodes) EXPECT_EQ(ExitCode(t::WaitFor(n.pid, 60s)), 0) << t::ReadFile(n.err);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(t::ReadFile(absl::StrCat(dir, "/", r, ".secret")), secret + " UNAUTHENTICATED") << "rank " << r;
+  }
 }
 
 TEST(Launcher, AFailureOnOneNodeStopsTheOtherNode) {

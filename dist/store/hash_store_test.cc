@@ -22,6 +22,8 @@ TEST(HashStore, MeetsTheStoreSemantics) {
   testing::CheckTimeoutsNameTheKeys(*store);
   testing::CheckBlockingGetWakesOnSet([&] { return store; });
   testing::CheckConcurrentAddsAreAtomic([&] { return store; }, 8);
+  testing::CheckLimitsAreEnforcedWithClearErrors(*store);
+  testing::CheckWaitOnManyKeysEndsWhenTheLastArrives([&] { return store; }, kMaxStoreWaitKeys);
 }
 
 TEST(PrefixStore, MeetsTheStoreSemantics) {
@@ -33,6 +35,8 @@ TEST(PrefixStore, MeetsTheStoreSemantics) {
   testing::CheckTimeoutsNameTheKeys(*view);
   testing::CheckBlockingGetWakesOnSet([&] { return view; });
   testing::CheckConcurrentAddsAreAtomic([&] { return view; }, 4);
+  testing::CheckLimitsAreEnforcedWithClearErrors(*view);
+  testing::CheckWaitOnManyKeysEndsWhenTheLastArrives([&] { return view; }, 1000);
 }
 
 TEST(PrefixStore, KeepsTwoNamespacesApartOnOneStore) {

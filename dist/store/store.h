@@ -1,14 +1,21 @@
 // Store: the key-value store ranks use to find each other (rendezvous) before any collective exists.
 //
 // The vocabulary is c10d's: Set/Get/Add/CompareSet/Wait/Delete/NumKeys. Get and Wait block until the key
-// appears, but never forever: each has a timeout (default 300 s) and fails with DeadlineExceeded naming
-// the key. Implementations: TCPStore (tcp_store.h, server in rank 0's process or the launcher),
-// HashStore (in memory, one process), PrefixStore (namespaces keys of another store).
+// appears, but never forever: each has a timeout (default 300 s, at most kMaxStoreTimeout) and fails with
+// DeadlineExceeded naming the key. Implementations: TCPStore (tcp_store.h, server in rank 0's process or
+// the launcher), HashStore (in memory, one process), PrefixStore (namespaces keys of another store).
 // All implementations are thread-safe.
+//
+// A store holds rendezvous metadata (addresses, NCCL ids, counters), not data, so every implementation
+// bounds what one call may ask for (the limits below) and refuses more with InvalidArgument naming the
+// key, the size and the limit. TCPStore adds a job secret: when the server has one
+// (TINYDDP_STORE_SECRET, store_secret.h), a connection without it is refused (Unauthenticated, or
+// PermissionDenied for a wrong one) before it can read or write a key.
 #ifndef TINYDDP_DIST_STORE_STORE_H_
 #define TINYDDP_DIST_STORE_STORE_H_
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,11 +30,23 @@ using Bytes = std::vector<uint8_t>;
 
 inline constexpr std::chrono::milliseconds kDefaultStoreTimeout = std::chrono::seconds(300);
 
+// The limits, and why each is what it is:
+/// Keys are names ("pg0/rank/17/addr"); 4 KiB leaves room for deeply nested PrefixStores.
+inline constexpr size_t kMaxStoreKeyBytes = 4 << 10;
+/// The largest value a rendezvous writes is Gloo's full-mesh address list, ~140 bytes per peer:
+/// 16 MiB covers 100k ranks. NCCL ids are 128 bytes.
+inline constexpr size_t kMaxStoreValueBytes = 16 << 20;
+/// One Wait names at most this many keys: one per rank of a 65536-rank job.
+inline constexpr size_t kMaxStoreWaitKeys = 1 << 16;
+/// Longer timeouts (milliseconds::max() included) are clamped to this: "never forever".
+inline constexpr std::chrono::milliseconds kMaxStoreTimeout = std::chrono::hours(24);
+
 class Store {
  public:
   virtual ~Store() = default;
 
-  /// Sets key to value, waking every Get/Wait blocked on it.
+  /// Sets key to value, waking every Get/Wait blocked on it. key <= kMaxStoreKeyBytes,
+  /// value <= kMaxStoreValueBytes (else InvalidArgument; so for every key and value below).
   virtual absl::Status Set(const std::string& key, const Bytes& value) = 0;
   /// The value of key, waiting up to timeout() for it to be set.
   virtual absl::StatusOr<Bytes> Get(const std::string& key) = 0;
@@ -37,7 +56,7 @@ class Store {
   /// Returns the value now stored.
   virtual absl::StatusOr<Bytes> CompareSet(const std::string& key, const Bytes& expected,
                                            const Bytes& desired) = 0;
-  /// Waits until every key exists, up to `timeout`.
+  /// Waits until every key exists, up to `timeout`. At most kMaxStoreWaitKeys keys.
   virtual absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   absl::Status Wait(const std::vector<std::string>& keys) { return Wait(keys, timeout_); }
   /// Removes key; returns whether it existed.

@@ -1,20 +1,22 @@
-// TCPStore client: see tcp_store.h. Each call borrows an idle connection (or opens one), sends one
-// request frame and reads one response frame (protocol: internal/store_protocol.h).
+// TCPStore client: see tcp_store.h. Each call borrows an idle connection (or opens one and says hello),
+// sends one request frame and reads one response frame (protocol: internal/store_protocol.h).
 #include "dist/store/tcp_store.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dist/store/internal/kv_table.h"
 #include "dist/store/internal/store_protocol.h"
+#include "dist/store/store_secret.h"
 
 namespace tinyddp::dist {
 
 using internal::MessageReader;
-using internal::MessageWriter;
 using internal::StoreOp;
+using internal::StoreRequest;
 
 namespace {
 
@@ -22,15 +24,32 @@ namespace {
 // timed-out Get itself with a precise message; this margin only catches a server that stopped responding.
 constexpr std::chrono::milliseconds kReplyMargin = std::chrono::seconds(10);
 
+std::chrono::milliseconds Left(internal::SteadyTime deadline) {
+  return std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                    deadline - std::chrono::steady_clock::now()));
+}
+
+// The hello on a new connection: the protocol's magic and the job secret; the server answers OK or why not.
+absl::Status SayHello(int fd, const std::string& secret, internal::SteadyTime deadline) {
+  StoreRequest hello{.op = StoreOp::kHello, .key = internal::kProtocolMagic};
+  hello.value.assign(secret.begin(), secret.end());
+  RETURN_IF_ERROR(internal::SendFrame(fd, internal::EncodeRequest(hello), deadline));
+  ASSIGN_OR_RETURN(const Bytes reply, internal::RecvFrame(fd, internal::kMaxResponseBytes, deadline));
+  MessageReader reader(reply);
+  return internal::ReadResponseStatus(reader);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(const TCPStoreOptions& options) {
+  RETURN_IF_ERROR(CheckStoreSecret(options.secret));
   std::unique_ptr<TCPStore> store(new TCPStore());
   store->host_ = options.host;
   store->port_ = options.port;
+  store->secret_ = options.secret;
   store->set_timeout(options.timeout);
   if (options.is_server) {
-    auto server = TCPStoreServer::Start(options.port);
+    auto server = TCPStoreServer::Start({.host = options.host, .port = options.port, .secret = options.secret});
     if (!server.ok()) {
       return absl::Status(server.status().code(),
                           absl::StrCat("could not start the store server (this process is rank 0, which hosts it): ",
@@ -65,17 +84,44 @@ absl::StatusOr<internal::Socket> TCPStore::TakeConnection() {
       return s;
     }
   }
-  // Rank 0 talks to its own server over loopback: MASTER_ADDR may name this host as other machines
-  // see it (a NAT address, a hostname), while loopback always reaches this process.
-  const std::string connect_host = server_ ? "127.0.0.1" : host_;
-  auto s = internal::ConnectWithRetry(connect_host, port_, timeout_);
-  if (!s.ok()) {
-    return absl::Status(s.status().code(),
-                        absl::StrCat(s.status().message(),
-                                     "; is rank 0 (or the launcher, which hosts the store) running? "
-                                     "check MASTER_ADDR/MASTER_PORT and that the port is reachable from here"));
+  return OpenConnection();
+}
+
+absl::StatusOr<internal::Socket> TCPStore::OpenConnection() {
+  // Rank 0 talks to its own server where it listens (loopback when it listens everywhere): MASTER_ADDR
+  // may name this host as other machines see it (a NAT address, a host name).
+  const std::string connect_host = server_ ? server_->local_address() : host_;
+  const internal::SteadyTime deadline = internal::DeadlineAfter(timeout_);
+  auto backoff = std::chrono::milliseconds(10);
+  absl::Status full;  // the last "server is full" answer: more telling than a final attempt cut short
+  while (true) {
+    auto s = internal::ConnectWithRetry(connect_host, port_, Left(deadline));
+    if (!s.ok()) {
+      return absl::Status(s.status().code(),
+                          absl::StrCat(s.status().message(),
+                                       "; is rank 0 (or the launcher, which hosts the store) running? "
+                                       "check MASTER_ADDR/MASTER_PORT and that the port is reachable from here"));
+    }
+    absl::Status hello = SayHello(s->fd(), secret_, deadline);
+    if (hello.ok()) return s;
+    // A full server, or a connection lost before the answer (a flood of strangers' connections can evict
+    // ours): try again until the timeout. Any other answer (a wrong secret, another protocol) is final.
+    if (absl::IsResourceExhausted(hello)) full = hello;
+    const bool again = absl::IsResourceExhausted(hello) || absl::IsUnavailable(hello);
+    if (!again || Left(deadline).count() == 0) {
+      if (!full.ok() && (absl::IsDeadlineExceeded(hello) || absl::IsUnavailable(hello))) hello = full;
+      if (absl::IsDeadlineExceeded(hello)) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "store server at ", Where(), " did not answer this client's hello within ",
+            internal::FormatDuration(timeout_),
+            " (is it out of file descriptors? is another program listening on this port?)"));
+      }
+      return absl::Status(hello.code(), absl::StrCat("store server at ", Where(), " refused this client: ",
+                                                     hello.message()));
+    }
+    std::this_thread::sleep_for(std::min(backoff, Left(deadline)));
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(1));
   }
-  return s;
 }
 
 void TCPStore::ReturnConnection(internal::Socket socket) {
@@ -86,12 +132,11 @@ void TCPStore::ReturnConnection(internal::Socket socket) {
 absl::StatusOr<Bytes> TCPStore::Call(const Bytes& request, std::chrono::milliseconds server_wait) {
   auto socket = TakeConnection();
   RETURN_IF_ERROR(socket);
-  // Clamped first so that a "forever" timeout (milliseconds::max()) cannot overflow the sum.
-  const auto year = std::chrono::milliseconds(std::chrono::hours(24 * 365));
-  const auto budget = std::min(server_wait, year) + std::min(std::max(timeout_, kReplyMargin), year);
-  const auto deadline = internal::DeadlineAfter(budget);
+  const auto budget = internal::ClampTimeout(server_wait) + std::max(internal::ClampTimeout(timeout_), kReplyMargin);
+  const auto deadline = std::chrono::steady_clock::now() + budget;
   absl::Status sent = internal::SendFrame(socket->fd(), request, deadline);
-  absl::StatusOr<Bytes> response = sent.ok() ? internal::RecvFrame(socket->fd(), deadline) : sent;
+  absl::StatusOr<Bytes> response =
+      sent.ok() ? internal::RecvFrame(socket->fd(), internal::kMaxResponseBytes, deadline) : sent;
   if (!response.ok()) {
     // The connection is dropped either way: after a lost reply it could deliver a stale answer.
     if (absl::IsDeadlineExceeded(response.status())) {
@@ -109,58 +154,58 @@ absl::StatusOr<Bytes> TCPStore::Call(const Bytes& request, std::chrono::millisec
   return response;
 }
 
-// Each operation: build the request, Call, check the response status, decode the result.
-#define TINYDDP_STORE_CALL(var, request, wait)        \
-  auto var##_frame = Call((request), (wait));         \
-  if (!var##_frame.ok()) return var##_frame.status(); \
-  MessageReader var(*var##_frame);                    \
-  if (absl::Status s = internal::ReadResponseStatus(var); !s.ok()) return s
+// Each operation: check the limits, build the request, Call, check the response status, decode the result.
+#define TINYDDP_STORE_CALL(var, request, wait)                      \
+  ASSIGN_OR_RETURN(const Bytes var##_frame, Call(internal::EncodeRequest(request), (wait))); \
+  MessageReader var(var##_frame);                                   \
+  RETURN_IF_ERROR(internal::ReadResponseStatus(var))
+
+constexpr std::chrono::milliseconds kNoServerWait(0);
 
 absl::Status TCPStore::Set(const std::string& key, const Bytes& value) {
-  TINYDDP_STORE_CALL(reply, MessageWriter().U8(uint8_t(StoreOp::kSet)).Str(key).Blob(value).Take(),
-                     std::chrono::milliseconds(0));
+  RETURN_IF_ERROR(internal::CheckKey(key));
+  RETURN_IF_ERROR(internal::CheckValue(key, value.size()));
+  TINYDDP_STORE_CALL(reply, (StoreRequest{.op = StoreOp::kSet, .key = key, .value = value}), kNoServerWait);
   return absl::OkStatus();
 }
 
 absl::StatusOr<Bytes> TCPStore::Get(const std::string& key) {
-  TINYDDP_STORE_CALL(reply, MessageWriter().U8(uint8_t(StoreOp::kGet)).Str(key).I64(timeout_.count()).Take(),
-                     timeout_);
+  RETURN_IF_ERROR(internal::CheckKey(key));
+  TINYDDP_STORE_CALL(reply, (StoreRequest{.op = StoreOp::kGet, .key = key, .number = timeout_.count()}), timeout_);
   return reply.Blob();
 }
 
 absl::StatusOr<int64_t> TCPStore::Add(const std::string& key, int64_t delta) {
-  TINYDDP_STORE_CALL(reply, MessageWriter().U8(uint8_t(StoreOp::kAdd)).Str(key).I64(delta).Take(),
-                     std::chrono::milliseconds(0));
+  RETURN_IF_ERROR(internal::CheckKey(key));
+  TINYDDP_STORE_CALL(reply, (StoreRequest{.op = StoreOp::kAdd, .key = key, .number = delta}), kNoServerWait);
   return reply.I64();
 }
 
 absl::StatusOr<Bytes> TCPStore::CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) {
+  RETURN_IF_ERROR(internal::CheckKey(key));
+  RETURN_IF_ERROR(internal::CheckValue(key, expected.size()));
+  RETURN_IF_ERROR(internal::CheckValue(key, desired.size()));
   TINYDDP_STORE_CALL(
-      reply, MessageWriter().U8(uint8_t(StoreOp::kCompareSet)).Str(key).Blob(expected).Blob(desired).Take(),
-      std::chrono::milliseconds(0));
+      reply, (StoreRequest{.op = StoreOp::kCompareSet, .key = key, .value = desired, .expected = expected}),
+      kNoServerWait);
   return reply.Blob();
 }
 
 absl::Status TCPStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  MessageWriter w;
-  w.U8(uint8_t(StoreOp::kWait)).Str(std::to_string(keys.size()));
-  for (const auto& k : keys) w.Str(k);
-  w.I64(timeout.count());
-  TINYDDP_STORE_CALL(reply, w.Take(), timeout);
+  RETURN_IF_ERROR(internal::CheckWaitKeys(keys));
+  TINYDDP_STORE_CALL(reply, (StoreRequest{.op = StoreOp::kWait, .keys = keys, .number = timeout.count()}), timeout);
   return absl::OkStatus();
 }
 
 absl::StatusOr<bool> TCPStore::Delete(const std::string& key) {
-  TINYDDP_STORE_CALL(reply, MessageWriter().U8(uint8_t(StoreOp::kDelete)).Str(key).Take(),
-                     std::chrono::milliseconds(0));
-  auto existed = reply.U8();
-  RETURN_IF_ERROR(existed);
-  return *existed != 0;
+  RETURN_IF_ERROR(internal::CheckKey(key));
+  TINYDDP_STORE_CALL(reply, (StoreRequest{.op = StoreOp::kDelete, .key = key}), kNoServerWait);
+  ASSIGN_OR_RETURN(const uint8_t existed, reply.U8());
+  return existed != 0;
 }
 
 absl::StatusOr<int64_t> TCPStore::NumKeys() {
-  TINYDDP_STORE_CALL(reply, MessageWriter().U8(uint8_t(StoreOp::kNumKeys)).Str("").Take(),
-                     std::chrono::milliseconds(0));
+  TINYDDP_STORE_CALL(reply, (StoreRequest{.op = StoreOp::kNumKeys}), kNoServerWait);
   return reply.I64();
 }
 

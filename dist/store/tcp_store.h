@@ -4,8 +4,10 @@
 //   auto store = TCPStore::Create({.host = "10.0.0.1", .port = 29500, .is_server = rank == 0});
 //
 // Clients connect with retry and exponential backoff until the timeout, so ranks may start in any
-// order. Blocking calls (Get, Wait) wait on the server, bounded by the store's timeout, and the client
-// gives the server a little extra time to answer before giving up on its own.
+// order; each new connection first says hello with the job secret (store_secret.h). Blocking calls
+// (Get, Wait) wait on the server, bounded by the store's timeout, and the client gives the server a
+// little extra time to answer before giving up on its own. Keys, values and Wait lists over the limits
+// of store.h are refused here, before anything is sent, with the same error the server would give.
 #ifndef TINYDDP_DIST_STORE_TCP_STORE_H_
 #define TINYDDP_DIST_STORE_TCP_STORE_H_
 
@@ -25,8 +27,11 @@ namespace tinyddp::dist {
 struct TCPStoreOptions {
   std::string host = "127.0.0.1";  // where the server runs (MASTER_ADDR)
   int port = 29500;                // MASTER_PORT; with is_server, 0 picks a free port (see port())
-  bool is_server = false;          // start the server in this process (rank 0 when no launcher hosts it)
+  bool is_server = false;          // start the server in this process (rank 0 when no launcher hosts it);
+                                   // it listens where tcp_store_server.h says for `host`
   std::chrono::milliseconds timeout = kDefaultStoreTimeout;  // connecting, and every blocking call
+  std::string secret;              // the job secret, sent in every connection's hello; with is_server,
+                                   // the one the server requires ("" = none: any client may connect)
 };
 
 /// Thread-safe: concurrent calls from several threads each use their own connection, so one thread's
@@ -34,7 +39,8 @@ struct TCPStoreOptions {
 class TCPStore : public Store {
  public:
   /// Starts the server if asked, then connects (retrying until options.timeout). A failed connection says
-  /// where it tried, for how long, why, and what to check.
+  /// where it tried, for how long, why, and what to check; a refused secret is Unauthenticated (none
+  /// sent) or PermissionDenied (wrong), and is not retried.
   static absl::StatusOr<std::unique_ptr<TCPStore>> Create(const TCPStoreOptions& options);
   /// Closes connections; if this process hosts the server, stops it (other ranks' calls then fail).
   ~TCPStore() override;
@@ -61,11 +67,13 @@ class TCPStore : public Store {
   /// long the server may legitimately block on it (0 for non-blocking ops).
   absl::StatusOr<Bytes> Call(const Bytes& request, std::chrono::milliseconds server_wait);
   absl::StatusOr<internal::Socket> TakeConnection();
+  absl::StatusOr<internal::Socket> OpenConnection();
   void ReturnConnection(internal::Socket socket);
   std::string Where() const;
 
   std::string host_;
   int port_ = 0;
+  std::string secret_;
   std::unique_ptr<TCPStoreServer> server_;
   std::mutex mu_;
   std::vector<internal::Socket> idle_;  // connections not in use by a call; one is kept open

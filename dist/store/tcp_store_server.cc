@@ -1,8 +1,9 @@
 // TCPStoreServer: see tcp_store_server.h. The accept thread polls the listening socket and a wake
-// pipe; each accepted connection gets a thread that reads a request frame, runs it against the table
-// and writes the response frame, until the client hangs up.
+// pipe; each accepted connection gets a thread that takes the hello, then reads a request frame, runs
+// it against the table and writes the response frame, until the client hangs up.
 #include "dist/store/tcp_store_server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -10,26 +11,65 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <system_error>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dist/store/internal/store_protocol.h"
+#include "dist/store/store_secret.h"
 
 namespace tinyddp::dist {
 
-using internal::MessageReader;
-using internal::MessageWriter;
+using internal::OkResponse;
 using internal::StoreOp;
+using internal::StoreRequest;
 
-absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(int port) {
-  std::unique_ptr<TCPStoreServer> server(new TCPStoreServer());
-  auto listener = internal::Listen(port, &server->port_);
+namespace {
+
+// The numeric address to listen on for the job's store address, or "" for every interface
+// (the table in tcp_store_server.h says why).
+std::string ListenAddressFor(const std::string& host) {
+  if (host == "localhost") return "127.0.0.1";
+  if (host.empty() || host == "0.0.0.0" || host == "::") return "";
+  in6_addr v6;
+  in_addr v4;
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1 || ::inet_pton(AF_INET6, host.c_str(), &v6) == 1) return host;
+  return "";  // a host name
+}
+
+// Accepting again while out of file descriptors (or kernel memory) waits this long, doubling up to the
+// maximum: the pending client stays in the listen backlog, and retrying at once would spin a core.
+constexpr std::chrono::milliseconds kAcceptBackoffMin(10);
+constexpr std::chrono::milliseconds kAcceptBackoffMax(1000);
+
+bool OutOfResources(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
+
+Bytes Respond(const absl::Status& s) { return s.ok() ? OkResponse().Take() : internal::ErrorResponse(s); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(const TCPStoreServerOptions& options) {
+  RETURN_IF_ERROR(CheckStoreSecret(options.secret));
+  std::unique_ptr<TCPStoreServer> server(new TCPStoreServer(options));
+  std::string ip = ListenAddressFor(options.host);
+  auto listener = internal::Listen(ip, options.port, &server->port_);
+  const bool asked_for_all = options.host.empty() || options.host == "0.0.0.0" || options.host == "::";
+  server->listening_on_ = !ip.empty()     ? ip
+                          : asked_for_all ? "every interface"
+                                          : absl::StrCat("every interface (", options.host, " is a host name)");
+  if (!listener.ok() && absl::IsNotFound(listener.status())) {
+    listener = internal::Listen("", options.port, &server->port_);
+    server->listening_on_ = absl::StrCat("every interface (", ip, " is not an address of this machine: NAT?)");
+    ip.clear();
+  }
   RETURN_IF_ERROR(listener);
   server->listener_ = std::move(*listener);
-  if (::pipe2(server->wake_pipe_, O_CLOEXEC) != 0) {
+  server->local_address_ = ip.empty() ? "127.0.0.1" : ip;
+  if (::pipe2(server->wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
     return absl::InternalError(absl::StrCat("pipe2 failed: ", internal::ErrnoText(errno)));
   }
   TCPStoreServer* raw = server.get();
@@ -39,39 +79,113 @@ absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(int port) 
 
 TCPStoreServer::~TCPStoreServer() {
   stopping_ = true;
-  if (wake_pipe_[1] >= 0) {
-    const char byte = 1;
-    (void)!::write(wake_pipe_[1], &byte, 1);
-  }
+  Wake();
   if (accept_thread_.joinable()) accept_thread_.join();
   table_.Close();  // wakes handlers blocked in Get/Wait
-  std::lock_guard<std::mutex> lock(connections_mu_);
-  for (Connection& c : connections_) ::shutdown(c.socket.fd(), SHUT_RDWR);  // wakes handlers in recv
-  for (Connection& c : connections_) c.thread.join();
-  connections_.clear();
+  std::list<Connection> all;
+  {
+    // Joined outside the lock: a finishing handler takes it once more. Splicing keeps the nodes
+    // (and the handlers' pointers to them) where they are.
+    std::lock_guard<std::mutex> lock(connections_mu_);
+    all.splice(all.end(), connections_);
+  }
+  for (Connection& c : all) ::shutdown(c.socket.fd(), SHUT_RDWR);  // wakes handlers in recv
+  for (Connection& c : all) c.thread.join();
   for (int fd : wake_pipe_) {
     if (fd >= 0) ::close(fd);
   }
 }
 
+int TCPStoreServer::open_connections() {
+  std::lock_guard<std::mutex> lock(connections_mu_);
+  return static_cast<int>(std::count_if(connections_.begin(), connections_.end(),
+                                        [](const Connection& c) { return !c.finished; }));
+}
+
+void TCPStoreServer::Log(const std::string& line) const {
+  std::fprintf(stderr, "store server (port %d): %s\n", port_, line.c_str());
+}
+
+void TCPStoreServer::Wake() {
+  const char byte = 1;
+  if (wake_pipe_[1] >= 0) (void)!::write(wake_pipe_[1], &byte, 1);  // a full pipe is awake already
+}
+
 void TCPStoreServer::AcceptLoop() {
+  std::chrono::milliseconds backoff(0);  // non-zero while the process is out of file descriptors
   while (!stopping_) {
-    pollfd fds[2] = {{listener_.fd(), POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
+    // While backing off, the listener is left out of poll(): it stays readable and would wake us at once.
+    pollfd fds[2] = {{listener_.fd(), static_cast<short>(backoff.count() > 0 ? 0 : POLLIN), 0},
+                     {wake_pipe_[0], POLLIN, 0}};
+    if (::poll(fds, 2, backoff.count() > 0 ? static_cast<int>(backoff.count()) : -1) < 0 && errno != EINTR) {
+      Log(absl::StrCat("poll failed: ", internal::ErrnoText(errno), "; retrying"));
+      ::poll(nullptr, 0, static_cast<int>(kAcceptBackoffMax.count()));
+      continue;
     }
-    if (fds[1].revents != 0 || stopping_) return;
-    int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;  // the client gave up between poll and accept, or fds ran out: keep serving
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    ReapFinished();
-    std::lock_guard<std::mutex> lock(connections_mu_);
-    Connection& conn = connections_.emplace_back();
-    conn.socket = internal::Socket(fd);
-    Connection* raw = &conn;
+    if (stopping_) return;
+    if (fds[1].revents != 0) {
+      char drain[64];
+      while (::read(wake_pipe_[0], drain, sizeof(drain)) > 0) {
+      }
+      ReapFinished();  // a handler finished: close its socket now, freeing its descriptor
+    }
+    if (backoff.count() == 0 && (fds[0].revents & POLLIN) == 0) continue;
+    const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      if (backoff.count() > 0) Log("accepting connections again");
+      backoff = std::chrono::milliseconds(0);
+      Admit(internal::Socket(fd));
+      continue;
+    }
+    const int err = errno;
+    if (OutOfResources(err)) {
+      if (backoff.count() == 0) {
+        Log(absl::StrCat("cannot accept a connection (", internal::ErrnoText(err), ") with ", open_connections(),
+                         " open; new clients wait until some close. Raise the limit (`ulimit -n`) if the job "
+                         "needs more"));
+      }
+      ReapFinished();
+      backoff = std::clamp(backoff * 2, kAcceptBackoffMin, kAcceptBackoffMax);
+    } else if (err == EAGAIN || err == EWOULDBLOCK) {
+      backoff = std::chrono::milliseconds(0);  // nobody waiting after all
+    }
+    // Anything else (the client gave up between poll and accept): keep serving.
+  }
+}
+
+void TCPStoreServer::Admit(internal::Socket socket) {
+  int one = 1;
+  ::setsockopt(socket.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ReapFinished();
+  std::lock_guard<std::mutex> lock(connections_mu_);
+  if (static_cast<int>(connections_.size()) >= options_.max_connections) {
+    Reply(socket.fd(), internal::ErrorResponse(absl::ResourceExhaustedError(absl::StrCat(
+                           "the store server already has ", connections_.size(), " connections open, its limit "
+                           "(kMaxConnections); is a client opening connections in a loop?"))));
+    return;
+  }
+  if (pending_hellos_ >= options_.max_pending_hellos) EvictOldestPendingLocked();
+  Connection& conn = connections_.emplace_back();
+  conn.socket = std::move(socket);
+  ++pending_hellos_;
+  Connection* raw = &conn;
+  try {
     conn.thread = std::thread([this, raw] { Serve(raw); });
+  } catch (const std::system_error& e) {  // out of threads or memory: refuse this client, keep serving
+    Reply(conn.socket.fd(), internal::ErrorResponse(absl::ResourceExhaustedError(
+                                absl::StrCat("the store server could not start a thread: ", e.what()))));
+    --pending_hellos_;
+    connections_.pop_back();
+  }
+}
+
+void TCPStoreServer::EvictOldestPendingLocked() {
+  for (Connection& c : connections_) {
+    if (c.said_hello || c.evicted || c.finished) continue;
+    c.evicted = true;
+    --pending_hellos_;
+    ::shutdown(c.socket.fd(), SHUT_RDWR);  // its handler wakes from recv and finishes
+    return;
   }
 }
 
@@ -87,75 +201,117 @@ void TCPStoreServer::ReapFinished() {
   }
 }
 
-void TCPStoreServer::Serve(Connection* conn) {
-  while (!stopping_) {
-    auto request = internal::RecvFrame(conn->socket.fd(), internal::kNoDeadline);
-    if (!request.ok()) break;  // the client hung up (the normal end) or the server is stopping
-    Bytes response = Handle(*request);
-    if (!internal::SendFrame(conn->socket.fd(), response, internal::kNoDeadline).ok()) break;
-  }
-  conn->finished = true;
+bool TCPStoreServer::Reply(int fd, const Bytes& response) {
+  return internal::SendFrame(fd, response, internal::DeadlineAfter(options_.frame_timeout)).ok();
 }
 
-Bytes TCPStoreServer::Handle(const Bytes& request) {
-  MessageReader in(request);
-  auto op = in.U8();
-  if (!op.ok()) return internal::ErrorResponse(op.status());
-  auto key = in.Str();
-  // Each case reads its arguments; a malformed request becomes an error response, not a crash.
-  switch (static_cast<StoreOp>(*op)) {
-    case StoreOp::kSet: {
-      auto value = in.Blob();
-      if (!key.ok() || !value.ok()) break;
-      absl::Status s = table_.Set(*key, *value);
-      return s.ok() ? MessageWriter().U8(0).Take() : internal::ErrorResponse(s);
+void TCPStoreServer::Serve(Connection* conn) {
+  const int fd = conn->socket.fd();
+  if (SayHello(conn)) {
+    while (!stopping_) {
+      // No deadline between requests (clients keep idle connections for the whole job), one within.
+      auto request = internal::RecvFrame(fd, internal::kMaxRequestBytes, internal::kNoDeadline, options_.frame_timeout);
+      if (!request.ok()) {
+        if (absl::IsResourceExhausted(request.status())) {
+          Reply(fd, internal::ErrorResponse(absl::InvalidArgumentError(absl::StrCat(
+                        "store request refused: ", request.status().message(),
+                        " (kMaxRequestBytes; values are limited to ", internal::FormatBytes(kMaxStoreValueBytes),
+                        "); the connection is closed"))));
+        }
+        break;  // the client hung up (the normal end), was too slow, sent too much, or the server is stopping
+      }
+      if (!Reply(fd, Handle(*request, fd))) break;
     }
+  }
+  {
+    std::lock_guard<std::mutex> lock(connections_mu_);
+    if (!conn->said_hello && !conn->evicted) --pending_hellos_;
+  }
+  conn->finished = true;
+  Wake();
+}
+
+bool TCPStoreServer::SayHello(Connection* conn) {
+  const int fd = conn->socket.fd();
+  auto frame = internal::RecvFrame(fd, internal::kMaxHelloBytes, internal::DeadlineAfter(options_.hello_timeout));
+  absl::Status s = frame.ok() ? CheckHello(*frame) : frame.status();
+  if (absl::IsResourceExhausted(s)) {  // e.g. "GET " read as a length: an HTTP probe, not a store client
+    s = absl::UnauthenticatedError("this is a tinyddp store server: the first message must be its hello");
+  }
+  if (!s.ok()) {
+    if (frame.ok() || absl::IsUnauthenticated(s)) Reply(fd, internal::ErrorResponse(s));
+    return false;  // silent, too slow, evicted, or refused
+  }
+  {
+    std::lock_guard<std::mutex> lock(connections_mu_);
+    if (conn->evicted) return false;
+    conn->said_hello = true;
+    --pending_hellos_;
+  }
+  return Reply(fd, OkResponse().Take());
+}
+
+absl::Status TCPStoreServer::CheckHello(const Bytes& frame) const {
+  auto hello = internal::ParseRequest(frame);
+  if (!hello.ok() || hello->op != StoreOp::kHello) {
+    return absl::UnauthenticatedError("the first message on a store connection must be the hello; "
+                                      "is this client a tinyddp store client?");
+  }
+  if (hello->key != internal::kProtocolMagic) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this client speaks store protocol '", hello->key.substr(0, 32), "', this server '",
+        internal::kProtocolMagic, "': build the launcher and every rank from the same tinyddp"));
+  }
+  if (options_.secret.empty()) return absl::OkStatus();
+  const std::string sent(hello->value.begin(), hello->value.end());
+  if (sent.empty()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "this job's store requires the job secret and this client sent none: set ", kStoreSecretEnv,
+        " in this process's environment to the job's secret (`launch` sets it for the workers it starts; "
+        "with srun, mpirun or by hand, give every rank the same value)"));
+  }
+  if (!SecretsMatch(sent, options_.secret)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "wrong job secret: this client's ", kStoreSecretEnv,
+        " is not the one this store was started with (another job's store on this port? a stale variable?)"));
+  }
+  return absl::OkStatus();
+}
+
+Bytes TCPStoreServer::Handle(const Bytes& body, int fd) {
+  auto parsed = internal::ParseRequest(body);
+  if (!parsed.ok()) return internal::ErrorResponse(parsed.status());
+  StoreRequest& r = *parsed;
+  // A blocked Get/Wait ends as soon as its client hangs up, instead of holding this thread to its deadline.
+  auto hung_up = [fd] { return internal::PeerClosed(fd); };
+  const std::chrono::milliseconds timeout(r.number);
+  switch (r.op) {
+    case StoreOp::kHello:
+      return internal::ErrorResponse(absl::InvalidArgumentError("store: hello sent twice on one connection"));
+    case StoreOp::kSet:
+      return Respond(table_.Set(r.key, std::move(r.value)));  // moved: a 16 MiB value is not copied again
     case StoreOp::kGet: {
-      auto timeout_ms = in.I64();
-      if (!key.ok() || !timeout_ms.ok()) break;
-      const std::chrono::milliseconds timeout(*timeout_ms);
-      auto value = table_.Get(*key, internal::DeadlineAfter(timeout), timeout);
-      return value.ok() ? MessageWriter().U8(0).Blob(*value).Take() : internal::ErrorResponse(value.status());
+      auto value = table_.Get(r.key, internal::DeadlineAfter(timeout), timeout, hung_up);
+      return value.ok() ? OkResponse().Blob(*value).Take() : internal::ErrorResponse(value.status());
     }
     case StoreOp::kAdd: {
-      auto delta = in.I64();
-      if (!key.ok() || !delta.ok()) break;
-      auto value = table_.Add(*key, *delta);
-      return value.ok() ? MessageWriter().U8(0).I64(*value).Take() : internal::ErrorResponse(value.status());
+      auto value = table_.Add(r.key, r.number);
+      return value.ok() ? OkResponse().I64(*value).Take() : internal::ErrorResponse(value.status());
     }
     case StoreOp::kCompareSet: {
-      auto expected = in.Blob();
-      auto desired = in.Blob();
-      if (!key.ok() || !expected.ok() || !desired.ok()) break;
-      auto value = table_.CompareSet(*key, *expected, *desired);
-      return value.ok() ? MessageWriter().U8(0).Blob(*value).Take() : internal::ErrorResponse(value.status());
+      auto value = table_.CompareSet(r.key, r.expected, r.value);
+      return value.ok() ? OkResponse().Blob(*value).Take() : internal::ErrorResponse(value.status());
     }
-    case StoreOp::kWait: {
-      // The "key" slot carries the number of keys as text, so every request starts op + string.
-      int64_t n = 0;
-      if (!key.ok() || !absl::SimpleAtoi(*key, &n) || n < 0) break;
-      std::vector<std::string> keys;
-      for (int64_t i = 0; i < n; ++i) {
-        auto k = in.Str();
-        if (!k.ok()) return internal::ErrorResponse(k.status());
-        keys.push_back(*k);
-      }
-      auto timeout_ms = in.I64();
-      if (!timeout_ms.ok()) break;
-      const std::chrono::milliseconds timeout(*timeout_ms);
-      absl::Status s = table_.Wait(keys, internal::DeadlineAfter(timeout), timeout);
-      return s.ok() ? MessageWriter().U8(0).Take() : internal::ErrorResponse(s);
-    }
+    case StoreOp::kWait:
+      return Respond(table_.Wait(r.keys, internal::DeadlineAfter(timeout), timeout, hung_up));
     case StoreOp::kDelete: {
-      if (!key.ok()) break;
-      auto existed = table_.Delete(*key);
-      return MessageWriter().U8(0).U8(*existed ? 1 : 0).Take();
+      auto existed = table_.Delete(r.key);
+      return existed.ok() ? OkResponse().U8(*existed ? 1 : 0).Take() : internal::ErrorResponse(existed.status());
     }
     case StoreOp::kNumKeys:
-      return MessageWriter().U8(0).I64(table_.NumKeys()).Take();
+      return OkResponse().I64(table_.NumKeys()).Take();
   }
-  return internal::ErrorResponse(
-      absl::InvalidArgumentError(absl::StrCat("malformed store request (op ", static_cast<int>(*op), ")")));
+  return internal::ErrorResponse(absl::InternalError("store: request op not handled"));  // ParseRequest checked it
 }
 
 }  // namespace tinyddp::dist

@@ -2,16 +2,35 @@
 // threads inside rank 0's process (TCPStore with is_server) or inside the launcher, which keeps it up
 // for the whole job so workers can come and go. Keys live in one in-memory table (internal/kv_table.h).
 //
-// One thread per connection: a blocking Get or Wait simply blocks its own connection's thread on the
-// table's condition variable, so it never delays other clients. Jobs have at most a few thousand ranks,
-// and each rank keeps a handful of connections, so thread-per-connection stays cheap and easy to read.
+// One thread per connection: a blocking Get or Wait simply blocks its own connection's thread, so it
+// never delays other clients. Jobs have at most a few thousand ranks, each keeping a handful of
+// connections, so thread-per-connection stays cheap and easy to read.
+//
+// The server lives in the launcher, so nothing a client sends may take the launcher down or lock the
+// job's ranks out. Every connection must first say hello (with the job secret, store_secret.h) within
+// kHelloTimeout; until then nothing over kMaxHelloBytes is read from it, and at most kMaxPendingHellos
+// such connections are kept (a newer one evicts the oldest). Every request is bounded (kMaxRequestBytes,
+// and the Store limits of store.h) and must arrive whole within kFrameTimeout once begun. A frame's
+// buffer grows with the bytes that arrive, never to the length it declares. Running out of file
+// descriptors pauses accepting (with a message) instead of spinning; a Get or Wait whose client hangs up
+// ends at once. Errors go back to the client as a response it can read, then the server carries on.
+//
+// Where it listens, from the address the job uses for the store (MASTER_ADDR, TCPStoreServerOptions::host):
+//   "127.0.0.1", "::1", "localhost"   loopback only: nothing off this machine can connect (one-node jobs)
+//   an IP address of this machine     that address only (the one the other nodes use)
+//   an IP address it does not have    every interface: a NAT or cloud address, whose traffic arrives on
+//                                     a private address of this machine
+//   a host name, "", "0.0.0.0", "::"  every interface: a name may resolve to 127.0.1.1 here and to the
+//                                     real address on the other nodes, so no single address is right
 #ifndef TINYDDP_DIST_STORE_TCP_STORE_SERVER_H_
 #define TINYDDP_DIST_STORE_TCP_STORE_SERVER_H_
 
 #include <atomic>
+#include <chrono>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
@@ -20,37 +39,86 @@
 
 namespace tinyddp::dist {
 
+/// An honest client says hello right after connecting; a connection silent this long is not one.
+inline constexpr std::chrono::milliseconds kHelloTimeout = std::chrono::seconds(10);
+/// Once a request's first byte arrives, the rest must follow within this: the largest request (33 MiB)
+/// needs 0.6 MB/s. A client that trickles bytes to hold a thread (slowloris) is disconnected.
+inline constexpr std::chrono::milliseconds kFrameTimeout = std::chrono::seconds(60);
+/// Connections open at once: one or two per rank of a few-thousand-rank job. Each costs a thread, about
+/// 8.5 KiB resident (bench/store_abuse_rss: 8000 idle connections, 78 MiB in all), so the limit keeps the
+/// launcher under 100 MB. Past it, new clients are told the server is full.
+inline constexpr int kMaxConnections = 8192;
+/// Connections that have not said hello yet. When full, a new one evicts the oldest: an honest client
+/// says hello within a round trip, so strangers opening connections cannot starve the job's ranks.
+inline constexpr int kMaxPendingHellos = 64;
+
+struct TCPStoreServerOptions {
+  std::string host = "127.0.0.1";  // the job's store address (MASTER_ADDR): decides where to listen
+  int port = 0;                    // 0 = a free port (see port())
+  std::string secret;              // the job secret; "" = any client may connect (store_secret.h)
+  // The limits above; tests shorten them.
+  std::chrono::milliseconds hello_timeout = kHelloTimeout;
+  std::chrono::milliseconds frame_timeout = kFrameTimeout;
+  int max_connections = kMaxConnections;
+  int max_pending_hellos = kMaxPendingHellos;
+};
+
 class TCPStoreServer {
  public:
-  /// Starts listening on `port` on every interface (0 = a free port; see port()). Fails with a clear
-  /// message if the port is in use.
-  static absl::StatusOr<std::unique_ptr<TCPStoreServer>> Start(int port);
+  /// Starts listening (where: see the header comment). Fails with a clear message if the port is in
+  /// use or the secret is too long.
+  static absl::StatusOr<std::unique_ptr<TCPStoreServer>> Start(const TCPStoreServerOptions& options);
+  /// On loopback, without a secret: for tests and one-machine tools.
+  static absl::StatusOr<std::unique_ptr<TCPStoreServer>> Start(int port) {
+    TCPStoreServerOptions options;
+    options.port = port;
+    return Start(options);
+  }
   /// Stops accepting, fails every waiting Get/Wait with Cancelled, closes all connections, joins threads.
   ~TCPStoreServer();
 
   /// The port actually bound.
   int port() const { return port_; }
+  /// The address a client on this machine connects to: the one listened on, or 127.0.0.1 for all.
+  const std::string& local_address() const { return local_address_; }
+  /// Where it listens, for logs: "127.0.0.1", or "every interface (why)".
+  const std::string& listening_on() const { return listening_on_; }
+  /// Connections open now, hello said or not (for tests and the abuse bench).
+  int open_connections();
 
  private:
   struct Connection {
     internal::Socket socket;
     std::thread thread;
+    bool said_hello = false;  // guarded by connections_mu_, like evicted
+    bool evicted = false;
     std::atomic<bool> finished{false};
   };
 
-  TCPStoreServer() = default;
+  explicit TCPStoreServer(const TCPStoreServerOptions& options) : options_(options) {}
   void AcceptLoop();
+  void Admit(internal::Socket socket);
+  void EvictOldestPendingLocked();
   void Serve(Connection* conn);
-  Bytes Handle(const Bytes& request);
+  bool SayHello(Connection* conn);
+  absl::Status CheckHello(const Bytes& frame) const;
+  Bytes Handle(const Bytes& request, int fd);
+  bool Reply(int fd, const Bytes& response);
   void ReapFinished();
+  void Wake();
+  void Log(const std::string& line) const;
 
+  const TCPStoreServerOptions options_;
   internal::Socket listener_;
   int port_ = 0;
-  int wake_pipe_[2] = {-1, -1};  // written by the destructor to end AcceptLoop's poll()
+  std::string local_address_;
+  std::string listening_on_;
+  int wake_pipe_[2] = {-1, -1};  // a byte wakes AcceptLoop: to stop, or to reap a finished connection
   std::thread accept_thread_;
   internal::KvTable table_;
   std::mutex connections_mu_;
-  std::list<Connection> connections_;  // a list: Serve() holds a pointer to its element
+  std::list<Connection> connections_;  // oldest first; a list: Serve() holds a pointer to its element
+  int pending_hellos_ = 0;             // guarded by connections_mu_
   std::atomic<bool> stopping_{false};
 };
 

@@ -1,8 +1,12 @@
 // TCPStore over real loopback sockets: the shared conformance checks, many client threads, several
 // client processes (this binary re-executes itself as the child, so it also runs outside Bazel),
-// timeouts, a port in use, an unreachable server and a server that goes away mid-call.
+// timeouts, a port in use, an unreachable server, a server that goes away mid-call, and where the
+// server listens for each kind of job address. (Hostile clients: tcp_store_abuse_test.cc.)
 #include "dist/store/tcp_store.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +62,9 @@ TEST(TCPStore, MeetsTheStoreSemantics) {
   testing::CheckCompareSet(*server);
   testing::CheckTimeoutsNameTheKeys(*client);
   testing::CheckBlockingGetWakesOnSet([&] { return Client(port); });
+  testing::CheckLimitsAreEnforcedWithClearErrors(*client);
+  // 4096 round trips; the abuse test pipelines Sets against a Wait on kMaxStoreWaitKeys.
+  testing::CheckWaitOnManyKeysEndsWhenTheLastArrives([&] { return Client(port); }, 4096);
 }
 
 TEST(TCPStore, CountsExactlyUnderManyConcurrentClients) {
@@ -177,6 +184,74 @@ TEST(TCPStore, ClientsFailInsteadOfHangingWhenTheServerGoesAway) {
   waiter.join();
   EXPECT_FALSE(got.ok());
   EXPECT_FALSE(client->Set("after", std::string("x")).ok()) << "a store whose server is gone must fail fast";
+}
+
+// An IPv4 address of this machine other than loopback, or "" when it has none (a network-less sandbox).
+std::string NonLoopbackAddress() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "";
+  std::string found;
+  for (ifaddrs* a = list; a != nullptr && found.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    const in_addr ip = reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr;
+    if ((ntohl(ip.s_addr) >> 24) == 127) continue;
+    char text[INET_ADDRSTRLEN];
+    if (::inet_ntop(AF_INET, &ip, text, sizeof(text)) != nullptr) found = text;
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+bool Reachable(const std::string& ip, int port) {
+  return internal::ConnectWithRetry(ip, port, std::chrono::milliseconds(200)).ok();
+}
+
+std::unique_ptr<TCPStoreServer> ServerFor(const std::string& host) {
+  TCPStoreServerOptions options;
+  options.host = host;
+  auto server = TCPStoreServer::Start(options);
+  EXPECT_TRUE(server.ok()) << host << ": " << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+TEST(TCPStoreServer, ALoopbackAddressListensOnLoopbackOnly) {
+  for (const std::string host : {"127.0.0.1", "localhost"}) {
+    auto server = ServerFor(host);
+    ASSERT_NE(server, nullptr);
+    EXPECT_EQ(server->listening_on(), "127.0.0.1") << host;
+    EXPECT_TRUE(Reachable("127.0.0.1", server->port())) << host;
+    const std::string other = NonLoopbackAddress();
+    if (!other.empty()) EXPECT_FALSE(Reachable(other, server->port())) << host << " must not listen on " << other;
+  }
+}
+
+TEST(TCPStoreServer, AnAddressOfThisMachineListensOnThatAddressOnly) {
+  const std::string ip = NonLoopbackAddress();
+  if (ip.empty()) GTEST_SKIP() << "this machine has no IPv4 address but loopback";
+  auto server = ServerFor(ip);
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(server->listening_on(), ip);
+  EXPECT_EQ(server->local_address(), ip) << "rank 0 must connect where its server listens";
+  EXPECT_TRUE(Reachable(ip, server->port()));
+  EXPECT_FALSE(Reachable("127.0.0.1", server->port()));
+  // Rank 0 hosting the store on that address reaches its own server.
+  auto rank0 = TCPStore::Create({.host = ip, .port = 0, .is_server = true, .timeout = std::chrono::seconds(30)});
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  EXPECT_TRUE((*rank0)->Set("from/rank0", std::string("ok")).ok());
+}
+
+TEST(TCPStoreServer, AHostNameOrAnAddressOfAnotherMachineListensOnEveryInterface) {
+  char name[256] = {};
+  ASSERT_EQ(::gethostname(name, sizeof(name) - 1), 0);
+  // 192.0.2.1 is reserved for documentation (RFC 5737): no machine has it, like a NAT's public address.
+  for (const std::string host : {std::string(name), std::string("192.0.2.1"), std::string("")}) {
+    auto server = ServerFor(host);
+    ASSERT_NE(server, nullptr);
+    EXPECT_EQ(server->listening_on().rfind("every interface", 0), 0u) << host << ": " << server->listening_on();
+    EXPECT_TRUE(Reachable(server->local_address(), server->port())) << host;
+    const std::string other = NonLoopbackAddress();
+    if (!other.empty()) EXPECT_TRUE(Reachable(other, server->port())) << host;
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Store conformance checks: see store_conformance.h.
 #include "dist/testing/store_conformance.h"
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <set>
@@ -143,6 +144,63 @@ void CheckConcurrentAddsAreAtomic(const StoreHandleFactory& handles, int threads
   }
   EXPECT_EQ(*handles()->Add("conf/counter", 0), total);
   EXPECT_EQ(results.size(), static_cast<size_t>(threads * kAddsPerThread)) << "two Adds saw the same result";
+}
+
+void CheckLimitsAreEnforcedWithClearErrors(Store& store) {
+  std::mt19937 rng(4242);
+  // Keys: well under the limit works; one byte over is refused, naming the limit.
+  const std::string long_key = "conf/limits/" + std::string(kMaxStoreKeyBytes / 2, 'k');
+  ASSERT_TRUE(store.Set(long_key, std::string("fits")).ok());
+  EXPECT_EQ(*store.GetString(long_key), "fits");
+  const std::string too_long(kMaxStoreKeyBytes + 1, 'k');
+  for (const absl::Status& s : {store.Set(too_long, std::string("x")), store.Get(too_long).status(),
+                                store.Add(too_long, 1).status(), store.Wait({"conf/limits/a", too_long})}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_NE(s.message().find("kMaxStoreKeyBytes"), std::string::npos) << s;
+  }
+  // Values: one at the limit round-trips byte for byte; one byte more is refused, naming the key.
+  const Bytes biggest = RandomBytes(rng, kMaxStoreValueBytes);
+  ASSERT_TRUE(store.Set("conf/limits/big", biggest).ok());
+  auto back = store.Get("conf/limits/big");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == biggest) << "a value of exactly kMaxStoreValueBytes changed in the store";
+  const Bytes over(kMaxStoreValueBytes + 1, 7);
+  for (const absl::Status& s : {store.Set("conf/limits/over", over),
+                                store.CompareSet("conf/limits/over", {}, over).status()}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_NE(s.message().find("conf/limits/over"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("kMaxStoreValueBytes"), std::string::npos) << s;
+  }
+  // Wait lists: one key more than the limit is refused up front, not waited on.
+  std::vector<std::string> many(kMaxStoreWaitKeys + 1);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = absl::StrCat("conf/limits/w", i);
+  absl::Status waited = store.Wait(many, std::chrono::seconds(30));
+  EXPECT_TRUE(absl::IsInvalidArgument(waited)) << waited;
+  EXPECT_NE(waited.message().find("kMaxStoreWaitKeys"), std::string::npos) << waited;
+  // Nothing above stuck: the store still answers, and holds nothing it refused.
+  EXPECT_TRUE(absl::IsDeadlineExceeded(store.Wait({"conf/limits/over"}, std::chrono::milliseconds(10))));
+  EXPECT_TRUE(*store.Delete("conf/limits/big"));
+  EXPECT_TRUE(*store.Delete(long_key));
+}
+
+void CheckWaitOnManyKeysEndsWhenTheLastArrives(const StoreHandleFactory& handles, int n) {
+  auto waiter = handles();
+  auto writer = handles();
+  std::vector<std::string> keys;
+  for (int i = 0; i + 1 < n; ++i) keys.push_back(absl::StrCat("conf/many/", i));
+  std::vector<std::string> order = keys;
+  keys.push_back(keys[n / 2]);  // a duplicate
+  std::shuffle(order.begin(), order.end(), std::mt19937(n));
+  absl::Status waited = absl::UnknownError("the Wait did not return");
+  std::thread t([&] { waited = waiter->Wait(keys, std::chrono::seconds(120)); });
+  // The first key comes and goes before the rest arrive; its second Set completes the Wait either way.
+  ASSERT_TRUE(writer->Set(order[0], std::string("gone")).ok());
+  ASSERT_TRUE(*writer->Delete(order[0]));
+  for (size_t i = 1; i < order.size(); ++i) ASSERT_TRUE(writer->Set(order[i], std::to_string(i)).ok());
+  ASSERT_TRUE(writer->Set(order[0], std::string("back")).ok());
+  t.join();
+  EXPECT_TRUE(waited.ok()) << waited;
+  for (const auto& k : order) (void)writer->Delete(k);
 }
 
 }  // namespace tinyddp::dist::testing

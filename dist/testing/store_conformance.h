@@ -26,6 +26,12 @@ void CheckTimeoutsNameTheKeys(Store& store);
 void CheckBlockingGetWakesOnSet(const StoreHandleFactory& handles);
 /// `threads` threads each Add random deltas many times: the total is exact; each sees distinct results.
 void CheckConcurrentAddsAreAtomic(const StoreHandleFactory& handles, int threads);
+/// Keys, values and Wait lists over store.h's limits are InvalidArgument naming the limit; values at the
+/// limit round-trip; the store keeps working afterwards.
+void CheckLimitsAreEnforcedWithClearErrors(Store& store);
+/// A Wait on `n` keys (a duplicate among them) returns once another handle has set them all, in random
+/// order, one of them set, deleted and set again.
+void CheckWaitOnManyKeysEndsWhenTheLastArrives(const StoreHandleFactory& handles, int n);
 
 }  // namespace tinyddp::dist::testing
 

@@ -7,13 +7,32 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace tinyddp::dist::internal {
+namespace {
+
+// How often a blocked call asks whether its client is still there (AbandonedFn).
+constexpr std::chrono::seconds kAbandonPoll(1);
+// A timeout message lists this many missing keys, then "and N more": a Wait on 65536 keys must not
+// produce a megabyte of error text.
+constexpr size_t kMissingKeysShown = 10;
+
+// A key as error text: quoted, and cut short if it is itself the problem.
+std::string Quoted(const std::string& key) {
+  constexpr size_t kShown = 64;
+  if (key.size() <= kShown) return absl::StrCat("'", key, "'");
+  return absl::StrCat("'", key.substr(0, kShown), "...'");
+}
+
+}  // namespace
+
+std::chrono::milliseconds ClampTimeout(std::chrono::milliseconds timeout) {
+  return std::clamp<std::chrono::milliseconds>(timeout, std::chrono::milliseconds(0), kMaxStoreTimeout);
+}
 
 KvTable::Clock::time_point DeadlineAfter(std::chrono::milliseconds timeout) {
-  // A day is "forever" for a rendezvous; clamping avoids time_point overflow for milliseconds::max().
-  const auto capped = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24 * 365));
-  return KvTable::Clock::now() + std::max<std::chrono::milliseconds>(capped, std::chrono::milliseconds(0));
+  return KvTable::Clock::now() + ClampTimeout(timeout);
 }
 
 std::string FormatDuration(std::chrono::milliseconds d) {
@@ -23,97 +42,181 @@ std::string FormatDuration(std::chrono::milliseconds d) {
   return absl::StrCat(static_cast<double>(ms) / 1000.0, "s");
 }
 
+std::string FormatBytes(uint64_t n) {
+  if (n >= (1u << 20) && n % (1u << 20) == 0) return absl::StrCat(n >> 20, " MiB");
+  if (n >= (1u << 10) && n % (1u << 10) == 0) return absl::StrCat(n >> 10, " KiB");
+  return absl::StrCat(n, " bytes");
+}
+
+absl::Status CheckKey(const std::string& key) {
+  if (key.size() <= kMaxStoreKeyBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("store: key ", Quoted(key), " is ", FormatBytes(key.size()),
+                                                 ", over the limit of ", FormatBytes(kMaxStoreKeyBytes),
+                                                 " (kMaxStoreKeyBytes): keys are names; put data in values"));
+}
+
+absl::Status CheckValue(const std::string& key, size_t value_bytes) {
+  if (value_bytes <= kMaxStoreValueBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "store: the value for key ", Quoted(key), " is ", FormatBytes(value_bytes), ", over the limit of ",
+      FormatBytes(kMaxStoreValueBytes),
+      " (kMaxStoreValueBytes): the store holds rendezvous metadata; send data through a process group"));
+}
+
+absl::Status CheckWaitKeys(const std::vector<std::string>& keys) {
+  if (keys.size() > kMaxStoreWaitKeys) {
+    return absl::InvalidArgumentError(absl::StrCat("store: Wait on ", keys.size(), " keys, over the limit of ",
+                                                   kMaxStoreWaitKeys,
+                                                   " (kMaxStoreWaitKeys): wait in batches, or count arrivals "
+                                                   "with Add on one key"));
+  }
+  for (const auto& k : keys) RETURN_IF_ERROR(CheckKey(k));
+  return absl::OkStatus();
+}
+
 absl::Status KvTable::ClosedError() const {
   return absl::CancelledError("the store was shut down while this call was waiting");
 }
 
-absl::Status KvTable::Set(const std::string& key, const Bytes& value) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    values_[key] = value;
+void KvTable::PutLocked(const std::string& key, Bytes value) {
+  const bool is_new = values_.insert_or_assign(key, std::move(value)).second;
+  if (!is_new) return;
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  for (Waiter* w : it->second) {
+    if (--w->missing == 0) w->wake.notify_one();
   }
-  changed_.notify_all();
+  waiters_.erase(it);
+}
+
+absl::Status KvTable::AwaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
+                                  Clock::time_point deadline, const AbandonedFn& abandoned) {
+  Waiter me;
+  for (const auto& k : keys) {
+    if (values_.count(k) > 0) continue;
+    waiters_[k].push_back(&me);
+    ++me.missing;
+  }
+  absl::Status result;
+  while (me.missing > 0) {
+    if (closed_) {
+      result = ClosedError();
+      break;
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      result = absl::DeadlineExceededError("");
+      break;
+    }
+    me.wake.wait_until(lock, abandoned ? std::min(deadline, now + kAbandonPoll) : deadline);
+    if (abandoned && me.missing > 0) {
+      lock.unlock();  // a syscall on the client's socket: not under the table's lock
+      const bool gone = abandoned();
+      lock.lock();
+      if (gone) {
+        result = absl::CancelledError("the client hung up while waiting");
+        break;
+      }
+    }
+  }
+  if (me.missing > 0) {  // leaving early: take `me` off the keys that have not arrived
+    for (const auto& k : keys) {
+      auto it = waiters_.find(k);
+      if (it == waiters_.end()) continue;
+      auto& list = it->second;
+      list.erase(std::remove(list.begin(), list.end(), &me), list.end());
+      if (list.empty()) waiters_.erase(it);
+    }
+  }
+  return result;
+}
+
+absl::Status KvTable::Set(const std::string& key, Bytes value) {
+  RETURN_IF_ERROR(CheckKey(key));
+  RETURN_IF_ERROR(CheckValue(key, value.size()));
+  std::lock_guard<std::mutex> lock(mu_);
+  PutLocked(key, std::move(value));
   return absl::OkStatus();
 }
 
 absl::StatusOr<Bytes> KvTable::Get(const std::string& key, Clock::time_point deadline,
-                                   std::chrono::milliseconds timeout_for_message) {
+                                   std::chrono::milliseconds timeout_for_message, const AbandonedFn& abandoned) {
+  RETURN_IF_ERROR(CheckKey(key));
   std::unique_lock<std::mutex> lock(mu_);
-  const bool found = changed_.wait_until(lock, deadline, [&] { return closed_ || values_.count(key) > 0; });
-  if (closed_) return ClosedError();
-  if (!found) {
-    return absl::DeadlineExceededError(absl::StrCat("store: key '", key, "' was not set within ",
-                                                    FormatDuration(timeout_for_message),
-                                                    " (did every rank start? is one rank stuck or dead?)"));
+  while (true) {  // a loop: the key may be deleted again between the wake-up and here
+    if (closed_) return ClosedError();
+    auto it = values_.find(key);
+    if (it != values_.end()) return it->second;
+    absl::Status s = AwaitLocked(lock, {key}, deadline, abandoned);
+    if (absl::IsDeadlineExceeded(s)) {
+      return absl::DeadlineExceededError(absl::StrCat("store: key ", Quoted(key), " was not set within ",
+                                                      FormatDuration(ClampTimeout(timeout_for_message)),
+                                                      " (did every rank start? is one rank stuck or dead?)"));
+    }
+    RETURN_IF_ERROR(s);
   }
-  return values_[key];
 }
 
 absl::StatusOr<int64_t> KvTable::Add(const std::string& key, int64_t delta) {
+  RETURN_IF_ERROR(CheckKey(key));
+  std::lock_guard<std::mutex> lock(mu_);
   int64_t now = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = values_.find(key);
-    if (it != values_.end()) {
-      const std::string text(it->second.begin(), it->second.end());
-      if (!absl::SimpleAtoi(text, &now)) {
-        return absl::InvalidArgumentError(absl::StrCat("store: Add on key '", key, "' whose value '", text,
-                                                       "' is not an integer (it was set by Set, not Add)"));
-      }
+  auto it = values_.find(key);
+  if (it != values_.end()) {
+    const std::string text(it->second.begin(), it->second.end());
+    if (!absl::SimpleAtoi(text, &now)) {
+      return absl::InvalidArgumentError(absl::StrCat("store: Add on key ", Quoted(key), " whose value '",
+                                                     text.substr(0, 64),
+                                                     "' is not an integer (it was set by Set, not Add)"));
     }
-    now += delta;
-    const std::string text = absl::StrCat(now);
-    values_[key] = Bytes(text.begin(), text.end());
   }
-  changed_.notify_all();
+  now = static_cast<int64_t>(static_cast<uint64_t>(now) + static_cast<uint64_t>(delta));  // wraps, never UB
+  const std::string text = absl::StrCat(now);
+  PutLocked(key, Bytes(text.begin(), text.end()));
   return now;
 }
 
-absl::StatusOr<Bytes> KvTable::CompareSet(const std::string& key, const Bytes& expected,
-                                          const Bytes& desired) {
-  Bytes result;
-  bool changed = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = values_.find(key);
-    if (it == values_.end()) {
-      if (expected.empty()) {
-        values_[key] = desired;
-        result = desired;
-        changed = true;
-      }  // else: absent and the caller expected a value: nothing stored, return empty.
-    } else {
-      if (it->second == expected) {
-        it->second = desired;
-        changed = true;
-      }
-      result = it->second;
-    }
+absl::StatusOr<Bytes> KvTable::CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) {
+  RETURN_IF_ERROR(CheckKey(key));
+  RETURN_IF_ERROR(CheckValue(key, expected.size()));
+  RETURN_IF_ERROR(CheckValue(key, desired.size()));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = values_.find(key);
+  if (it == values_.end()) {
+    if (!expected.empty()) return Bytes();  // absent, and the caller expected a value: nothing stored
+    PutLocked(key, desired);
+    return desired;
   }
-  if (changed) changed_.notify_all();
-  return result;
+  if (it->second == expected) it->second = desired;
+  return it->second;
 }
 
 absl::Status KvTable::Wait(const std::vector<std::string>& keys, Clock::time_point deadline,
-                           std::chrono::milliseconds timeout_for_message) {
+                           std::chrono::milliseconds timeout_for_message, const AbandonedFn& abandoned) {
+  RETURN_IF_ERROR(CheckWaitKeys(keys));
   std::unique_lock<std::mutex> lock(mu_);
-  auto all_present = [&] {
-    return std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return values_.count(k) > 0; });
-  };
-  const bool done = changed_.wait_until(lock, deadline, [&] { return closed_ || all_present(); });
   if (closed_) return ClosedError();
-  if (done) return absl::OkStatus();
+  absl::Status s = AwaitLocked(lock, keys, deadline, abandoned);
+  if (!absl::IsDeadlineExceeded(s)) return s;
   std::vector<std::string> missing;
+  size_t more = 0;
   for (const auto& k : keys) {
-    if (values_.count(k) == 0) missing.push_back("'" + k + "'");
+    if (values_.count(k) > 0) continue;
+    if (missing.size() < kMissingKeysShown) {
+      missing.push_back(Quoted(k));
+    } else {
+      ++more;
+    }
   }
-  return absl::DeadlineExceededError(absl::StrCat("store: Wait timed out after ", FormatDuration(timeout_for_message),
-                                                  "; still missing key", missing.size() > 1 ? "s " : " ",
-                                                  absl::StrJoin(missing, ", "),
-                                                  " (did every rank start? is one rank stuck or dead?)"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("store: Wait timed out after ", FormatDuration(ClampTimeout(timeout_for_message)),
+                   "; still missing key", missing.size() + more > 1 ? "s " : " ", absl::StrJoin(missing, ", "),
+                   more > 0 ? absl::StrCat(" and ", more, " more") : "",
+                   " (did every rank start? is one rank stuck or dead?)"));
 }
 
 absl::StatusOr<bool> KvTable::Delete(const std::string& key) {
+  RETURN_IF_ERROR(CheckKey(key));
   std::lock_guard<std::mutex> lock(mu_);
   return values_.erase(key) > 0;
 }
@@ -124,11 +227,11 @@ int64_t KvTable::NumKeys() {
 }
 
 void KvTable::Close() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed_ = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  for (auto& [key, list] : waiters_) {
+    for (Waiter* w : list) w->wake.notify_one();
   }
-  changed_.notify_all();
 }
 
 }  // namespace tinyddp::dist::internal

@@ -1,6 +1,11 @@
 // KvTable: the in-memory key-value table behind both HashStore (one process) and the TCPStore server
-// (whose connection threads all share one table). It implements the Store semantics once:
-// blocking reads wait on a condition variable with a deadline, never forever.
+// (whose connection threads all share one table). It implements the Store semantics once, the limits
+// of store.h included: blocking reads wait with a deadline, never forever.
+//
+// What a waiting call costs the others: nothing per change. Each blocked Get/Wait registers itself
+// under every key it still misses, with a count of them; a Set of a new key visits only that key's
+// waiters, counts it off and wakes those that reach zero (c10d's TCPStore server does the same). So a
+// Wait on 65536 keys costs its own registration once, not a rescan of all of them on every Set.
 //
 // Thread-safety: every method may be called from any thread. Close() wakes every waiter, which then
 // fails with Cancelled; the server uses it to shut down without waiting out clients' timeouts.
@@ -10,9 +15,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <map>
+#include <functional>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -21,41 +27,68 @@
 
 namespace tinyddp::dist::internal {
 
+/// Polled about once a second by a blocked Get/Wait; returning true ends the call with Cancelled.
+/// The server passes "has this call's client hung up?", so a dead client's Wait frees its thread
+/// and registrations at once instead of at its deadline.
+using AbandonedFn = std::function<bool()>;
+
 class KvTable {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// Sets key to value and wakes every waiter.
-  absl::Status Set(const std::string& key, const Bytes& value);
+  /// Sets key to value and wakes the waiters it completes. (By value: the server moves its copy in.)
+  absl::Status Set(const std::string& key, Bytes value);
   /// Waits until `deadline` for key. DeadlineExceeded names the key and `timeout_for_message`.
   absl::StatusOr<Bytes> Get(const std::string& key, Clock::time_point deadline,
-                            std::chrono::milliseconds timeout_for_message);
+                            std::chrono::milliseconds timeout_for_message, const AbandonedFn& abandoned = nullptr);
   /// Adds delta to the decimal integer at key (missing = 0). InvalidArgument if the value is not an integer.
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta);
   /// Store::CompareSet's semantics.
   absl::StatusOr<Bytes> CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired);
-  /// Waits until every key exists; DeadlineExceeded lists the keys still missing.
+  /// Waits until every key exists; DeadlineExceeded lists (the first few of) the keys still missing.
   absl::Status Wait(const std::vector<std::string>& keys, Clock::time_point deadline,
-                    std::chrono::milliseconds timeout_for_message);
+                    std::chrono::milliseconds timeout_for_message, const AbandonedFn& abandoned = nullptr);
   absl::StatusOr<bool> Delete(const std::string& key);
   int64_t NumKeys();
   /// Wakes all waiters and makes every later blocking call fail with Cancelled.
   void Close();
 
  private:
+  struct Waiter {
+    size_t missing = 0;  // registrations not yet counted off
+    std::condition_variable wake;
+  };
+
+  /// Stores value; if key is new, counts it off for its waiters. Caller holds mu_.
+  void PutLocked(const std::string& key, Bytes value);
+  /// Blocks until every key has appeared (since the call began), the deadline, Close or `abandoned`.
+  /// Returns OK, DeadlineExceeded (without a message: the caller writes it) or Cancelled.
+  absl::Status AwaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
+                           Clock::time_point deadline, const AbandonedFn& abandoned);
   absl::Status ClosedError() const;
 
   std::mutex mu_;
-  std::condition_variable changed_;
-  std::map<std::string, Bytes> values_;
+  std::unordered_map<std::string, Bytes> values_;
+  std::unordered_map<std::string, std::vector<Waiter*>> waiters_;  // absent key -> who waits for it
   bool closed_ = false;
 };
 
-/// Converts a user timeout into a deadline, saturating huge timeouts instead of overflowing.
+/// InvalidArgument, naming the limit and what to do, for a key over kMaxStoreKeyBytes.
+absl::Status CheckKey(const std::string& key);
+/// InvalidArgument for a value (of `key`) over kMaxStoreValueBytes.
+absl::Status CheckValue(const std::string& key, size_t value_bytes);
+/// InvalidArgument for more than kMaxStoreWaitKeys keys, or one key over its limit.
+absl::Status CheckWaitKeys(const std::vector<std::string>& keys);
+
+/// `timeout` clamped into [0, kMaxStoreTimeout].
+std::chrono::milliseconds ClampTimeout(std::chrono::milliseconds timeout);
+/// Converts a user timeout into a deadline, ClampTimeout first (so milliseconds::max() cannot overflow).
 KvTable::Clock::time_point DeadlineAfter(std::chrono::milliseconds timeout);
 
 /// "300s", "1.5s", "250ms": for error messages.
 std::string FormatDuration(std::chrono::milliseconds d);
+/// "16 MiB", "4 KiB", "4097 bytes": for error messages.
+std::string FormatBytes(uint64_t n);
 
 }  // namespace tinyddp::dist::internal
 

@@ -24,8 +24,6 @@
 namespace tinyddp::dist::internal {
 namespace {
 
-constexpr uint32_t kMaxFrame = 1u << 30;
-
 // Milliseconds left until `deadline` for poll(): -1 = no deadline, 0 = already past.
 int PollTimeoutMs(SteadyTime deadline) {
   if (deadline == kNoDeadline) return -1;
@@ -71,6 +69,21 @@ int TryConnect(const addrinfo* ai, SteadyTime deadline, Socket* out) {
   return 0;
 }
 
+// A new socket bound to `addr`, in *out; returns 0 or the errno of what failed.
+int BindTo(const sockaddr* addr, socklen_t len, bool dual_stack, Socket* out) {
+  Socket s(::socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s.valid()) return errno;
+  int one = 1, zero = 0;
+  // SO_REUSEADDR lets a restarted job reuse a port in TIME_WAIT; a live listener still gets EADDRINUSE.
+  ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (addr->sa_family == AF_INET6) {
+    ::setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, dual_stack ? &zero : &one, sizeof(int));
+  }
+  if (::bind(s.fd(), addr, len) != 0) return errno;
+  *out = std::move(s);
+  return 0;
+}
+
 }  // namespace
 
 std::string ErrnoText(int err) {
@@ -92,48 +105,51 @@ void Socket::Close() {
   fd_ = -1;
 }
 
-absl::StatusOr<Socket> Listen(int port, int* bound_port) {
+absl::StatusOr<Socket> Listen(const std::string& ip, int port, int* bound_port) {
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("port ", port, " is out of range (0..65535; 0 = pick a free one)"));
   }
-  // Prefer one dual-stack IPv6 socket (accepts IPv4 too); fall back to IPv4 where IPv6 is disabled.
-  Socket s(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  int bind_rc = -1;
-  int one = 1, zero = 0;
-  if (s.valid()) {
-    ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    ::setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_addr = in6addr_any;
-    a.sin6_port = htons(static_cast<uint16_t>(port));
-    bind_rc = ::bind(s.fd(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    if (bind_rc != 0 && errno == EADDRINUSE) bind_rc = -2;
+  const uint16_t net_port = htons(static_cast<uint16_t>(port));
+  Socket s;
+  int err = 0;
+  sockaddr_in v4{};
+  v4.sin_family = AF_INET;
+  v4.sin_port = net_port;
+  sockaddr_in6 v6{};
+  v6.sin6_family = AF_INET6;
+  v6.sin6_port = net_port;
+  if (ip.empty()) {
+    // Prefer one dual-stack IPv6 socket (accepts IPv4 too); fall back to IPv4 where IPv6 is disabled.
+    v6.sin6_addr = in6addr_any;
+    err = BindTo(reinterpret_cast<sockaddr*>(&v6), sizeof(v6), /*dual_stack=*/true, &s);
+    if (err != 0 && err != EADDRINUSE) {
+      v4.sin_addr.s_addr = htonl(INADDR_ANY);
+      err = BindTo(reinterpret_cast<sockaddr*>(&v4), sizeof(v4), false, &s);
+    }
+  } else if (::inet_pton(AF_INET, ip.c_str(), &v4.sin_addr) == 1) {
+    err = BindTo(reinterpret_cast<sockaddr*>(&v4), sizeof(v4), false, &s);
+  } else if (::inet_pton(AF_INET6, ip.c_str(), &v6.sin6_addr) == 1) {
+    err = BindTo(reinterpret_cast<sockaddr*>(&v6), sizeof(v6), false, &s);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("'", ip, "' is not a numeric IP address to listen on"));
   }
-  if (bind_rc == -1) {
-    s = Socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!s.valid()) return absl::InternalError(absl::StrCat("socket() failed: ", ErrnoText(errno)));
-    // SO_REUSEADDR lets a restarted job reuse a port in TIME_WAIT; a live listener still gets EADDRINUSE.
-    ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    bind_rc = ::bind(s.fd(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    if (bind_rc != 0 && errno == EADDRINUSE) bind_rc = -2;
-  }
-  if (bind_rc == -2) {
+  const std::string where = ip.empty() ? absl::StrCat("port ", port) : absl::StrCat(ip, ":", port);
+  if (err == EADDRINUSE) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "could not listen on port ", port,
+        "could not listen on ", where,
         ": address already in use (another job, or a previous run still exiting, holds it); "
         "choose another MASTER_PORT / --master_port, or 0 to pick a free port"));
   }
-  if (bind_rc != 0) {
-    return absl::InternalError(absl::StrCat("could not bind port ", port, ": ", ErrnoText(errno)));
+  if (err == EADDRNOTAVAIL) {
+    return absl::NotFoundError(absl::StrCat("could not listen on ", where, ": ", ip,
+                                            " is not an address of this machine"));
   }
+  if (err != 0) return absl::InternalError(absl::StrCat("could not listen on ", where, ": ", ErrnoText(err)));
   if (::listen(s.fd(), 1024) != 0) {
-    return absl::InternalError(absl::StrCat("listen on port ", port, " failed: ", ErrnoText(errno)));
+    return absl::InternalError(absl::StrCat("listen on ", where, " failed: ", ErrnoText(errno)));
   }
+  // Non-blocking: the server's accept loop may retry accept() without poll() saying a client waits.
+  ::fcntl(s.fd(), F_SETFL, ::fcntl(s.fd(), F_GETFL, 0) | O_NONBLOCK);
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   ::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len);
@@ -220,24 +236,49 @@ absl::Status SendFrame(int fd, const Bytes& body, SteadyTime deadline) {
   uint8_t header[4];
   const uint32_t len = static_cast<uint32_t>(body.size());
   for (int i = 0; i < 4; ++i) header[i] = static_cast<uint8_t>(len >> (8 * i));
+  // A small frame goes out in one send (one packet with TCP_NODELAY, not a 4-byte one and the rest).
+  constexpr size_t kCopyBelow = 512;  // small: every connection thread touches this much stack
+  if (body.size() < kCopyBelow) {
+    uint8_t buf[4 + kCopyBelow];
+    std::memcpy(buf, header, 4);
+    if (!body.empty()) std::memcpy(buf + 4, body.data(), body.size());
+    return SendAll(fd, buf, 4 + body.size(), deadline);
+  }
   RETURN_IF_ERROR(SendAll(fd, header, 4, deadline));
   return SendAll(fd, body.data(), body.size(), deadline);
 }
 
-absl::StatusOr<Bytes> RecvFrame(int fd, SteadyTime deadline) {
+absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline,
+                                std::chrono::milliseconds once_started) {
+  RETURN_IF_ERROR(WaitReady(fd, POLLIN, deadline, "receive"));
+  if (once_started != std::chrono::milliseconds::max()) deadline = std::min(deadline, DeadlineAfter(once_started));
   uint8_t header[4];
-  absl::Status s = RecvAll(fd, header, 4, deadline);
-  RETURN_IF_ERROR(s);
+  RETURN_IF_ERROR(RecvAll(fd, header, 4, deadline));
   uint32_t len = 0;
   for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(header[i]) << (8 * i);
-  if (len > kMaxFrame) {
-    return absl::DataLossError(absl::StrCat("received a frame of ", len,
-                                            " bytes: not a tinyddp store peer (wrong MASTER_PORT?)"));
+  if (len > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("a frame of ", FormatBytes(len), " is over the limit of ",
+                                                     FormatBytes(max_bytes), " for this message"));
   }
-  Bytes body(len);
-  s = RecvAll(fd, body.data(), len, deadline);
-  RETURN_IF_ERROR(s);
+  // Grow with what arrives: a peer that declares 16 MiB and sends 10 bytes costs 64 KiB, not 16 MiB.
+  // Capacity doubles, but never past the declared length.
+  constexpr size_t kChunk = 64 << 10;
+  Bytes body;
+  while (body.size() < len) {
+    const size_t have = body.size();
+    if (have == body.capacity()) body.reserve(std::min<size_t>(len, std::max(kChunk, 2 * have)));
+    body.resize(std::min<size_t>(len, have + kChunk));
+    RETURN_IF_ERROR(RecvAll(fd, body.data() + have, body.size() - have, deadline));
+  }
   return body;
+}
+
+bool PeerClosed(int fd) {
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+  char byte;  // readable: either data the peer sent early, or an orderly close (recv returns 0)
+  return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 }  // namespace tinyddp::dist::internal

@@ -1,6 +1,6 @@
 // Socket: the few TCP operations the store needs, over POSIX sockets, each bounded by a deadline:
-// listening on a port, connecting with retry and exponential backoff, and length-prefixed frames
-// (a 4-byte little-endian length, then the body) so every message arrives whole.
+// listening on an address and port, connecting with retry and exponential backoff, and length-prefixed
+// frames (a 4-byte little-endian length, then the body) so every message arrives whole.
 #ifndef TINYDDP_DIST_STORE_INTERNAL_SOCKET_H_
 #define TINYDDP_DIST_STORE_INTERNAL_SOCKET_H_
 
@@ -41,9 +41,13 @@ class Socket {
   int fd_ = -1;
 };
 
-/// Listens on `port` (0 = a free port the kernel picks) on every local address, IPv6 and IPv4.
-/// A port in use gives FailedPrecondition saying so and what to do. *bound_port receives the port.
-absl::StatusOr<Socket> Listen(int port, int* bound_port);
+/// Listens on `ip` (a numeric IPv4/IPv6 address; "" = every local address, IPv6 and IPv4) and `port`
+/// (0 = a free port the kernel picks); *bound_port receives the port. The listener is non-blocking.
+/// Errors: a port in use is FailedPrecondition saying so and what to do; an address this machine
+/// does not have is NotFound; a non-numeric `ip` is InvalidArgument.
+absl::StatusOr<Socket> Listen(const std::string& ip, int port, int* bound_port);
+/// Listen("", port, bound_port): every local address.
+inline absl::StatusOr<Socket> Listen(int port, int* bound_port) { return Listen("", port, bound_port); }
 
 /// Connects to host:port, retrying refused/unreachable attempts with exponential backoff
 /// (10 ms doubling to 1 s) until `timeout`. The error names host, port, timeout and the last errno.
@@ -54,9 +58,17 @@ absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline);
 /// Reads exactly n bytes before `deadline`; a closed connection is Unavailable ("peer closed").
 absl::Status RecvAll(int fd, void* data, size_t n, SteadyTime deadline);
 
-/// One frame = 4-byte little-endian length + body. Bodies over 1 GiB are refused as corrupt.
+/// One frame = 4-byte little-endian length + body.
 absl::Status SendFrame(int fd, const Bytes& body, SteadyTime deadline);
-absl::StatusOr<Bytes> RecvFrame(int fd, SteadyTime deadline);
+/// Reads one frame. Waits until `deadline` for its first byte; from then on the whole frame must arrive
+/// within `once_started` (and by `deadline`), so a peer that trickles bytes cannot hold the reader.
+/// A declared length over `max_bytes` is ResourceExhausted, before any of the body is read; the buffer
+/// grows with the bytes that actually arrive, never to a declared length up front.
+absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline,
+                                std::chrono::milliseconds once_started = std::chrono::milliseconds::max());
+
+/// True when the peer has closed or reset the connection (checked without blocking or reading).
+bool PeerClosed(int fd);
 
 /// The errno text, e.g. "connection refused".
 std::string ErrnoText(int err);
