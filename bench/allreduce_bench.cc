@@ -15,7 +15,7 @@
 // the compute stream around the loop, Gloo with the host clock. Columns, as in nccl-tests:
 //   algbw = bytes / time;  busbw = algbw * 2(n-1)/n, the bandwidth each link carries in a ring, which
 //   does not depend on n and compares with the hardware's link bandwidth.
-// Rank 0 prints the table, one JSON line per size, and the comparison with DESIGN.md's PyTorch figures.
+// Rank 0 prints the table, one JSON line per size, and the comparison with docs/design.md's PyTorch figures.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -135,7 +135,7 @@ absl::Status CheckResult(dist::ProcessGroup& pg, DType dtype, Device device) {
   return absl::OkStatus();
 }
 
-// DESIGN.md's PyTorch 2.11 figures on 2x H200 (float32 SUM through torch.distributed).
+// docs/design.md's PyTorch 2.11 figures on 2x H200 (float32 SUM through torch.distributed).
 const std::map<int64_t, double> kTorchBusbw = {
     {25 * kMiB, 236}, {64 * kMiB, 270}, {256 * kMiB, 297}, {1024 * kMiB, 327}};
 constexpr double kTorchSmallLatencyUs = 42;
@@ -199,7 +199,7 @@ int Run(const Options& o) {
     }
   }
   if (print && gpu && n == 2 && o.dtype == DType::kFloat32) {
-    std::printf("# vs PyTorch 2.11 on 2x H200 (DESIGN.md; target: busbw within 5%%, 8 B latency <= 42 us):\n");
+    std::printf("# vs PyTorch 2.11 on 2x H200 (docs/design.md; target: busbw within 5%%, 8 B latency <= 42 us):\n");
     if (auto it = measured.find(8); it != measured.end()) {
       std::printf("#   8 B: %.2f us vs %.0f us  %s\n", it->second.first, kTorchSmallLatencyUs,
                   it->second.first <= kTorchSmallLatencyUs ? "ok" : "SLOWER");

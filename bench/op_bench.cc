@@ -5,7 +5,7 @@
 //   flags: --elements=N (memory-bound ops), --samples=N, --mlps=tiny,medium,large
 //
 // GEMMs: the forward (x @ W^T + b), backward-data (dY @ W) and backward-weight (dY^T @ X) products of
-// every layer of the MLPs in DESIGN.md, in TFLOP/s, and their sum per training step. Memory-bound ops
+// every layer of the MLPs in docs/design.md, in TFLOP/s, and their sum per training step. Memory-bound ops
 // (copy, add, relu, scale, sum, cross-entropy, SGD with momentum, AdamW) on 64M float32 elements, in
 // GB/s of compulsory traffic and as a share of the H200's measured 4.3 TB/s copy bandwidth (the target
 // is 80% for elementwise and optimizer kernels). Each figure is the median of --samples samples; a
@@ -40,7 +40,7 @@ ABSL_FLAG(std::string, mlps, "",
 namespace tinyddp {
 namespace {
 
-constexpr double kCopyPeakGBs = 4300.0;  // H200, measured (DESIGN.md)
+constexpr double kCopyPeakGBs = 4300.0;  // H200, measured (docs/design.md)
 
 struct Options {
   bool cpu = false;

@@ -1,6 +1,8 @@
 // InitProcessGroup: environment -> store -> backend -> group, with one error message per way to fail.
 #include "dist/init.h"
 
+#include <cstdio>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -83,9 +85,10 @@ bool NcclAvailable() {
 #endif
 }
 
-Backend ResolveBackend(Backend backend) {
+Backend ResolveBackend(Backend backend, int ranks_on_this_machine) {
   if (backend != Backend::kAuto) return backend;
-  return NcclAvailable() && cuda::DeviceCount() > 0 ? Backend::kNccl : Backend::kGloo;
+  const int gpus = NcclAvailable() ? cuda::DeviceCount() : 0;
+  return gpus > 0 && ranks_on_this_machine <= gpus ? Backend::kNccl : Backend::kGloo;
 }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const InitOptions& options) {
@@ -97,7 +100,15 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const InitOptions
 }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const WorkerEnv& env, const InitOptions& options) {
-  const Backend backend = ResolveBackend(options.backend);
+  const Backend backend = ResolveBackend(options.backend, env.local_world_size);
+  if (options.backend == Backend::kAuto && backend == Backend::kGloo && NcclAvailable() && env.local_rank == 0 &&
+      cuda::DeviceCount() > 0) {
+    // More ranks than GPUs here: NCCL would have no cuda:LOCAL_RANK for some. Said once per machine.
+    std::fprintf(stderr,
+                 "InitProcessGroup: backend auto: %d ranks on this machine but %d GPU(s), so gloo on CPU tensors "
+                 "(start one rank per GPU for nccl, or pass backend gloo to silence this)\n",
+                 env.local_world_size, cuda::DeviceCount());
+  }
   auto holder = std::make_shared<GroupWithStore>();
   absl::StatusOr<std::shared_ptr<TCPStore>> store = ConnectToJobStore(env, options.timeout);
   RETURN_IF_ERROR(store);

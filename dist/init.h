@@ -6,7 +6,8 @@
 //   (*pg)->AllReduce(tensor)->Wait();
 //
 // Steps: read the WorkerEnv; connect to the job's TCPStore (rank 0 hosts it unless the launcher does);
-// pick the backend; for NCCL bind this process to cuda:LOCAL_RANK; build the group; turn on the
+// pick the backend (auto never starts more NCCL ranks than there are GPUs: it falls back to Gloo and says
+// so in one line on stderr); for NCCL bind this process to cuda:LOCAL_RANK; build the group; turn on the
 // TINYDDP_DISTRIBUTED_DEBUG=DETAIL check when asked. The returned group keeps the store alive.
 #ifndef TINYDDP_DIST_INIT_H_
 #define TINYDDP_DIST_INIT_H_
@@ -29,8 +30,11 @@ const char* BackendName(Backend backend);
 absl::StatusOr<Backend> ParseBackend(absl::string_view name);
 /// True when this binary was built with NCCL (a CUDA build).
 bool NcclAvailable();
-/// What kAuto resolves to in this process: kNccl when NCCL is built in and a GPU is visible, else kGloo.
-Backend ResolveBackend(Backend backend);
+/// What kAuto resolves to on a machine running `ranks_on_this_machine` ranks (LOCAL_WORLD_SIZE): kNccl
+/// when NCCL is built in and there is a visible GPU for every one of those ranks (NCCL binds rank i to
+/// cuda:i), else kGloo. Every rank of a machine decides alike; on a job whose machines differ in GPU count,
+/// pass the backend explicitly. Other backends resolve to themselves.
+Backend ResolveBackend(Backend backend, int ranks_on_this_machine = 1);
 
 struct InitOptions {
   Backend backend = Backend::kAuto;

@@ -1,5 +1,6 @@
 // The demos print exactly what their headers promise: each binary is run as a user would run it (it
-// starts its own workers) and its standard output is compared line for line.
+// starts its own workers) and its standard output is compared line for line. Outside Bazel (the GPU
+// runner, tools/run_gpu_tests.sh) the demos are found beside this test's binary.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,8 +8,10 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tensor/cuda_device.h"
 
 namespace tinyddp {
 namespace {
@@ -22,9 +25,12 @@ std::string DemoPath(const std::string& name) {
   return dir.substr(0, dir.rfind('/')) + "/" + name;
 }
 
-// Standard output of `demo` started with `env` (the spawner's progress line goes to stderr, not here).
-std::string RunDemo(const std::string& demo, const std::string& env, const std::string& args, int* exit_code) {
-  const std::string cmd = absl::StrCat(env, " timeout 300 ", DemoPath(demo), " ", args);
+// Standard output of `demo` started with `env` (the spawner's progress line goes to stderr, not here, or to
+// `stderr_path` when one is given).
+std::string RunDemo(const std::string& demo, const std::string& env, const std::string& args, int* exit_code,
+                    const std::string& stderr_path = "") {
+  std::string cmd = absl::StrCat(env, " timeout 300 ", DemoPath(demo), " ", args);
+  if (!stderr_path.empty()) absl::StrAppend(&cmd, " 2>", stderr_path);
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   if (p == nullptr) return out;
@@ -36,8 +42,32 @@ std::string RunDemo(const std::string& demo, const std::string& env, const std::
   return out;
 }
 
+// The tutorial's output for `n` ranks: rank r holds [r+1]*3, all end with the sum.
+std::string AllReduceOutput(int n) {
+  std::string out;
+  for (int r = 0; r < n; ++r) {
+    absl::StrAppend(&out, "Before reduce: Rank ", r, ": [", r + 1, ", ", r + 1, ", ", r + 1, "]\n");
+  }
+  const int sum = n * (n + 1) / 2;
+  for (int r = 0; r < n; ++r) {
+    absl::StrAppend(&out, "After reduce: Rank ", r, ": [", sum, ", ", sum, ", ", sum, "]\n");
+  }
+  return out;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::string text;
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    char buf[4096];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
+    std::fclose(f);
+  }
+  return text;
+}
+
 TEST(AllReduceDemo, TwoRanksPrintTheTutorialOutputExactly) {
-  // Default launch: one rank per GPU where there are two (NCCL), else 2 CPU ranks (Gloo); same output.
+  // Backend auto: NCCL where there is a GPU for each of the two ranks, else Gloo on CPU; the same output.
   int code = 0;
   const std::string out = RunDemo("all_reduce_demo", "TINYDDP_NPROC=2", "", &code);
   EXPECT_EQ(code, 0);
@@ -46,6 +76,22 @@ TEST(AllReduceDemo, TwoRanksPrintTheTutorialOutputExactly) {
             "Before reduce: Rank 1: [2, 2, 2]\n"
             "After reduce: Rank 0: [3, 3, 3]\n"
             "After reduce: Rank 1: [3, 3, 3]\n");
+}
+
+TEST(AllReduceDemo, MoreRanksThanGpusFallBackToGlooWithOneNoticeAndTheSameOutput) {
+  const int gpus = cuda::DeviceCount();
+  if (gpus == 0) GTEST_SKIP() << "no CUDA device: backend auto is Gloo anyway (checked by the test above)";
+  const int n = gpus + 1;  // one rank would find no cuda:LOCAL_RANK
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string err_path = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/all_reduce_demo_", getpid(), ".err");
+  int code = 0;
+  const std::string out = RunDemo("all_reduce_demo", absl::StrCat("TINYDDP_NPROC=", n), "", &code, err_path);
+  const std::string err = ReadAll(err_path);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_EQ(out, AllReduceOutput(n)) << "stdout stays the tutorial's; stderr:\n" << err;
+  const std::string notice = absl::StrCat("backend auto: ", n, " ranks on this machine but ", gpus, " GPU(s), so gloo");
+  EXPECT_TRUE(absl::StrContains(err, notice)) << err;
+  EXPECT_EQ(err.find(notice), err.rfind(notice)) << "said once, not once per rank:\n" << err;
 }
 
 TEST(AllReduceDemo, FourRanksOverGlooSumToTen) {

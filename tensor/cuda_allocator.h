@@ -1,5 +1,5 @@
 // The CUDA caching allocator: device memory comes from cudaMalloc once and is then reused, so a training
-// step in steady state calls neither cudaMalloc nor cudaFree (DESIGN.md, "No allocations").
+// step in steady state calls neither cudaMalloc nor cudaFree (docs/design.md, "No allocations").
 //
 // Blocks are kept in size-class bins per device and per stream: a freed block is reused at once by work
 // on the stream that freed it (stream order makes that safe), and by other streams only after an event

@@ -131,7 +131,7 @@ TEST(CachingAllocator, ARepeatedAllocFreePatternCallsCudaMallocZeroTimesAfterWar
 TEST(CachingAllocator, ATrainingStepOfOpsCallsCudaMallocAndCudaFreeZeroTimesInSteadyState) {
   TINYDDP_REQUIRE_GPU();
   const Device gpu = Device::CUDA(0);
-  // The tiny MLP of DESIGN.md, 784-512-10, batch 64: forward, cross-entropy, backward, SGD with momentum.
+  // The tiny MLP of docs/design.md, 784-512-10, batch 64: forward, cross-entropy, backward, SGD with momentum.
   Tensor x = Tensor::Empty({64, 784}, DType::kFloat32, gpu);
   ops::UniformInit(x, 0.0, 1.0, /*seed=*/1);
   std::vector<int64_t> label_values(64);

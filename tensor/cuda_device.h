@@ -19,7 +19,7 @@ int CurrentDevice();
 /// "NVIDIA H200, 139 GiB, sm_90" for logs.
 std::string DeviceDescription(int device);
 /// Blocks until every stream on the current device is idle. For tests and teardown only: the
-/// training step never calls it (see DESIGN.md, "Streams").
+/// training step never calls it (see docs/design.md, "Streams").
 void DeviceSynchronize();
 
 enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };

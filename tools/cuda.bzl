@@ -10,7 +10,7 @@ action, so editing any of them recompiles the kernels. The objects are wrapped i
 that also depends on the CUDA runtime.
 
 When the repository rule found no CUDA toolkit (@local_cuda//:defs.bzl, CUDA_AVAILABLE = False),
-cuda_library and gpu_cc_test define nothing: BUILD files reference them through if_cuda().
+cuda_library, gpu_cc_test and gpu_cc_binary define nothing: BUILD files reference them through if_cuda().
 """
 
 load("@local_cuda//:defs.bzl", "CUDA_AVAILABLE", "NVCC")
@@ -106,3 +106,9 @@ def gpu_cc_test(name, tags = [], **kwargs):
     if not CUDA_AVAILABLE:
         return
     native.cc_test(name = name, tags = tags + ["gpu"], **kwargs)
+
+def gpu_cc_binary(name, **kwargs):
+    """A cc_binary that needs the CUDA toolkit to build (a GPU diagnostic): defined only when it is present."""
+    if not CUDA_AVAILABLE:
+        return
+    native.cc_binary(name = name, **kwargs)

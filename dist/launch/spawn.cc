@@ -26,11 +26,15 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
 
   const int gpus = cuda::DeviceCount();
   int nproc = options.nproc > 0 ? options.nproc : (gpus > 0 ? gpus : options.cpu_ranks);
+  // Why this many, for the one line below.
+  std::string why = options.nproc > 0 ? "as the program asks" : (gpus > 0 ? "one per GPU" : "CPU ranks");
   if (const char* override_nproc = std::getenv("TINYDDP_NPROC")) {
     auto n = ResolveNprocPerNode(override_nproc, gpus, UsableCpuCount());
     if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat("TINYDDP_NPROC: ", n.status().message()));
     nproc = *n;
+    why = absl::StrCat("TINYDDP_NPROC=", override_nproc);
   }
+  if (gpus > 0 && nproc > gpus) absl::StrAppend(&why, ", more than the ", gpus, " GPU(s)");
 
   // The real binary, even when argv[0] is a symlink or a bare name found through PATH.
   char exe[PATH_MAX];
@@ -49,7 +53,7 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
     specs.push_back({rank, rank, args, WorkerEnvironment(rank, nproc, rank, nproc, 0, "127.0.0.1", port)});
   }
   std::fprintf(stderr, "%s: starting %d worker(s) (%s; set TINYDDP_NPROC to change), store at 127.0.0.1:%d\n",
-               args[0].c_str(), nproc, gpus > 0 ? "one per GPU" : "CPU ranks", port);
+               args[0].c_str(), nproc, why.c_str(), port);
   int exit_code = 0;
   {
     Supervisor supervisor({.prefix_output = options.prefix_output, .name = "spawn"});

@@ -63,6 +63,16 @@ TEST(SpawnWorkersIfNeeded, HonoursTinyddpNproc) {
   ASSERT_EQ(RunSpawner("ok", dir, {{"TINYDDP_NPROC", "2"}}), 0) << t::ReadFile(dir + "/err");
   EXPECT_FALSE(t::ReadFile(dir + "/1").empty());
   EXPECT_TRUE(t::ReadFile(dir + "/2").empty()) << "TINYDDP_NPROC=2 must start ranks 0 and 1 only";
+  const std::string err = t::ReadFile(dir + "/err");
+  EXPECT_NE(err.find("starting 2 worker(s) (TINYDDP_NPROC=2"), std::string::npos) << "says why 2: " << err;
+}
+
+TEST(SpawnWorkersIfNeeded, SaysHowManyWorkersItStartsAndWhy) {
+  const std::string dir = t::MakeTempDir();
+  ASSERT_EQ(RunSpawner("ok", dir), 0) << t::ReadFile(dir + "/err");
+  const std::string err = t::ReadFile(dir + "/err");
+  EXPECT_NE(err.find("starting 3 worker(s) (as the program asks"), std::string::npos) << err;
+  EXPECT_NE(err.find("store at 127.0.0.1:"), std::string::npos) << err;
 }
 
 }  // namespace

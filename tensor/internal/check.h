@@ -1,6 +1,6 @@
 // How tensor/ stops on misuse: one line naming the op, what was wrong (shapes, dtypes, devices) and a
 // hint, then abort(). Math misuse is a programming error, not a runtime condition to recover from, so
-// it is not an absl::Status (DESIGN.md, "Errors"); the message is what makes it cheap to fix.
+// it is not an absl::Status (docs/design.md, "Errors"); the message is what makes it cheap to fix.
 #ifndef TINYDDP_TENSOR_INTERNAL_CHECK_H_
 #define TINYDDP_TENSOR_INTERNAL_CHECK_H_
 

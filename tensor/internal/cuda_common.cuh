@@ -19,7 +19,7 @@ namespace tinyddp::cuda::internal {
 // --- Where to launch ---------------------------------------------------------------------------------
 
 /// Every launcher opens one: it makes the tensor's GPU current and names its current stream, which is
-/// where the kernel goes (DESIGN.md, "Streams"). Nothing here waits for the GPU.
+/// where the kernel goes (docs/design.md, "Streams"). Nothing here waits for the GPU.
 class LaunchScope {
  public:
   explicit LaunchScope(const Tensor& t) : device_(t.device().index), guard_(device_) {

@@ -372,9 +372,15 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunAllGather(const Tensor& output, const
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) {
+  // On one rank every reduction is the identity: output = input. NCCL before 2.29.7 gets one case wrong:
+  // a one-rank AVG of floating point runs its PreMulSum kernel, which splits the elements over up to 32
+  // blocks rounding down and so leaves the last (n mod blocks) unwritten when output != input (NVIDIA/nccl
+  // issue 1950; in-place calls such as AllReduce hide it, as x * 1 == x). SUM on one rank is NCCL's plain
+  // copy, so it is asked for instead: the same answer from any NCCL.
+  const ReduceOp op = size() == 1 ? ReduceOp::kSum : call.op;
   return Launch(call, {output, input}, [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
     return static_cast<int>(ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(),
-                                              ToNccl(output.dtype()), ToNccl(call.op), comm, stream));
+                                              ToNccl(output.dtype()), ToNccl(op), comm, stream));
   });
 }
 
