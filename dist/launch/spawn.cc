@@ -16,6 +16,7 @@
 #include "dist/launch/launch_options.h"
 #include "dist/launch/launcher.h"
 #include "dist/launch/supervisor.h"
+#include "dist/store/store_secret.h"
 #include "dist/store/tcp_store_server.h"
 #include "tensor/cuda_device.h"
 
@@ -43,14 +44,20 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
   std::vector<std::string> args = {std::string(exe, static_cast<size_t>(len))};
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
 
-  // Hosting the store here on port 0 picks a free port with no race: the kernel holds it for us.
-  auto server = TCPStoreServer::Start(0);
+  // Hosting the store here on port 0 picks a free port with no race: the kernel holds it for us. It
+  // listens on loopback and admits only connections that present the job secret (store_secret.h): the
+  // user's, or a fresh one handed to the workers in their environment.
+  std::string secret = StoreSecretFromEnvironment();
+  if (secret.empty()) {
+    ASSIGN_OR_RETURN(secret, GenerateStoreSecret());
+  }
+  auto server = TCPStoreServer::Start({.host = "127.0.0.1", .port = 0, .secret = secret});
   RETURN_IF_ERROR(server);
   const int port = (*server)->port();
 
   std::vector<WorkerProcessSpec> specs;
   for (int rank = 0; rank < nproc; ++rank) {
-    specs.push_back({rank, rank, args, WorkerEnvironment(rank, nproc, rank, nproc, 0, "127.0.0.1", port)});
+    specs.push_back({rank, rank, args, WorkerEnvironment(rank, nproc, rank, nproc, 0, "127.0.0.1", port, secret)});
   }
   std::fprintf(stderr, "%s: starting %d worker(s) (%s; set TINYDDP_NPROC to change), store at 127.0.0.1:%d\n",
                args[0].c_str(), nproc, why.c_str(), port);
