@@ -22,6 +22,7 @@ class SvgCanvas {
     bool bold = false;
     bool mono = false;  // a monospace font, for tables
     bool halo = false;  // a dark outline behind the letters: white text stays readable on any bar
+    double rotate = 0;  // degrees, about (x, y): -90 reads bottom to top (a y axis's label)
   };
 
   /// Definitions (patterns, markers) referenced by url(#id) fills.
