@@ -52,7 +52,7 @@ std::vector<TraceSpan> SpansIn(const TraceLane* lane, int64_t from, int64_t to) 
   return out;
 }
 
-std::string PathFromLaneName(const std::string& lane_name) {
+std::string BackendFromLaneName(const std::string& lane_name) {
   const std::string lower = absl::AsciiStrToLower(lane_name);
   if (absl::StrContains(lower, "gloo")) return "Gloo";
   if (absl::StrContains(lower, "nccl")) return "NCCL";
@@ -203,6 +203,7 @@ absl::StatusOr<StepTimeline> BuildStepTimeline(const ChromeTrace& trace, const S
     t.rank_names.push_back(p.name);
   }
   t.comm_lane_name = ranks.front().comm != nullptr ? ranks.front().comm->name : "";
+  t.backend = BackendFromLaneName(t.comm_lane_name);
   t.total_steps = static_cast<int>(ranks.front().markers.size());
   for (const RankLanes& r : ranks) t.total_steps = std::min<int>(t.total_steps, r.markers.size());
   const int shown = options.last_steps > 0 ? std::min(options.last_steps, t.total_steps) : t.total_steps;
@@ -225,7 +226,9 @@ absl::StatusOr<StepTimeline> BuildStepTimeline(const ChromeTrace& trace, const S
         if (b.bytes < 0 && b.bucket >= 0 && b.bucket < static_cast<int>(options.bucket_bytes.size())) {
           b.bytes = options.bucket_bytes[b.bucket];
         }
-        if (b.path.empty()) b.path = PathFromLaneName(r.comm->name);
+        // Gloo has one path; a GPU group may have several (NCCL's kernels, the copy engines), which only
+        // the trace can say.
+        if (b.path.empty() && t.backend == "Gloo") b.path = "Gloo";
         s.comm.push_back(std::move(b));
       }
       Analyse(s);

@@ -51,7 +51,7 @@ struct BucketComm {
   int64_t start_us = 0;
   int64_t end_us = 0;
   int64_t bytes = -1;  // args.bytes, else StepTimelineOptions::bucket_bytes[bucket], else -1
-  std::string path;    // args.path, else "Gloo" or "NCCL" read off the lane's name, else empty
+  std::string path;    // args.path; else "Gloo" on a Gloo lane (its only path); else empty
   int64_t duration_us() const { return end_us - start_us; }
 };
 
@@ -80,6 +80,7 @@ struct StepTimeline {
   bool on_gpu = false;                  // the trace has a GPU compute lane (tid 1)
   std::vector<std::string> rank_names;  // the processes' names ("rank 0", ...)
   std::string comm_lane_name;           // rank 0's communication lane's name
+  std::string backend;                  // "Gloo" or "NCCL" when that name says so, else empty
   int total_steps = 0;                  // steps found on every rank
   int first_step = 0;                   // 0-based ordinal of steps[0] among them
   std::vector<std::vector<RankStep>> steps;  // [shown step][rank]

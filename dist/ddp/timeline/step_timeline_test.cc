@@ -114,7 +114,8 @@ TEST(StepTimeline, SpansNestedInBackwardEndItsComputationAndCountAsBusy) {
   EXPECT_EQ(s.start_us, 2);  // the GPU's forward, not the host's
   EXPECT_EQ(s.backward_compute[0].end_us, 35);
   EXPECT_EQ(Pairs(s.exposed), (std::vector<std::pair<int64_t, int64_t>>{{38, 45}, {50, 55}}));
-  EXPECT_EQ(s.comm[1].path, "NCCL");
+  EXPECT_EQ(s.comm[1].path, "");  // a GPU group has several paths: only the trace can name one
+  EXPECT_EQ(t->backend, "NCCL");
   ASSERT_EQ(s.host.size(), 1u);  // the host lane, kept apart
 }
 

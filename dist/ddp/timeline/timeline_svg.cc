@@ -76,16 +76,8 @@ std::string StepWord(const StepTimeline& t) {
 }
 
 std::string BackendWord(const StepTimeline& t) {
-  std::string path;
-  for (const auto& step : t.steps) {
-    for (const RankStep& r : step) {
-      for (const BucketComm& c : r.comm) {
-        if (!c.path.empty()) path = c.path;
-      }
-    }
-  }
-  return absl::StrCat(t.num_ranks(), t.num_ranks() == 1 ? " rank" : " ranks", path.empty() ? "" : " over ", path,
-                      t.on_gpu ? " (GPUs)" : " (CPU)");
+  return absl::StrCat(t.num_ranks(), t.num_ranks() == 1 ? " rank" : " ranks",
+                      t.backend.empty() ? "" : " over ", t.backend, t.on_gpu ? " (GPUs)" : " (CPU)");
 }
 
 void DrawHeader(SvgCanvas& svg, const StepTimeline& t, const TimelineSvgOptions& o, double width) {
@@ -195,16 +187,19 @@ void DrawComm(SvgCanvas& svg, const Frame& f, const RankStep& r, double y) {
   }
   for (const TimeInterval& e : r.exposed) {
     const double x = f.X(e.start_us), w = std::max(1.5, f.W(e.start_us, e.end_us));
-    const std::string text = absl::StrCat("exposed ", FormatDurationUs(static_cast<double>(e.length_us())));
     svg.Rect(x, y, w, kLaneHeight, "url(#exposed)",
-             absl::StrCat(text, ": communication while this rank computes nothing"),
+             absl::StrCat("exposed ", FormatDurationUs(static_cast<double>(e.length_us())),
+                          ": communication while this rank computes nothing"),
              absl::StrCat("stroke=\"", kExposedRed, "\" stroke-width=\"1.5\""));
     svg.Rect(x, y + kLaneHeight + 2, w, 4, kExposedRed);
-    // Centred under the stretch, but kept inside the plot.
-    const double half = TextWidth(text, 11) / 2 + 2;
-    const double cx = std::clamp(x + w / 2, f.x0 + half, f.x0 + f.width - half);
-    svg.Text(cx, y + kLaneHeight + 18, text, {.size = 11, .fill = kExposedRed, .anchor = "middle", .bold = true});
   }
+  if (r.exposed.empty()) return;
+  // One label per step (its stretches may be many short gaps), centred under them, kept inside the plot.
+  const std::string text = absl::StrCat("exposed ", FormatDurationUs(static_cast<double>(r.ExposedUs())));
+  const double half = TextWidth(text, 11) / 2 + 2;
+  const double middle = (f.X(r.exposed.front().start_us) + f.X(r.exposed.back().end_us)) / 2;
+  const double cx = std::clamp(middle, f.x0 + half, f.x0 + f.width - half);
+  svg.Text(cx, y + kLaneHeight + 18, text, {.size = 11, .fill = kExposedRed, .anchor = "middle", .bold = true});
 }
 
 // Host spans (GPU traces): what the training thread did while the GPU ran behind it.
