@@ -7,6 +7,7 @@
 #   bazel test //docs:runnable_commands_test           # the same inside Bazel (what CI runs)
 #
 # Inside a Bazel test (TEST_SRCDIR is set) the commands run against the binaries in the test's runfiles:
+#   ./bazelw build ...                             ->  nothing (the test's data is built)
 #   ./bazelw run [-c opt] //pkg:target [-- args]   ->  <runfiles>/pkg/target args
 #   ./bazelw run //pkg                             ->  <runfiles>/pkg/pkg (a target named after its package)
 #   bazel-bin/pkg/target                           ->  <runfiles>/pkg/target
@@ -35,6 +36,7 @@ fi
 # Rewrites one block for the runfiles tree (bazel mode).
 translate() {
   sed -E \
+    -e "s#^[[:space:]]*\./bazelw build .*#true  \# built already: the test's data#" \
     -e "s#\./bazelw run( -c opt| --config=opt)? //([A-Za-z0-9_/]+):([A-Za-z0-9_]+)( --)?#$root/\2/\3#g" \
     -e "s#\./bazelw run( -c opt| --config=opt)? //([A-Za-z0-9_/]*/)?([A-Za-z0-9_]+)( --)?#$root/\2\3/\3#g" \
     -e "s#(^|[ =])bazel-bin/#\1$root/#g" \

@@ -8,7 +8,8 @@
 //      the measured all_reduce times (tests the replay), and with the link model's (tests the link model);
 //   3. a table per GPU count: the step of the DDP ladder's rungs - naive (one all_reduce per parameter
 //      after backward), flat (one all_reduce of everything after backward), bucketed (buckets, after
-//      backward), DDP (buckets overlapped with backward) - and DDP's exposed communication;
+//      backward), each followed by one optimizer step; DDP (buckets overlapped with backward, and fused
+//      per-bucket optimizers when the trace had them) - and DDP's exposed communication;
 //   and with --plot, the same as an SVG.
 //
 //   bazel-bin/tools/timeline/ddp_cost_model --trace=docs/traces/ddp_medium_2xh200_ce.json \
@@ -17,6 +18,7 @@
 //
 // --help lists the flags: the cluster's parameters, the GPU counts, re-bucketing (--bucket_cap_mb).
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,23 +77,22 @@ absl::StatusOr<std::vector<double>> Numbers(const std::string& flag, const std::
 
 std::string Ms(double us) { return FormatDurationUs(us); }
 
-// The rungs of the DDP ladder, each as a profile to replay.
-struct Rungs {
-  StepProfile ddp;                     // buckets, overlapped (replayed with overlap)
-  StepProfile flat;                    // everything in one bucket, after backward
-  std::optional<StepProfile> naive;    // one bucket per parameter, after backward (needs the parameters)
-};
+// The rungs below DDP communicate after backward and then step one optimizer: `p` so.
+StepProfile AfterBackward(StepProfile p) {
+  double optimizer = 0;
+  for (double o : p.optimizer_us) optimizer += o;
+  p.optimizer_us = {optimizer};
+  p.fused_optimizer = false;
+  return p;
+}
 
+// The flat rung: every gradient in one all_reduce, after backward.
 StepProfile Flat(const StepProfile& p) {
-  StepProfile flat = p;
+  StepProfile flat = AfterBackward(p);
   int64_t total = 0;
   for (int64_t b : p.bucket_bytes) total += b;
   flat.bucket_bytes = {total};
   flat.ready_us = {p.backward_us};
-  double optimizer = 0;
-  for (double o : p.optimizer_us) optimizer += o;
-  flat.optimizer_us = {optimizer};
-  flat.fused_optimizer = false;
   return flat;
 }
 
@@ -207,9 +208,9 @@ int Run() {
   std::optional<StepProfile> naive;
   if (model) {
     absl::StatusOr<StepProfile> per_parameter = Rebucket(*traced, *model, 1, 1);
-    if (per_parameter.ok()) naive = *per_parameter;
+    if (per_parameter.ok()) naive = AfterBackward(*per_parameter);
   }
-  const StepProfile flat = Flat(ddp);
+  const StepProfile flat = Flat(ddp), bucketed = AfterBackward(ddp);
   std::printf("\n# predicted, ring all_reduce: %d GPUs per node over NVLink (alpha %.3g us, busbw %.4g GB/s), "
               "%d x 400 Gb/s NICs per node (alpha %.3g us, busbw %.4g GB/s each), base %.3g us\n",
               cluster.gpus_per_node, cluster.nvlink.alpha_us, cluster.nvlink.busbw_gbps, cluster.nics_per_node,
@@ -230,7 +231,7 @@ int Run() {
     const int n = static_cast<int>(g);
     const int nodes = (n + cluster.gpus_per_node - 1) / cluster.gpus_per_node;
     const StepPrediction p_ddp = PredictStepOn(ddp, n, cluster, /*overlap=*/true);
-    const StepPrediction p_bucketed = PredictStepOn(ddp, n, cluster, /*overlap=*/false);
+    const StepPrediction p_bucketed = PredictStepOn(bucketed, n, cluster, /*overlap=*/false);
     const StepPrediction p_flat = PredictStepOn(flat, n, cluster, /*overlap=*/false);
     std::optional<StepPrediction> p_naive;
     if (naive) p_naive = PredictStepOn(*naive, n, cluster, /*overlap=*/false);
