@@ -354,8 +354,8 @@ TEST(CudaBf16Optim, SgdStepsWithBf16GradsAndCopiesMatchTheCpuBitForBit) {
           ops::SgdStep(absl::MakeSpan(gpu.params), gpu.grads, absl::MakeSpan(gpu.state_a), config,
                        absl::MakeSpan(gpu.copies));
         }
-        ExpectMixedStatesEqual(cpu, gpu,
-                               absl::StrCat("SGD grads ", DTypeName(grad_dtype), nesterov ? " nesterov" : "", " x", count));
+        const std::string c = absl::StrCat("SGD grads ", DTypeName(grad_dtype), nesterov ? " nesterov" : "", " x", count);
+        ExpectMixedStatesEqual(cpu, gpu, c);
       }
     }
   }
@@ -395,7 +395,8 @@ TEST(CudaBf16Ops, AMixedPrecisionStepCallsCudaMallocOnlyWhileWarmingUp) {
     grads.push_back(Tensor::Zeros(p.shape(), DType::kFloat32, kGpu));
     bufs.push_back(Tensor::Zeros(p.shape(), DType::kFloat32, kGpu));
   }
-  const Tensor x = Gpu(testing::RandomTensor({batch, in}, DType::kFloat32, 5)), labels = Labels(batch, classes).To(kGpu);
+  const Tensor x = Gpu(testing::RandomTensor({batch, in}, DType::kFloat32, 5));
+  const Tensor labels = Labels(batch, classes).To(kGpu);
   const Tensor grad_loss = Tensor::Full({}, 1.0, DType::kFloat32, kGpu);
   ops::SgdConfig config{.lr = 0.01, .momentum = 0.9};
   auto step = [&] {

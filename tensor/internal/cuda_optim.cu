@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(kThreads) MultiTensorKernel(TensorList<kDepth>
         update(e);
 #pragma unroll
         for (int d = 0; d < kDepth; ++d) x[d].v[k] = e[d];
-        b.v[k] = internal::Narrow<Bf16>(e[0]);
+        if (copy != nullptr) b.v[k] = internal::Narrow<Bf16>(e[0]);
       }
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
