@@ -88,8 +88,8 @@ Tensor LogSoftmax(const Tensor& x);
 /// Fused softmax + cross-entropy, mean over the batch: logits [N, C] float, labels [N] int64 in [0, C).
 /// Returns the scalar loss; `softmax_out`, if given, receives softmax(logits) for the backward.
 /// bfloat16 logits are computed in float32 and give a float32 loss and a float32 softmax (as under
-/// PyTorch's autocast): the backward subtracts 1 at the label, and 1 - p of a p rounded to bfloat16
-/// would lose every digit once p > 0.996.
+/// PyTorch's autocast): the backward subtracts 1 at the label, and a p rounded to bfloat16 (steps of
+/// 2^-8 just below 1) would make p - 1 coarse, and exactly 0 once p > 0.998.
 Tensor CrossEntropy(const Tensor& logits, const Tensor& labels, Tensor* softmax_out = nullptr);
 /// d loss / d logits = (softmax - onehot(labels)) * grad_loss / N, with grad_loss a scalar tensor of
 /// softmax's dtype. The result has softmax's dtype.
@@ -118,11 +118,11 @@ void NormalInit(Tensor& dst, double mean, double stddev, uint64_t seed, uint64_t
 // PyTorch's exact update rules, applied to many parameters at once (one CUDA launch for the whole list
 // where possible). params, grads and state tensors are matched by position; all on one device.
 //
-// Mixed precision (float32 params only): grads may be bfloat16 (read and widened exactly), and
-// `bf16_copies`, when not empty, holds one bfloat16 tensor per param (same shape) that receives
-// bf16(p_new), rounded to nearest even, in the same pass: the compute copies of the weights for the
-// next forward, with no separate cast. The float32 result is the same as with float32 grads of equal
-// value; state stays float32.
+// Mixed precision (float32 params only): the grads may be bfloat16 (all of one step's; widened exactly
+// as they are read), and `bf16_copies`, when not empty, holds one bfloat16 tensor per param (same shape)
+// that receives bf16(p_new), rounded to nearest even, in the same pass: the compute copies of the
+// weights for the next forward, with no separate cast. The float32 result is the same as with float32
+// grads of equal value; state stays float32.
 
 struct SgdConfig {
   double lr = 0.01, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;

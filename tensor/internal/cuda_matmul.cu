@@ -20,6 +20,11 @@
 // 32 MiB workspace is per stream (two streams must not share one) and comes from the caching allocator
 // once. Where cuBLASLt has no algorithm (some odd leading dimensions), cublasGemmEx computes the same
 // product and our own kernels add the bias and the ReLU afterwards (for bfloat16, after one rounding).
+//
+// Not fused here: the backward's ReLU mask and bias gradient (ReluBackward, SumRows). cuBLASLt's
+// DRELU_BGRAD epilogue would fold both into the dX GEMM, but it needs a bit mask that the forward writes
+// (RELU_AUX_BIAS, with its own leading-dimension rules), and the two passes it saves are ~1.5% of the
+// large MLP's mixed-precision step (about 40 us of memory traffic against ~2.5 ms).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
