@@ -286,6 +286,7 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   }
   auto ddp = dist::DistributedDataParallel::Create(model, job.pg, ddp_options);
   RETURN_IF_ERROR(ddp.status());
+  if (lead) std::printf("%s", (*ddp)->BucketTable().c_str());  // each bucket's bytes, parameters and path
 
   std::unique_ptr<MetricsWriter> metrics;
   absl::Status opened;
