@@ -195,10 +195,7 @@ ModelGradients MlpGradients(const std::vector<int64_t>& dims) {
     g.bytes.push_back(dims[l] * dims[l + 1] * 4);  // weight [out, in], float32
     g.bytes.push_back(dims[l + 1] * 4);            // bias
   }
-  for (size_t l = dims.size() - 1; l-- > 0;) {
-    g.order.push_back(2 * l);
-    g.order.push_back(2 * l + 1);
-  }
+  g.order = ReverseOrder(g.bytes.size());
   return g;
 }
 

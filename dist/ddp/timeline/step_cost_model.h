@@ -95,8 +95,9 @@ struct ModelGradients {
   std::vector<int64_t> bytes;  // per parameter, in registration order
   std::vector<size_t> order;   // the order backward produces their gradients (indices into `bytes`)
 };
-/// For dims d0, d1, ..., dL. The order is the one DDP's reducer observes and rebuilds its buckets from
-/// after the first step (docs/ddp.md): the last layer first, each layer's weight before its bias.
+/// For dims d0, d1, ..., dL. The order is reverse registration order (the last layer's bias first): the
+/// reducer's first guess, and for an MLP also the order it observes (its bucket table shows the same
+/// buckets before and after the rebuild).
 ModelGradients MlpGradients(const std::vector<int64_t>& dims);
 /// The buckets DDP makes of them (dist/ddp/bucket_assignment.h): bytes per bucket, in launch order.
 std::vector<int64_t> BucketBytesFor(const ModelGradients& model, int64_t first_bucket_bytes, int64_t bucket_cap_bytes);
