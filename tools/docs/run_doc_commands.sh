@@ -3,8 +3,8 @@
 # commands the docs show cannot drift from the programs. Each block runs as one bash script with
 # `set -euo pipefail` and must exit 0; a failing block prints its commands and the tail of its output.
 #
-#   tools/run_doc_commands.sh --workspace docs/*.md    # from the workspace root, exactly as typed
-#   bazel test //docs:runnable_commands_test           # the same inside Bazel (what CI runs)
+#   tools/docs/run_doc_commands.sh --workspace docs/*.md   # from the workspace root, exactly as typed
+#   ./bazelw test //docs:runnable_commands_test            # the same inside Bazel (what CI runs)
 #
 # Inside a Bazel test (TEST_SRCDIR is set) the commands run against the binaries in the test's runfiles:
 #   ./bazelw build ...                             ->  nothing (the test's data is built)
