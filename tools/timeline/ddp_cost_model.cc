@@ -43,7 +43,8 @@ ABSL_FLAG(double, trace_first_bucket_mb, 1, "the traced run's first bucket limit
 ABSL_FLAG(double, trace_bucket_cap_mb, 25, "the traced run's bucket cap (with --dims)");
 ABSL_FLAG(double, first_bucket_mb, 0, "predict with this first bucket limit instead (needs --dims; 0: the trace's)");
 ABSL_FLAG(double, bucket_cap_mb, 0, "predict with this bucket cap instead (needs --dims; 0: the trace's)");
-ABSL_FLAG(int32_t, steps, 0, "steps of the trace to average: the last N (0: all but the first, which rebuilds buckets)");
+ABSL_FLAG(int32_t, steps, 0,
+          "steps of the trace to average: the last N (0: all but the first, which rebuilds buckets)");
 ABSL_FLAG(std::string, link, "",
           "ALPHA_US,BUSBW_GBPS[,BASE_US] of the traced pair's link, for the check (default: the cluster's NVLink)");
 ABSL_FLAG(std::string, gpus, "2,4,8,16,32,64,128,256,512,1024", "GPU counts to predict");
@@ -68,7 +69,8 @@ absl::StatusOr<std::vector<double>> Numbers(const std::string& flag, const std::
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     double v = 0;
     if (!absl::SimpleAtod(part, &v) || v <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", text, ": expected positive numbers, comma separated"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, "=", text, ": expected positive numbers, comma separated"));
     }
     out.push_back(v);
   }
@@ -130,8 +132,8 @@ int Run() {
   absl::StatusOr<StepTimeline> all = BuildStepTimeline(*trace, options);
   if (!all.ok()) return fail(all.status());
   options.last_steps = absl::GetFlag(FLAGS_steps) > 0 ? absl::GetFlag(FLAGS_steps)
-                       : all->total_steps > 2     ? all->total_steps - 1
-                                                  : 0;
+                       : all->total_steps > 2         ? all->total_steps - 1
+                                                      : 0;
   absl::StatusOr<StepTimeline> timeline = BuildStepTimeline(*trace, options);
   if (!timeline.ok()) return fail(timeline.status());
   MeasuredStep measured;
@@ -174,9 +176,9 @@ int Run() {
     link_name = absl::StrFormat("NVLink: base %.3g + alpha %.3g us/step, busbw %.4g GB/s", cluster.base_us,
                                 cluster.nvlink.alpha_us, cluster.nvlink.busbw_gbps);
   }
-  std::printf("# check on the traced %d ranks: measured | replayed with the measured all_reduce times | %s\n",
-              n_traced, traced_link ? absl::StrCat("alpha-beta (", link_name, ")").c_str()
-                                    : "alpha-beta: give --link=ALPHA_US,BUSBW_GBPS (allreduce_bench measures them)");
+  std::printf("# check on the traced %d ranks: measured | replayed with the measured all_reduce times | %s\n", n_traced,
+              traced_link ? absl::StrCat("alpha-beta (", link_name, ")").c_str()
+                          : "alpha-beta: give --link=ALPHA_US,BUSBW_GBPS (allreduce_bench measures them)");
   std::optional<StepPrediction> modelled;
   if (traced_link) modelled = PredictStepOn(*traced, n_traced, *traced_link);
   auto row = [&](const std::string& what, double m, double r, double a) {
@@ -196,9 +198,10 @@ int Run() {
   const double first_mb = absl::GetFlag(FLAGS_first_bucket_mb), cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
   if (first_mb > 0 || cap_mb > 0) {
     if (!model) return fail(absl::InvalidArgumentError("--bucket_cap_mb / --first_bucket_mb need --dims"));
-    absl::StatusOr<StepProfile> re = Rebucket(
-        *traced, *model, static_cast<int64_t>((first_mb > 0 ? first_mb : absl::GetFlag(FLAGS_trace_first_bucket_mb)) * kMiB),
-        static_cast<int64_t>((cap_mb > 0 ? cap_mb : absl::GetFlag(FLAGS_trace_bucket_cap_mb)) * kMiB));
+    absl::StatusOr<StepProfile> re =
+        Rebucket(*traced, *model,
+                 static_cast<int64_t>((first_mb > 0 ? first_mb : absl::GetFlag(FLAGS_trace_first_bucket_mb)) * kMiB),
+                 static_cast<int64_t>((cap_mb > 0 ? cap_mb : absl::GetFlag(FLAGS_trace_bucket_cap_mb)) * kMiB));
     if (!re.ok()) return fail(re.status());
     ddp = *re;
     std::vector<std::string> resized;
@@ -211,14 +214,16 @@ int Run() {
     if (per_parameter.ok()) naive = AfterBackward(*per_parameter);
   }
   const StepProfile flat = Flat(ddp), bucketed = AfterBackward(ddp);
-  std::printf("\n# predicted, ring all_reduce: %d GPUs per node over NVLink (alpha %.3g us, busbw %.4g GB/s), "
-              "%d x 400 Gb/s NICs per node (alpha %.3g us, busbw %.4g GB/s each), base %.3g us\n",
-              cluster.gpus_per_node, cluster.nvlink.alpha_us, cluster.nvlink.busbw_gbps, cluster.nics_per_node,
-              cluster.nic.alpha_us, cluster.nic.busbw_gbps, cluster.base_us);
-  std::printf("# step per rung of the ladder: naive = one all_reduce per parameter after backward; flat = one of "
-              "everything after backward;\n# bucketed = the buckets after backward; ddp = the buckets overlapped "
-              "with backward. Compute alone: %s.\n",
-              Ms(ddp.ComputeOnlyUs()).c_str());
+  std::printf(
+      "\n# predicted, ring all_reduce: %d GPUs per node over NVLink (alpha %.3g us, busbw %.4g GB/s), "
+      "%d x 400 Gb/s NICs per node (alpha %.3g us, busbw %.4g GB/s each), base %.3g us\n",
+      cluster.gpus_per_node, cluster.nvlink.alpha_us, cluster.nvlink.busbw_gbps, cluster.nics_per_node,
+      cluster.nic.alpha_us, cluster.nic.busbw_gbps, cluster.base_us);
+  std::printf(
+      "# step per rung of the ladder: naive = one all_reduce per parameter after backward; flat = one of "
+      "everything after backward;\n# bucketed = the buckets after backward; ddp = the buckets overlapped "
+      "with backward. Compute alone: %s.\n",
+      Ms(ddp.ComputeOnlyUs()).c_str());
   std::printf("  %5s %5s %12s %12s %12s %12s %12s %12s %10s\n", "GPUs", "nodes", "naive", "flat", "bucketed", "ddp",
               "ddp exposed", "ddp comm", "ddp eff.");
   ScalingSeries s_naive{"naive: per parameter, after backward", "#b07aa1", {}, false};

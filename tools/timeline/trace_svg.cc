@@ -43,11 +43,13 @@ bool ParseList(const std::string& text, std::vector<int64_t>& out) {
 
 int main(int argc, char** argv) {
   const std::vector<tinyddp::FlagGroup> flags = {
-      {"flags", {"trace", "out", "steps", "dims", "first_bucket_mb", "bucket_cap_mb", "bucket_bytes", "title", "source"}}};
+      {"flags",
+       {"trace", "out", "steps", "dims", "first_bucket_mb", "bucket_cap_mb", "bucket_bytes", "title", "source"}}};
   absl::StatusOr<tinyddp::CommandLine> command_line =
       tinyddp::ParseCommandLineFlags(std::vector<std::string>(argv + 1, argv + argc), flags);
   if (!command_line.ok()) {
-    std::fprintf(stderr, "trace_svg: %s (--help lists the flags)\n", std::string(command_line.status().message()).c_str());
+    std::fprintf(stderr, "trace_svg: %s (--help lists the flags)\n",
+                 std::string(command_line.status().message()).c_str());
     return 2;
   }
   const std::string trace = absl::GetFlag(FLAGS_trace);

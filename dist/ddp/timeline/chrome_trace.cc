@@ -78,8 +78,10 @@ absl::StatusOr<ChromeTrace> ParseChromeTrace(absl::string_view json_text) {
     TraceSpan span;
     int64_t ts = 0, dur = 0;
     if (!has_pid || !has_tid || !IntField(e, "ts", &ts) || !IntField(e, "dur", &dur)) {
-      return absl::InvalidArgumentError(absl::StrCat("event #", n, " (\"ph\":\"X\") lacks a numeric pid, tid, ts "
-                                                     "or dur: ", e.dump().substr(0, 200)));
+      return absl::InvalidArgumentError(absl::StrCat("event #", n,
+                                                     " (\"ph\":\"X\") lacks a numeric pid, tid, ts "
+                                                     "or dur: ",
+                                                     e.dump().substr(0, 200)));
     }
     span.name = e.value("name", "");
     span.start_us = ts;
@@ -87,7 +89,8 @@ absl::StatusOr<ChromeTrace> ParseChromeTrace(absl::string_view json_text) {
     if (auto args = e.find("args"); args != e.end() && args->is_object()) {
       IntField(*args, "i", &span.index);
       IntField(*args, "bytes", &span.bytes);
-      if (auto path = args->find("path"); path != args->end() && path->is_string()) span.path = path->get<std::string>();
+      if (auto path = args->find("path"); path != args->end() && path->is_string())
+        span.path = path->get<std::string>();
     }
     spans[{static_cast<int>(pid), static_cast<int>(tid)}].push_back(std::move(span));
   }

@@ -19,7 +19,7 @@ struct ScalingSeries {
 struct ScalingPanel {
   std::string title;
   std::string y_label;
-  bool log_y = false;  // a log10 axis (for times that span decades); values must then be > 0
+  bool log_y = false;             // a log10 axis (for times that span decades); values must then be > 0
   bool legend_at_bottom = false;  // the legend in the lower left corner instead of the upper left
   std::vector<ScalingSeries> series;
 };

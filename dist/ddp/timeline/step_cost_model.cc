@@ -23,7 +23,8 @@ double RingAllReduceUs(int64_t bytes, int n, const ClusterModel& c) {
   if (n <= 1) return 0;
   const int nodes = (n + c.gpus_per_node - 1) / c.gpus_per_node;
   const int steps = 2 * (n - 1), inter_steps = 2 * (nodes - 1);
-  const double busbw = nodes == 1 ? c.nvlink.busbw_gbps : std::min(c.nvlink.busbw_gbps, c.nics_per_node * c.nic.busbw_gbps);
+  const double busbw =
+      nodes == 1 ? c.nvlink.busbw_gbps : std::min(c.nvlink.busbw_gbps, c.nics_per_node * c.nic.busbw_gbps);
   const double latency = c.base_us + (steps - inter_steps) * c.nvlink.alpha_us + inter_steps * c.nic.alpha_us;
   return latency + 2.0 * (n - 1) / n * static_cast<double>(bytes) / (busbw * 1e3);  // GB/s = 1e3 bytes/us
 }
@@ -32,8 +33,7 @@ double StepProfile::ComputeOnlyUs() const {
   return forward_us + backward_us + std::accumulate(optimizer_us.begin(), optimizer_us.end(), 0.0) + other_us;
 }
 
-StepPrediction PredictStep(const StepProfile& p, const std::function<double(int bucket)>& all_reduce_us,
-                           bool overlap) {
+StepPrediction PredictStep(const StepProfile& p, const std::function<double(int bucket)>& all_reduce_us, bool overlap) {
   StepPrediction out;
   double stream_free = 0;  // one communication stream: bucket k after bucket k-1
   for (size_t k = 0; k < p.ready_us.size(); ++k) {
@@ -124,15 +124,17 @@ absl::StatusOr<StepProfile> ProfileFromTimeline(const StepTimeline& t, MeasuredS
       }
       if (backward == nullptr || r.backward_compute.empty()) continue;
       std::vector<BucketComm> comm = r.comm;
-      std::stable_sort(comm.begin(), comm.end(), [](const BucketComm& a, const BucketComm& b) { return a.bucket < b.bucket; });
+      std::stable_sort(comm.begin(), comm.end(),
+                       [](const BucketComm& a, const BucketComm& b) { return a.bucket < b.bucket; });
       if (count == 0) buckets = comm.size();
       if (comm.size() != buckets) continue;  // a step unlike the others (e.g. before the bucket rebuild)
       std::vector<int64_t> bytes;
       for (const BucketComm& c : comm) {
         if (c.bytes <= 0) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "bucket ", c.bucket, " has no size in the trace: give the buckets' bytes (--bucket_bytes) or the "
-              "MLP's layer sizes (--dims)"));
+          return absl::FailedPreconditionError(
+              absl::StrCat("bucket ", c.bucket,
+                           " has no size in the trace: give the buckets' bytes (--bucket_bytes) or the "
+                           "MLP's layer sizes (--dims)"));
         }
         bytes.push_back(c.bytes);
       }

@@ -53,20 +53,20 @@ double RingAllReduceUs(int64_t bytes, int n, const ClusterModel& cluster);
 
 /// One step as one rank computes it, without the cost of communication (times in microseconds).
 struct StepProfile {
-  double forward_us = 0;                // step start to backward start (forward and loss)
-  double backward_us = 0;               // backward's own computation
-  std::vector<double> ready_us;         // bucket k's gradients ready, from backward's start; increasing
-  std::vector<int64_t> bucket_bytes;    // bucket k's bytes
-  bool fused_optimizer = false;         // optimizer_us per bucket (stepped as each arrives), else one entry
+  double forward_us = 0;              // step start to backward start (forward and loss)
+  double backward_us = 0;             // backward's own computation
+  std::vector<double> ready_us;       // bucket k's gradients ready, from backward's start; increasing
+  std::vector<int64_t> bucket_bytes;  // bucket k's bytes
+  bool fused_optimizer = false;       // optimizer_us per bucket (stepped as each arrives), else one entry
   std::vector<double> optimizer_us;
-  double other_us = 0;                  // the rest of the step (zero_grad, host gaps)
-  double ComputeOnlyUs() const;         // the step if communication were free
+  double other_us = 0;           // the rest of the step (zero_grad, host gaps)
+  double ComputeOnlyUs() const;  // the step if communication were free
 };
 
 struct StepPrediction {
   double step_us = 0;
-  double exposed_us = 0;  // time the compute lane waits for communication
-  double comm_us = 0;     // sum of the all_reduce times
+  double exposed_us = 0;                 // time the compute lane waits for communication
+  double comm_us = 0;                    // sum of the all_reduce times
   std::vector<double> start_us, end_us;  // each bucket's all_reduce, from backward's start
 };
 

@@ -59,7 +59,8 @@ TEST(PredictStep, OverlapHidesTheAllReducesThatEndBeforeBackwardDoes) {
   EXPECT_DOUBLE_EQ(overlapped.exposed_us, 50);
   EXPECT_DOUBLE_EQ(overlapped.step_us, 100 + 1050 + 80 + 20);
   EXPECT_DOUBLE_EQ(overlapped.comm_us, 250);
-  const StepPrediction after = PredictStep(Profile(), [&](int k) { return cost[k]; }, /*overlap=*/false);
+  const StepPrediction after = PredictStep(
+      Profile(), [&](int k) { return cost[k]; }, /*overlap=*/false);
   EXPECT_EQ(after.start_us, (std::vector<double>{1000, 1100, 1200}));  // one after the other, after backward
   EXPECT_DOUBLE_EQ(after.exposed_us, 250);
   EXPECT_DOUBLE_EQ(after.step_us, 100 + 1250 + 80 + 20);

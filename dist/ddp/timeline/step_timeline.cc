@@ -166,11 +166,15 @@ double MeanOver(const StepTimeline& t, F per_rank_step) {
 
 }  // namespace
 
-double StepTimeline::MeanStepUs() const { return MeanOver(*this, [](const RankStep& r) { return r.step_us(); }); }
+double StepTimeline::MeanStepUs() const {
+  return MeanOver(*this, [](const RankStep& r) { return r.step_us(); });
+}
 double StepTimeline::MeanExposedUs() const {
   return MeanOver(*this, [](const RankStep& r) { return r.ExposedUs(); });
 }
-double StepTimeline::MeanCommUs() const { return MeanOver(*this, [](const RankStep& r) { return r.CommUs(); }); }
+double StepTimeline::MeanCommUs() const {
+  return MeanOver(*this, [](const RankStep& r) { return r.CommUs(); });
+}
 double StepTimeline::MeanSpanUs(const std::string& name) const {
   return MeanOver(*this, [&name](const RankStep& r) { return r.SpanUs(name); });
 }
@@ -195,8 +199,11 @@ absl::StatusOr<StepTimeline> BuildStepTimeline(const ChromeTrace& trace, const S
   };
   std::vector<RankLanes> ranks;
   for (const TraceProcess& p : trace.processes) {
-    RankLanes r{&p, p.Lane(t.on_gpu ? kComputeLaneTid : kHostLaneTid), t.on_gpu ? p.Lane(kHostLaneTid) : nullptr,
-                p.Lane(kCommLaneTid), {}};
+    RankLanes r{&p,
+                p.Lane(t.on_gpu ? kComputeLaneTid : kHostLaneTid),
+                t.on_gpu ? p.Lane(kHostLaneTid) : nullptr,
+                p.Lane(kCommLaneTid),
+                {}};
     r.markers = StepMarkers(r.compute);
     if (r.markers.empty()) r.markers = {FirstStart(p)};  // no markers: the whole trace is one step
     ranks.push_back(std::move(r));

@@ -57,8 +57,8 @@ struct BucketComm {
 
 /// One step as one rank saw it.
 struct RankStep {
-  int64_t start_us = 0;  // the step's forward start (compute lane)
-  int64_t end_us = 0;    // the next step's forward start, or the rank's last span end
+  int64_t start_us = 0;            // the step's forward start (compute lane)
+  int64_t end_us = 0;              // the next step's forward start, or the rank's last span end
   std::vector<TraceSpan> compute;  // compute-lane spans that start in the step
   std::vector<TraceSpan> host;     // host-lane spans overlapping the step in time (GPU traces only: the
                                    // thread runs ahead, so these may belong to later steps)
@@ -77,12 +77,12 @@ struct RankStep {
 };
 
 struct StepTimeline {
-  bool on_gpu = false;                  // the trace has a GPU compute lane (tid 1)
-  std::vector<std::string> rank_names;  // the processes' names ("rank 0", ...)
-  std::string comm_lane_name;           // rank 0's communication lane's name
-  std::string backend;                  // "Gloo" or "NCCL" when that name says so, else empty
-  int total_steps = 0;                  // steps found on every rank
-  int first_step = 0;                   // 0-based ordinal of steps[0] among them
+  bool on_gpu = false;                       // the trace has a GPU compute lane (tid 1)
+  std::vector<std::string> rank_names;       // the processes' names ("rank 0", ...)
+  std::string comm_lane_name;                // rank 0's communication lane's name
+  std::string backend;                       // "Gloo" or "NCCL" when that name says so, else empty
+  int total_steps = 0;                       // steps found on every rank
+  int first_step = 0;                        // 0-based ordinal of steps[0] among them
   std::vector<std::vector<RankStep>> steps;  // [shown step][rank]
 
   int num_ranks() const { return static_cast<int>(rank_names.size()); }

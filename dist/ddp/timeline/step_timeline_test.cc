@@ -141,8 +141,7 @@ TEST(StepTimeline, CutsStepsAtForwardsKeepsTheLastOnesAndLabelsBucketsWithTheirB
       CpuStep(b, rank, 100 * k + 7 * rank, /*last_bucket_end=*/50 + 3 * k, rank == 2 && k == 4 ? 999 : -1);
     }
   }
-  absl::StatusOr<StepTimeline> t =
-      BuildStepTimeline(b.Build(), {.last_steps = 2, .bucket_bytes = {1050664, 1613864}});
+  absl::StatusOr<StepTimeline> t = BuildStepTimeline(b.Build(), {.last_steps = 2, .bucket_bytes = {1050664, 1613864}});
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->num_ranks(), 3);
   EXPECT_EQ(t->total_steps, 5);
@@ -152,7 +151,7 @@ TEST(StepTimeline, CutsStepsAtForwardsKeepsTheLastOnesAndLabelsBucketsWithTheirB
     const RankStep& third = t->steps[0][rank];  // step 3 (0-based) on every rank
     EXPECT_EQ(third.start_us, 300 + 7 * rank);
     EXPECT_EQ(third.end_us, 400 + 7 * rank);  // the next forward
-    EXPECT_EQ(third.ExposedUs(), 19);           // 340 .. 359
+    EXPECT_EQ(third.ExposedUs(), 19);         // 340 .. 359
     EXPECT_EQ(third.comm[0].bytes, 1050664);
     EXPECT_EQ(third.comm[1].bytes, 1613864);
   }
@@ -182,7 +181,7 @@ TEST(StepTimeline, TheCommittedCopyEngineTraceExposesAlmostNothingAndTheNcclKern
     for (const RankStep& r : step) {
       EXPECT_EQ(r.comm.size(), 5u);
       EXPECT_LT(r.ExposedUs(), 0.01 * r.step_us());  // a few microseconds of a 2.5 ms step
-      EXPECT_GT(r.CommUs(), 0.3 * r.step_us());       // while a third of it communicates
+      EXPECT_GT(r.CommUs(), 0.3 * r.step_us());      // while a third of it communicates
     }
   }
   EXPECT_GT(nccl_steps->MeanExposedUs(), 4 * ce_steps->MeanExposedUs());

@@ -20,12 +20,23 @@ std::string XmlEscape(absl::string_view text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -67,8 +78,8 @@ std::vector<double> NiceTicks(double lo, double hi, int target) {
 
 void SvgCanvas::Rect(double x, double y, double w, double h, const std::string& fill, const std::string& tooltip,
                      const std::string& extra) {
-  absl::StrAppend(&body_, "<rect x=\"", Num(x), "\" y=\"", Num(y), "\" width=\"", Num(std::max(w, 0.0)),
-                  "\" height=\"", Num(h), "\" fill=\"", fill, "\"", extra.empty() ? "" : " ", extra);
+  absl::StrAppend(&body_, "<rect x=\"", Num(x), "\" y=\"", Num(y), "\" width=\"", Num(std::max(w, 0.0)), "\" height=\"",
+                  Num(h), "\" fill=\"", fill, "\"", extra.empty() ? "" : " ", extra);
   if (tooltip.empty()) {
     body_ += "/>\n";
   } else {
@@ -84,18 +95,17 @@ void SvgCanvas::Line(double x1, double y1, double x2, double y2, const std::stri
 }
 
 void SvgCanvas::Text(double x, double y, absl::string_view text, const TextStyle& style) {
-  absl::StrAppend(&body_, "<text x=\"", Num(x), "\" y=\"", Num(y), "\" font-family=\"", style.mono ? kMono : kSans,
-                  "\" font-size=\"", Num(style.size), "\" fill=\"", style.fill, "\" text-anchor=\"", style.anchor,
-                  "\"", style.bold ? " font-weight=\"bold\"" : "", style.mono ? " xml:space=\"preserve\"" : "",
-                  style.halo ? " stroke=\"#000\" stroke-opacity=\"0.45\" stroke-width=\"2.5\" paint-order=\"stroke\"" : "",
-                  style.rotate != 0 ? absl::StrCat(" transform=\"rotate(", Num(style.rotate), " ", Num(x), " ", Num(y), ")\"")
-                                    : "",
-                  ">",
-                  XmlEscape(text), "</text>\n");
+  absl::StrAppend(
+      &body_, "<text x=\"", Num(x), "\" y=\"", Num(y), "\" font-family=\"", style.mono ? kMono : kSans,
+      "\" font-size=\"", Num(style.size), "\" fill=\"", style.fill, "\" text-anchor=\"", style.anchor, "\"",
+      style.bold ? " font-weight=\"bold\"" : "", style.mono ? " xml:space=\"preserve\"" : "",
+      style.halo ? " stroke=\"#000\" stroke-opacity=\"0.45\" stroke-width=\"2.5\" paint-order=\"stroke\"" : "",
+      style.rotate != 0 ? absl::StrCat(" transform=\"rotate(", Num(style.rotate), " ", Num(x), " ", Num(y), ")\"") : "",
+      ">", XmlEscape(text), "</text>\n");
 }
 
-void SvgCanvas::Polyline(const std::vector<std::pair<double, double>>& points, const std::string& stroke,
-                         double width, const std::string& dash) {
+void SvgCanvas::Polyline(const std::vector<std::pair<double, double>>& points, const std::string& stroke, double width,
+                         const std::string& dash) {
   std::string list;
   for (const auto& [x, y] : points) absl::StrAppend(&list, list.empty() ? "" : " ", Num(x), ",", Num(y));
   absl::StrAppend(&body_, "<polyline points=\"", list, "\" fill=\"none\" stroke=\"", stroke, "\" stroke-width=\"",
@@ -103,8 +113,7 @@ void SvgCanvas::Polyline(const std::vector<std::pair<double, double>>& points, c
 }
 
 void SvgCanvas::Circle(double x, double y, double r, const std::string& fill) {
-  absl::StrAppend(&body_, "<circle cx=\"", Num(x), "\" cy=\"", Num(y), "\" r=\"", Num(r), "\" fill=\"", fill,
-                  "\"/>\n");
+  absl::StrAppend(&body_, "<circle cx=\"", Num(x), "\" cy=\"", Num(y), "\" r=\"", Num(r), "\" fill=\"", fill, "\"/>\n");
 }
 
 std::string SvgCanvas::Finish(int width, int height) const {

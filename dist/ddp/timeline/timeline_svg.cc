@@ -25,7 +25,7 @@ constexpr double kRight = 30;
 constexpr double kHostHeight = 18;
 constexpr double kLaneHeight = 38;
 constexpr double kLaneGap = 6;
-constexpr double kRankGap = 30;    // room for the "exposed" labels under a rank's communication lane
+constexpr double kRankGap = 30;     // room for the "exposed" labels under a rank's communication lane
 constexpr double kRankHeader = 22;  // "rank 0  exposed ... per step", and the step labels
 constexpr char kExposedRed[] = "#d62728";
 
@@ -76,11 +76,11 @@ std::string StepWord(const StepTimeline& t) {
 }
 
 std::string BackendWord(const StepTimeline& t) {
-  return absl::StrCat(t.num_ranks(), t.num_ranks() == 1 ? " rank" : " ranks",
-                      t.backend.empty() ? "" : " over ", t.backend, t.on_gpu ? " (GPUs)" : " (CPU)");
+  return absl::StrCat(t.num_ranks(), t.num_ranks() == 1 ? " rank" : " ranks", t.backend.empty() ? "" : " over ",
+                      t.backend, t.on_gpu ? " (GPUs)" : " (CPU)");
 }
 
-void DrawHeader(SvgCanvas& svg, const StepTimeline& t, const TimelineSvgOptions& o, double width) {
+void DrawHeader(SvgCanvas& svg, const StepTimeline& t, const TimelineSvgOptions& o) {
   svg.Text(16, 28, absl::StrCat(o.title, ": ", BackendWord(t), ", ", StepWord(t)), {.size = 18, .bold = true});
   if (!o.source.empty()) svg.Text(16, 48, o.source, {.size = 12, .fill = "#555", .mono = true});
   const double step = t.MeanStepUs(), exposed = t.MeanExposedUs();
@@ -109,7 +109,6 @@ void DrawHeader(SvgCanvas& svg, const StepTimeline& t, const TimelineSvgOptions&
            absl::StrCat("exposed communication (no computation beside it): ", FormatDurationUs(exposed), " = ",
                         absl::StrFormat("%.0f%%", step > 0 ? 100 * exposed / step : 0.0), " of the step"),
            {.size = 13, .fill = kExposedRed, .bold = true});
-  (void)width;
 }
 
 void DrawAxis(SvgCanvas& svg, const Frame& f, double y, double bottom) {
@@ -120,8 +119,8 @@ void DrawAxis(SvgCanvas& svg, const Frame& f, double y, double bottom) {
     const double x = f.X(f.t0 + static_cast<int64_t>(tick));
     svg.Line(x, y, x, bottom, "#e3e3e3", 1);
     const double step = NiceTicks(0, span, 12)[1];
-    const std::string label = ms ? absl::StrFormat(step >= 1000 ? "%.0f ms" : "%.1f ms", tick / 1000)
-                                 : absl::StrFormat("%.0f us", tick);
+    const std::string label =
+        ms ? absl::StrFormat(step >= 1000 ? "%.0f ms" : "%.1f ms", tick / 1000) : absl::StrFormat("%.0f us", tick);
     svg.Text(x, y - 5, label, {.size = 11, .fill = "#666", .anchor = "middle"});
   }
   svg.Line(f.x0, y, f.x0 + f.width, y, "#999", 1);
@@ -132,9 +131,10 @@ void DrawCompute(SvgCanvas& svg, const Frame& f, const RankStep& r, double y) {
   for (const TraceSpan& s : r.compute) {
     if (s.name == "step") continue;
     const double x = f.X(s.start_us), w = std::max(1.0, f.W(s.start_us, s.end_us));
-    const bool nested = s.name != "backward" && std::any_of(r.compute.begin(), r.compute.end(), [&](const TraceSpan& b) {
-      return b.name == "backward" && s.start_us > b.start_us && s.end_us <= b.end_us;
-    });
+    const bool nested =
+        s.name != "backward" && std::any_of(r.compute.begin(), r.compute.end(), [&](const TraceSpan& b) {
+          return b.name == "backward" && s.start_us > b.start_us && s.end_us <= b.end_us;
+        });
     const double inset = nested ? 7 : 0;  // spans inside backward (fused optimizers) drawn inside it
     const std::string what = nested && s.index >= 0 ? absl::StrCat(s.name, " (bucket ", s.index, ")") : s.name;
     svg.Rect(x, y + inset, w, kLaneHeight - 2 * inset, PhaseColor(s.name),
@@ -148,22 +148,21 @@ void DrawCompute(SvgCanvas& svg, const Frame& f, const RankStep& r, double y) {
                  absl::StrCat("backward waits for communication: ",
                               FormatDurationUs(static_cast<double>(s.end_us - own.end_us))));
         LabelInside(svg, xw, ww, y + kLaneHeight / 2 + 4, {"waits for all_reduce", "waits", ""}, "#1d4d18");
-        LabelInside(svg, x, xw - x, y + kLaneHeight / 2 + 4,
-                    {absl::StrCat("backward ", FormatDurationUs(static_cast<double>(own.length_us()))), "backward",
-                     "bwd"});
+        LabelInside(
+            svg, x, xw - x, y + kLaneHeight / 2 + 4,
+            {absl::StrCat("backward ", FormatDurationUs(static_cast<double>(own.length_us()))), "backward", "bwd"});
       }
-      if (std::none_of(r.backward_compute.begin(), r.backward_compute.end(), [&](const TimeInterval& own) {
-            return own.start_us == s.start_us && own.end_us < s.end_us;
-          })) {
-        LabelInside(svg, x, w, y + kLaneHeight / 2 + 4,
-                    {absl::StrCat("backward ", FormatDurationUs(static_cast<double>(s.duration_us()))), "backward",
-                     "bwd"});
+      if (std::none_of(r.backward_compute.begin(), r.backward_compute.end(),
+                       [&](const TimeInterval& own) { return own.start_us == s.start_us && own.end_us < s.end_us; })) {
+        LabelInside(
+            svg, x, w, y + kLaneHeight / 2 + 4,
+            {absl::StrCat("backward ", FormatDurationUs(static_cast<double>(s.duration_us()))), "backward", "bwd"});
       }
     } else {
       const std::string name = s.name == "optimizer" ? (nested ? "opt" : "optimizer") : s.name;
-      LabelInside(svg, x, w, y + kLaneHeight / 2 + 4,
-                  {absl::StrCat(name, " ", FormatDurationUs(static_cast<double>(s.duration_us()))), name,
-                   s.name.substr(0, 3)});
+      LabelInside(
+          svg, x, w, y + kLaneHeight / 2 + 4,
+          {absl::StrCat(name, " ", FormatDurationUs(static_cast<double>(s.duration_us()))), name, s.name.substr(0, 3)});
     }
   }
 }
@@ -178,9 +177,9 @@ void DrawComm(SvgCanvas& svg, const Frame& f, const RankStep& r, double y) {
              absl::StrCat("all_reduce of bucket ", c.bucket, ": ", FormatBytes(c.bytes),
                           c.path.empty() ? "" : absl::StrCat(", ", c.path), ", ", dur),
              "stroke=\"white\" stroke-width=\"0.75\"");
-    std::vector<std::string> top = {absl::StrCat(bucket, " · ", FormatBytes(c.bytes),
-                                                 c.path.empty() ? "" : absl::StrCat(" · ", c.path)),
-                                    absl::StrCat(bucket, " · ", FormatBytes(c.bytes)), bucket};
+    std::vector<std::string> top = {
+        absl::StrCat(bucket, " · ", FormatBytes(c.bytes), c.path.empty() ? "" : absl::StrCat(" · ", c.path)),
+        absl::StrCat(bucket, " · ", FormatBytes(c.bytes)), bucket};
     if (c.bytes < 0) top.erase(top.begin(), top.begin() + 2);
     LabelInside(svg, x, w, y + 15, top);
     LabelInside(svg, x, w, y + 30, {dur});
@@ -263,8 +262,9 @@ double DrawBucketTable(SvgCanvas& svg, const StepTimeline& t, double y) {
       }
     }
   }
-  svg.Text(16, y, absl::StrCat("Buckets, mean over the steps shown. algbw = bytes / time; busbw = algbw x 2(n-1)/n ",
-                               "with n = ", n, ": what each link carried (docs/collectives.md)"),
+  svg.Text(16, y,
+           absl::StrCat("Buckets, mean over the steps shown. algbw = bytes / time; busbw = algbw x 2(n-1)/n ",
+                        "with n = ", n, ": what each link carried (docs/collectives.md)"),
            {.size = 12, .bold = true});
   y += 20;
   std::string header = absl::StrFormat("%-7s %-11s %-16s", "bucket", "bytes", "path");
@@ -339,7 +339,7 @@ std::string RenderTimelineSvg(const StepTimeline& t, const TimelineSvgOptions& o
   if (f.t1 <= f.t0) f.t1 = f.t0 + 1;
   f.width = o.width - kLeft - kRight;
 
-  DrawHeader(svg, t, o, o.width);
+  DrawHeader(svg, t, o);
   const double axis_y = 126;
   // The host lane (GPU traces): only when the host thread did something inside the window; in a run
   // whose host is far ahead of the GPU it did all its work for these steps before the window opened.
@@ -403,7 +403,8 @@ absl::StatusOr<std::string> WriteTimelineSvg(const std::string& trace_path, cons
   absl::StatusOr<StepTimeline> timeline =
       BuildStepTimeline(trace, {.last_steps = options.last_steps, .bucket_bytes = options.bucket_bytes});
   if (!timeline.ok()) {
-    return absl::Status(timeline.status().code(), absl::StrCat("trace '", trace_path, "': ", timeline.status().message()));
+    return absl::Status(timeline.status().code(),
+                        absl::StrCat("trace '", trace_path, "': ", timeline.status().message()));
   }
   TimelineSvgOptions svg_options;
   svg_options.title = options.title;

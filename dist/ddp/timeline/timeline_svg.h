@@ -41,8 +41,8 @@ struct TraceSvgOptions {
   int last_steps = 2;                 // steps drawn: the last ones of the trace
   std::vector<int64_t> bucket_bytes;  // see StepTimelineOptions::bucket_bytes
   std::string title = "DDP step timeline";
-  std::string source;                 // default: "trace: <trace_path>"
-  std::string svg_path;               // default: SvgPathFor(trace_path)
+  std::string source;    // default: "trace: <trace_path>"
+  std::string svg_path;  // default: SvgPathFor(trace_path)
 };
 
 /// Reads the trace at `trace_path`, draws its last steps and writes the SVG. Returns the SVG's path;

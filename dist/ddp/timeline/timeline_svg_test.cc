@@ -35,8 +35,12 @@ std::string ThreeRankTrace() {
     events.push_back(e);
   };
   for (int rank = 0; rank < 3; ++rank) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 2},
+    events.push_back(
+        {{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", rank},
+                      {"tid", 2},
                       {"args", {{"name", "Gloo collectives (all_reduce)"}}}});
     for (int k = 0; k < 4; ++k) {
       const int64_t t = 20000 * k + 50 * rank;
@@ -53,8 +57,8 @@ std::string ThreeRankTrace() {
 StepTimeline Timeline(const std::string& text, int last_steps) {
   absl::StatusOr<ChromeTrace> trace = ParseChromeTrace(text);
   EXPECT_TRUE(trace.ok()) << trace.status();
-  absl::StatusOr<StepTimeline> t = BuildStepTimeline(*trace, {.last_steps = last_steps,
-                                                              .bucket_bytes = {1050664, 1613864}});
+  absl::StatusOr<StepTimeline> t =
+      BuildStepTimeline(*trace, {.last_steps = last_steps, .bucket_bytes = {1050664, 1613864}});
   EXPECT_TRUE(t.ok()) << t.status();
   return *t;
 }

@@ -10,8 +10,9 @@ namespace tinyddp::exercises {
 absl::Status AllReduceByHand(dist::ProcessGroup& pg, Tensor& tensor) {
   (void)pg;
   (void)tensor;
-  return absl::UnimplementedError("exercise 1 is not solved yet: write AllReduceByHand in "
-                                  "tests/exercises/allreduce_by_hand/allreduce_by_hand.cc");
+  return absl::UnimplementedError(
+      "exercise 1 is not solved yet: write AllReduceByHand in "
+      "tests/exercises/allreduce_by_hand/allreduce_by_hand.cc");
 }
 
 }  // namespace tinyddp::exercises

@@ -44,8 +44,8 @@ void CheckOnRanks(int world) {
       for (int64_t i = 0; i < n; ++i) {
         double want = 0;
         for (int r = 0; r < ctx.world_size; ++r) want += InputOf(r, n)[i];
-        ASSERT_NEAR(got[i], want, 1e-5 * (1 + std::fabs(want))) << "element " << i << " of " << n << " on rank "
-                                                                 << ctx.rank << ", " << ctx.world_size << " ranks";
+        ASSERT_NEAR(got[i], want, 1e-5 * (1 + std::fabs(want)))
+            << "element " << i << " of " << n << " on rank " << ctx.rank << ", " << ctx.world_size << " ranks";
       }
       // Every rank holds the very same bits: gather everyone's result and compare.
       Tensor all = Tensor::Empty({n * ctx.world_size});

@@ -20,7 +20,8 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 
 double ExposedUs(const dist::StepProfile& traced, const dist::ModelGradients& model, int gpus,
                  const dist::ClusterModel& cluster, BucketLimits limits) {
-  absl::StatusOr<dist::StepProfile> p = dist::Rebucket(traced, model, limits.first_bucket_bytes, limits.bucket_cap_bytes);
+  absl::StatusOr<dist::StepProfile> p =
+      dist::Rebucket(traced, model, limits.first_bucket_bytes, limits.bucket_cap_bytes);
   EXPECT_TRUE(p.ok()) << p.status();
   return p.ok() ? dist::PredictStepOn(*p, gpus, cluster).exposed_us : std::numeric_limits<double>::infinity();
 }
@@ -58,8 +59,8 @@ TEST(BestBucketLimits, HideAsMuchCommunicationAsAnyLimitsCanOnEveryScale) {
     ASSERT_GT(found.first_bucket_bytes, 0);
     ASSERT_GT(found.bucket_cap_bytes, 0);
     const double exposed = ExposedUs(*traced, model, gpus, cluster, found);
-    std::printf("%5d GPUs: first bucket %lld bytes, cap %lld bytes -> exposed %.0f us (the least: %.0f us)\n",
-                gpus, static_cast<long long>(found.first_bucket_bytes), static_cast<long long>(found.bucket_cap_bytes),
+    std::printf("%5d GPUs: first bucket %lld bytes, cap %lld bytes -> exposed %.0f us (the least: %.0f us)\n", gpus,
+                static_cast<long long>(found.first_bucket_bytes), static_cast<long long>(found.bucket_cap_bytes),
                 exposed, least);
     EXPECT_LE(exposed, least + std::max(2.0, 0.01 * least))
         << "on " << gpus << " GPUs other limits expose only " << least << " us";

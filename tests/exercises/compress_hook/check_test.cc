@@ -37,10 +37,10 @@ TEST(Fp16Helpers, RoundToNearestEvenAndBack) {
   EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(FloatToHalf(-2.5f), 0xc100);
   EXPECT_EQ(FloatToHalf(65504.f), 0x7bff);
-  EXPECT_EQ(FloatToHalf(65520.f), 0x7c00);                 // halfway past the largest half: infinity
-  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 2048), 0x3c00);       // a tie: to the even neighbour, 1.0
-  EXPECT_EQ(FloatToHalf(1.0f + 3.0f / 2048), 0x3c02);       // a tie: to the even neighbour, up
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);    // the smallest subnormal
+  EXPECT_EQ(FloatToHalf(65520.f), 0x7c00);                // halfway past the largest half: infinity
+  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 2048), 0x3c00);     // a tie: to the even neighbour, 1.0
+  EXPECT_EQ(FloatToHalf(1.0f + 3.0f / 2048), 0x3c02);     // a tie: to the even neighbour, up
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);  // the smallest subnormal
   EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -26)), 0x0000);
   for (uint32_t h = 0; h < 0x7c00; h += 7) EXPECT_EQ(FloatToHalf(HalfToFloat(h)), h) << h;
 }
@@ -102,7 +102,8 @@ std::vector<float> DdpGradients(std::shared_ptr<dist::ProcessGroup> pg, int rank
   std::normal_distribution<float> normal;
   for (float& v : x) v = normal(rng);
   const Tensor labels = Tensor::FromVector<int64_t>({0, 5, 2, 3, 1, 4, rank}, {7});
-  autograd::Backward(autograd::CrossEntropy((*ddp)->Forward(autograd::Variable(Tensor::FromVector(x, {7, 13}))), labels));
+  autograd::Backward(
+      autograd::CrossEntropy((*ddp)->Forward(autograd::Variable(Tensor::FromVector(x, {7, 13}))), labels));
   std::vector<float> grads;
   for (const autograd::Variable& p : model->Parameters()) {
     for (float g : p.grad().ToVector<float>()) grads.push_back(g);

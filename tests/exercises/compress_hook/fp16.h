@@ -17,7 +17,7 @@ inline uint16_t FloatToHalf(float f) {
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   x &= 0x7fffffffu;
   if (x >= 0x7f800000u) return sign | (x > 0x7f800000u ? 0x7e00 : 0x7c00);  // NaN, infinity
-  if (x >= 0x477ff000u) return sign | 0x7c00;                                // rounds past 65504
+  if (x >= 0x477ff000u) return sign | 0x7c00;                               // rounds past 65504
   if (x < 0x38800000u) {  // below 2^-14, half's smallest normal: a multiple of 2^-24, or zero
     float magnitude;
     std::memcpy(&magnitude, &x, sizeof(magnitude));
@@ -37,8 +37,8 @@ inline float HalfToFloat(uint16_t h) {
     const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
     return sign != 0 ? -magnitude : magnitude;
   }
-  const uint32_t x = exponent == 31 ? sign | 0x7f800000u | (mantissa << 13)
-                                    : sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  const uint32_t x =
+      exponent == 31 ? sign | 0x7f800000u | (mantissa << 13) : sign | ((exponent + 112u) << 23) | (mantissa << 13);
   float f;
   std::memcpy(&f, &x, sizeof(f));
   return f;

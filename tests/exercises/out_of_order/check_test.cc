@@ -36,8 +36,7 @@ std::unique_ptr<dist::ProcessGroupGloo> Group(const RankContext& ctx, bool debug
   EXPECT_TRUE(pg.ok()) << pg.status();
   if (debug_check) {
     (*pg)->EnableDebugCheck(std::make_unique<dist::CollectiveFingerprintCheck>(
-        std::make_shared<dist::PrefixStore>("debug", ctx.store), ctx.rank, ctx.world_size,
-        std::chrono::seconds(60)));
+        std::make_shared<dist::PrefixStore>("debug", ctx.store), ctx.rank, ctx.world_size, std::chrono::seconds(60)));
   }
   return std::move(*pg);
 }
@@ -74,7 +73,7 @@ TEST(OutOfOrder, WithoutTheCheckEqualBucketsAreAveragedWithTheWrongPartnersSilen
     Tensor count = Tensor::FromVector<int64_t>({wrong}, {1});
     ASSERT_TRUE(pg->AllReduce(count, dist::ReduceOp::kSum)->Wait().ok());
     EXPECT_GT(count.ToVector<int64_t>()[0], 0) << "every bucket came out right: the ranks launched the buckets "
-                                                   "in the same order. Make the order depend on the rank.";
+                                                  "in the same order. Make the order depend on the rank.";
   });
 }
 
