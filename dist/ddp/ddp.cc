@@ -138,6 +138,7 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
                                                    params[i].first, "' from rank 0 failed: ", s.message()));
       }
     }
+    module.RefreshComputeCopies();  // bf16 precision: the compute copies follow rank 0's weights too
   }
 
   ReducerOptions reducer_options;
