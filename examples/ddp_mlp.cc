@@ -51,6 +51,7 @@
 #include "nn/loss.h"                             // CrossEntropyLoss
 #include "nn/lr_schedule.h"                      // ConstantLr, StepLr, CosineWithWarmupLr
 #include "nn/mlp.h"                              // MLP: Sequential(Linear, ReLU, ..., Linear)
+#include "nn/precision.h"                        // ParsePrecision (--precision=fp32|bf16)
 #include "nn/sgd.h"                              // SGD
 #include "tensor/cuda_device.h"                  // CurrentDevice
 #include "tensor/ops.h"                          // AddInto (loss accumulation on the device)
@@ -165,9 +166,13 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
   s.dims = {s.datasets.train->input_size()};
   s.dims.insert(s.dims.end(), o.hidden.begin(), o.hidden.end());
   s.dims.push_back(s.datasets.train->num_classes());
-  s.model = nn::MLP(s.dims, {.device = job.device, .seed = static_cast<uint64_t>(o.seed)});
+  // --precision=bf16: float32 master weights with bfloat16 compute copies, which the optimizer writes
+  // in its own pass over the weights (nn/precision.h; docs/mixed_precision.md).
+  const nn::Precision precision = nn::ParsePrecision(o.precision).value();  // checked by ParseTrainOptions
+  s.model = nn::MLP(s.dims, {.device = job.device, .seed = static_cast<uint64_t>(o.seed), .precision = precision});
   if (!o.init_from.empty()) RETURN_IF_ERROR(nn::LoadModule(*s.model, o.init_from));
   s.optimizer = MakeOptimizer(o, s.model->Parameters());
+  s.optimizer->SetComputeCopies(s.model->ComputeCopies());  // none under fp32
   s.schedule = MakeSchedule(o, s.loader->num_batches());
 
   // A fresh run must not mix its checkpoints with another run's: retention keeps the highest step
@@ -242,9 +247,9 @@ void PrintHeader(const TrainOptions& o, const Job& job, const Setup& s, Progress
       absl::StrFormat("ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
                       absl::StrJoin(s.dims, "-"), s.model->NumParameters(), job.pg->size(), job.pg->backend_name(),
                       job.device.ToString(), o.dataset, s.datasets.train->Size(), s.datasets.test->Size()));
-  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s, lr %s", o.epochs,
+  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s, lr %s%s", o.epochs,
                                  s.loader->num_batches(), o.batch_size, o.batch_size * job.pg->size(), o.optimizer,
-                                 s.schedule->ToString()));
+                                 s.schedule->ToString(), o.precision == "bf16" ? ", bf16 mixed precision" : ""));
 }
 
 // Collective: rank 0 opens --metrics_out (appending when a resumed run continues); every rank learns

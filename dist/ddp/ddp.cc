@@ -142,6 +142,7 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
                                                    params[i].first, "' from rank 0 failed: ", s.message()));
       }
     }
+    module.RefreshComputeCopies();  // bf16 precision: the compute copies follow rank 0's weights too
   }
 
   // How each bucket is communicated: the user's hook, or the default one, which decides between the

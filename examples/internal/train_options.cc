@@ -24,6 +24,8 @@ ABSL_FLAG(std::string, backend, kDefaults.backend,
 // Model and optimisation.
 ABSL_FLAG(std::string, hidden, absl::StrJoin(kDefaults.hidden, ","), "hidden layer widths of the MLP 784-...-10");
 ABSL_FLAG(std::string, optimizer, kDefaults.optimizer, "sgd uses --momentum (sgd|adamw)");
+ABSL_FLAG(std::string, precision, kDefaults.precision,
+          "bf16: bfloat16 compute with float32 master weights, gradients, optimizer state and loss (fp32|bf16)");
 ABSL_FLAG(std::string, lr_schedule, kDefaults.lr_schedule, "learning rate over the run (constant|step|cosine)");
 ABSL_FLAG(double, lr, kDefaults.lr, "base learning rate");
 ABSL_FLAG(double, momentum, kDefaults.momentum, "SGD momentum");
@@ -64,8 +66,8 @@ const std::vector<FlagGroup>& Flags() {
   static const auto* groups = new std::vector<FlagGroup>{
       {"job shape", {"nproc", "backend"}},
       {"model and optimisation",
-       {"hidden", "optimizer", "lr_schedule", "lr", "momentum", "weight_decay", "warmup_steps", "lr_step_epochs",
-        "lr_gamma", "epochs", "batch_size", "max_steps", "seed", "shuffle"}},
+       {"hidden", "optimizer", "precision", "lr_schedule", "lr", "momentum", "weight_decay", "warmup_steps",
+        "lr_step_epochs", "lr_gamma", "epochs", "batch_size", "max_steps", "seed", "shuffle"}},
       {"data", {"dataset", "data_dir", "synthetic_examples", "synthetic_input_size"}},
       {"output and state",
        {"log_every", "checkpoint_dir", "keep_checkpoints", "resume", "init_from", "metrics_out", "trace"}},
@@ -92,6 +94,7 @@ absl::StatusOr<TrainOptions> FromFlags() {
     }
   }
   o.optimizer = absl::GetFlag(FLAGS_optimizer);
+  o.precision = absl::GetFlag(FLAGS_precision);
   o.lr_schedule = absl::GetFlag(FLAGS_lr_schedule);
   o.lr = absl::GetFlag(FLAGS_lr);
   o.momentum = absl::GetFlag(FLAGS_momentum);
@@ -139,6 +142,7 @@ absl::Status Validate(const TrainOptions& o) {
   const std::vector<absl::Status> checks = {
       Choice(o.backend, "backend", {"auto", "gloo", "nccl"}),
       Choice(o.optimizer, "optimizer", {"sgd", "adamw"}),
+      Choice(o.precision, "precision", {"fp32", "bf16"}),
       Choice(o.lr_schedule, "lr_schedule", {"constant", "step", "cosine"}),
       Choice(o.dataset, "dataset", {"fashion_mnist", "synthetic"}),
       Finite(o.lr, "lr"),
@@ -188,6 +192,7 @@ std::map<std::string, std::string> TrainOptions::TrajectorySettings(int world_si
       {"dataset", dataset},
   };
   if (optimizer == "sgd") s["momentum"] = absl::StrCat(momentum);
+  if (precision != "fp32") s["precision"] = precision;  // absent for fp32, so older checkpoints still resume
   if (dataset == "synthetic") {
     s["synthetic_examples"] = absl::StrCat(synthetic_examples);
     s["synthetic_input_size"] = absl::StrCat(synthetic_input_size);

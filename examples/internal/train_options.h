@@ -29,6 +29,7 @@ struct TrainOptions {
   // Model and optimisation.
   std::vector<int64_t> hidden = {512, 512};
   std::string optimizer = "sgd";       // sgd (with momentum) | adamw
+  std::string precision = "fp32";      // fp32 | bf16 (mixed: bfloat16 compute, float32 masters; nn/precision.h)
   std::string lr_schedule = "cosine";  // constant | step | cosine
   double lr = 0.08;
   double momentum = 0.9;       // SGD only

@@ -87,6 +87,7 @@ TEST(TrainOptions, BadValuesSayWhichFlagAndWhy) {
       {"--weight_decay=inf", "--weight_decay: must be a finite number, got inf"},
       {"--shuffle=maybe", "--shuffle=maybe: expected true or false"},
       {"--optimizer=adam", "--optimizer=adam: expected one of sgd, adamw"},
+      {"--precision=fp16", "--precision=fp16: expected one of fp32, bf16"},
       {"--backend=mpi", "--backend=mpi: expected one of auto, gloo, nccl"},
       {"--hidden=512,,3", "--hidden=512,,3: expected comma-separated positive integers"},
       {"--hidden=-4", "--hidden=-4: expected comma-separated positive integers"},
@@ -120,7 +121,7 @@ TEST(TrainOptions, HelpStopsParsingAndListsEveryFlagWithItsDefault) {
     const std::string arg = absl::StrCat("--", name, "=", flag->DefaultValue());
     EXPECT_TRUE(ParseTrainOptions({arg}, "").ok()) << arg;
   }
-  EXPECT_EQ(listed, 27);
+  EXPECT_EQ(listed, 28);
 }
 
 TEST(TrainOptions, OutOfRangeValuesNameTheFlag) {
@@ -173,6 +174,11 @@ TEST(TrainOptions, TrajectorySettingsIncludeWhatChangesTheParameters) {
   EXPECT_EQ(constant->TrajectorySettings(2).count("epochs"), 0u);
   EXPECT_EQ(constant->TrajectorySettings(3).at("world_size"), "3");
   EXPECT_EQ(constant->TrajectorySettings(3).at("hidden"), "512,512");
+  // bf16 rounds differently from fp32, so a checkpoint of one does not continue as the other.
+  absl::StatusOr<TrainOptions> bf16 = ParseTrainOptions({"--precision=bf16"}, "");
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_EQ(bf16->TrajectorySettings(2).at("precision"), "bf16");
+  EXPECT_EQ(constant->TrajectorySettings(2).count("precision"), 0u) << "fp32 checkpoints from before the flag resume";
 }
 
 }  // namespace
