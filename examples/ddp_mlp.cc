@@ -537,7 +537,7 @@ int main(int argc, char** argv) {
   absl::Status spawned = tinyddp::dist::SpawnWorkersIfNeeded(argc, argv, SpawnOptionsFor(*options));
   if (!spawned.ok()) {
     std::fprintf(stderr, "ddp_mlp: could not start workers: %s\n", std::string(spawned.message()).c_str());
-    return 1;
+    return absl::IsResourceExhausted(spawned) || absl::IsInvalidArgument(spawned) ? 2 : 1;
   }
   return RunWorker(*options);
 }

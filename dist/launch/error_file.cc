@@ -1,6 +1,8 @@
 // Error files: see error_file.h.
 #include "dist/launch/error_file.h"
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,9 +47,13 @@ void RecordWorkerFailure(int rank, const absl::Status& status) {
     std::ofstream out(tmp, std::ios::trunc);
     // Invalid UTF-8 in a message is replaced rather than thrown: this runs on the way out.
     out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    if (!out) return;
+    if (!out) {
+      ::signal(SIGTERM, SIG_IGN);
+      return;
+    }
   }
   std::rename(tmp.c_str(), path);
+  ::signal(SIGTERM, SIG_IGN);
 }
 
 std::optional<WorkerFailure> ReadWorkerFailure(const std::string& path) {

@@ -48,6 +48,9 @@ struct WorkerFailure {
 /// Writes `status` (not OK) as this worker's failure to $TINYDDP_ERROR_FILE, atomically; does nothing
 /// when the variable is unset (a process not started by our launcher) or the status is OK. Errors
 /// writing are ignored: the worker is already on its way out, and its exit code still tells.
+/// Call it right before exiting: it also ignores SIGTERM from then on, so that the SIGTERM the
+/// launcher sends the others does not cut short this rank's own exit (and replace its exit code);
+/// the launcher's SIGKILL after the grace period still ends a rank that does not exit.
 void RecordWorkerFailure(int rank, const absl::Status& status);
 
 /// Reads an error file; nullopt when it is absent or unreadable.

@@ -81,20 +81,59 @@ absl::Status MeetOtherLaunchers(Store& store, const LaunchOptions& o, int nproc)
 struct RoundVerdict {
   int failed_nodes = 0;
   int interrupted_nodes = 0;
+  std::string cause;  // the job's root cause, "node N: rank R ... failed first: ..." ("" when none failed)
 };
 
+// A node's cause for the round, as stored: "<order> <time_us> <text>". Order 0 is an own failure, 1 a
+// timeout, 2 a reaction to another's failure, 3 none; the lowest order wins across nodes, then the
+// earliest time (the machines' clocks need only agree to within the time failures take to spread).
+struct Cause {
+  int order = 3;
+  int64_t time_us = 0;
+  std::string text;
+  std::string Record() const { return absl::StrCat(order, " ", time_us, " ", text); }
+  bool Before(const Cause& other) const {
+    return order < other.order || (order == other.order && time_us < other.time_us);
+  }
+};
+
+Cause LocalCause(const LaunchOptions& o, const JobResult& r) {
+  Cause c;
+  if (r.cause_kind) {
+    c.order = *r.cause_kind == FailureKind::kError ? 0 : *r.cause_kind == FailureKind::kTimeout ? 1 : 2;
+    c.time_us = r.cause_time_us;
+  }
+  if (r.exit_code != 0) c.text = absl::StrCat("node ", o.node_rank, ": ", r.reason);
+  return c;
+}
+
+Cause ParseCause(const std::string& record) {
+  std::vector<std::string> parts = absl::StrSplit(record, absl::MaxSplits(' ', 2));
+  Cause c;
+  if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &c.order) || !absl::SimpleAtoi(parts[1], &c.time_us)) return {};
+  if (parts.size() == 3) c.text = parts[2];
+  return c;
+}
+
 // Several nodes: after this node's workers are done, publish how they ended and learn how the round went
-// everywhere. Every node reaches the same verdict, so all restart or all stop. Node 0 hosts the store,
-// so before it may close it, every node must have read the verdict.
+// everywhere. Every node reaches the same verdict, so all restart or all stop, and all name the same
+// cause. Node 0 hosts the store, so before it may close it, every node must have read the verdict.
 absl::StatusOr<RoundVerdict> AgreeOnRound(Store& store, const LaunchOptions& o, int round, const JobResult& local) {
   const std::chrono::milliseconds timeout = RendezvousTimeout(o);
   RETURN_IF_ERROR(store.Add(RoundKey(round, "failed"), local.exit_code != 0 ? 1 : 0).status());
   RETURN_IF_ERROR(store.Add(RoundKey(round, "interrupted"), local.interrupted ? 1 : 0).status());
+  RETURN_IF_ERROR(store.Set(absl::StrCat(RoundKey(round, "cause/"), o.node_rank), LocalCause(o, local).Record()));
   ASSIGN_OR_RETURN(const int64_t finished, store.Add(RoundKey(round, "finished"), 1));
-  if (finished == o.nnodes) {
+  if (finished == o.nnodes) {  // the last node to finish: every node's keys are written
     ASSIGN_OR_RETURN(const int64_t failed, store.Add(RoundKey(round, "failed"), 0));
     ASSIGN_OR_RETURN(const int64_t interrupted, store.Add(RoundKey(round, "interrupted"), 0));
-    RETURN_IF_ERROR(store.Set(RoundKey(round, "verdict"), absl::StrCat(failed, " ", interrupted)));
+    Cause best;
+    for (int n = 0; n < o.nnodes; ++n) {
+      ASSIGN_OR_RETURN(const std::string record, store.GetString(absl::StrCat(RoundKey(round, "cause/"), n)));
+      const Cause cause = ParseCause(record);
+      if (!cause.text.empty() && (best.text.empty() || cause.Before(best))) best = cause;
+    }
+    RETURN_IF_ERROR(store.Set(RoundKey(round, "verdict"), absl::StrCat(failed, " ", interrupted, "\n", best.text)));
   }
   absl::Status waited = store.Wait({RoundKey(round, "verdict")}, timeout);
   if (!waited.ok()) {
@@ -102,12 +141,15 @@ absl::StatusOr<RoundVerdict> AgreeOnRound(Store& store, const LaunchOptions& o, 
                                                     FormatTimeout(timeout), ": ", waited.message()));
   }
   ASSIGN_OR_RETURN(const std::string text, store.GetString(RoundKey(round, "verdict")));
+  // "<failed nodes> <interrupted nodes>\n<the cause>"
+  std::pair<std::string, std::string> lines = absl::StrSplit(text, absl::MaxSplits('\n', 1));
+  std::pair<std::string, std::string> counts = absl::StrSplit(lines.first, ' ');
   RoundVerdict verdict;
-  std::pair<std::string, std::string> counts = absl::StrSplit(text, ' ');
   if (!absl::SimpleAtoi(counts.first, &verdict.failed_nodes) ||
       !absl::SimpleAtoi(counts.second, &verdict.interrupted_nodes)) {
     return absl::InternalError(absl::StrCat("garbled round verdict \"", text, "\" in the job's store"));
   }
+  verdict.cause = lines.second;
   ASSIGN_OR_RETURN(const int64_t read, store.Add(RoundKey(round, "read"), 1));
   if (read == o.nnodes) RETURN_IF_ERROR(store.Set(RoundKey(round, "all_read"), std::string("1")));
   if (o.node_rank == 0) {
@@ -257,7 +299,7 @@ int RunLauncher(const LaunchOptions& o) {
     const JobResult result = RunRound(o, round, specs, store.get());
 
     // Step 4: how the round went everywhere (several nodes agree on it), and what follows.
-    RoundVerdict verdict{result.exit_code != 0 ? 1 : 0, result.interrupted ? 1 : 0};
+    RoundVerdict verdict{result.exit_code != 0 ? 1 : 0, result.interrupted ? 1 : 0, result.reason};
     if (store) {
       absl::StatusOr<RoundVerdict> agreed = AgreeOnRound(*store, o, round, result);
       if (!agreed.ok()) {
@@ -268,7 +310,7 @@ int RunLauncher(const LaunchOptions& o) {
     }
     if (verdict.failed_nodes == 0) return 0;
     const int code = result.exit_code != 0 ? result.exit_code : 1;
-    const std::string why = result.exit_code != 0 ? result.reason : "a worker on another node failed";
+    const std::string why = !verdict.cause.empty() ? verdict.cause : "a worker on another node failed";
     if (verdict.interrupted_nodes > 0 || round >= o.max_restarts) {
       Say(absl::StrCat("job failed: ", why,
                        verdict.interrupted_nodes == 0 && o.max_restarts > 0

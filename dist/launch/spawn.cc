@@ -40,8 +40,9 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
   if (!options.ignore_worker_limits) {
     const char* env_nproc = std::getenv("TINYDDP_NPROC");
     RETURN_IF_ERROR(CheckWorkerCount(nproc, ReadMachineCapacity(), options.one_gpu_each, gpus,
-                                     env_nproc != nullptr ? absl::StrCat("TINYDDP_NPROC=", env_nproc)
-                                                          : absl::StrCat(nproc, " ranks (", why, ")"),
+                                     env_nproc != nullptr  ? absl::StrCat("TINYDDP_NPROC=", env_nproc)
+                                     : options.nproc > 0 ? absl::StrCat(options.nproc_flag, "=", nproc)
+                                                         : absl::StrCat(nproc, " ranks (", why, ")"),
                                      options.override_flag));
   }
 

@@ -27,13 +27,16 @@ struct SpawnOptions {
   int max_restarts = 0;        // after a failed round, start every worker again this many times
   bool one_gpu_each = false;   // the workers use NCCL: refuse more of them than there are GPUs
   bool ignore_worker_limits = false;  // skip the worker_limits.h check (the program's override flag)
-  /// How the program spells its override flag, for the refusal message ("" = none offered).
+  /// How the program spells its worker-count flag and its override flag, for the refusal message
+  /// ("" = none offered).
+  std::string nproc_flag = "--nproc";
   std::string override_flag = "--ignore_worker_limits";
 };
 
 /// Returns OK in a worker. In the starting process, runs the job and calls std::exit() with its status
 /// (0, or the failing rank's exit code / 128 + signal), so it returns only with an error when the
-/// workers could not be started at all. Precondition: argv is main()'s, unmodified; call it before
+/// workers could not be started at all: ResourceExhausted when the machine cannot hold them,
+/// InvalidArgument for a bad TINYDDP_NPROC. Precondition: argv is main()'s, unmodified; call it before
 /// starting threads (workers are tied to the calling thread's lifetime by PR_SET_PDEATHSIG).
 absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& options = {});
 

@@ -319,7 +319,11 @@ void Supervisor::Blame() {
   int64_t root_time = 0;
   for (const Worker& w : workers_) {
     if (w.exit.ok()) continue;
-    int cls = w.exit.stopped ? 3 : 0;
+    // Without an error file, a worker we had signalled and that died of that signal was stopped by us;
+    // any other end (its own exit code, SIGSEGV, SIGABRT, an outside SIGKILL) is its own failure.
+    const bool died_of_our_signal = w.exit.signaled && (w.exit.value == SIGTERM || w.exit.value == SIGKILL ||
+                                                        w.exit.value == SIGINT);
+    int cls = w.exit.stopped && died_of_our_signal ? 3 : 0;
     if (w.exit.failure) {
       cls = w.exit.failure->kind == FailureKind::kError ? 0 : w.exit.failure->kind == FailureKind::kTimeout ? 1 : 2;
     }
@@ -334,6 +338,8 @@ void Supervisor::Blame() {
   if (root_class == 2 && stop_requested_) return;  // the cause is elsewhere (another node), as requested
   result_.first_failure = root->exit;
   result_.exit_code = ExitCodeOf(root->exit);
+  result_.cause_kind = root_class == 0 ? FailureKind::kError : root_class == 1 ? FailureKind::kTimeout : FailureKind::kPeer;
+  result_.cause_time_us = root_time;
   result_.reason = absl::StrCat(Describe(root->exit), " failed first: ", root->exit.How());
   if (root->exit.failure) {
     absl::StrAppend(&result_.reason, " (", FailureKindName(root->exit.failure->kind), ": ",
@@ -422,12 +428,16 @@ JobResult Supervisor::Wait() {
     for (size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents != 0) ReadOutput(*owners[i].first, owners[i].second, false);
     }
+    // Reap every worker that has exited before acting on any: one that died at the same moment as
+    // another must not count as stopped by the stop the other's exit begins.
+    std::vector<Worker*> exited;
     for (Worker& w : workers_) {
-      if (!w.running || !ReapOne(w)) continue;
-      if (!w.exit.ok()) {
-        if (!result_.first_failure) result_.first_failure = w.exit;  // until Blame() knows better
-        OnWorkerFailed(w);
-      }
+      if (w.running && ReapOne(w)) exited.push_back(&w);
+    }
+    for (Worker* w : exited) {
+      if (w->exit.ok()) continue;
+      if (!result_.first_failure) result_.first_failure = w->exit;  // until Blame() knows better
+      OnWorkerFailed(*w);
     }
     if (settle_until_ && !stopping_ && Clock::now() >= *settle_until_) {
       BeginStop("stopping the job after the timeout", result_.first_failure ? ExitCodeOf(*result_.first_failure) : 1,

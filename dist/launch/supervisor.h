@@ -75,6 +75,11 @@ struct JobResult {
   /// Set when the root cause was a timeout: the ranks that were still running then and did not time
   /// out themselves (the ones the others waited for).
   std::vector<int> suspects;
+  /// What kind of failure the named one was (kError also for a crash without an error file), and when
+  /// (wall clock, microseconds): for comparing causes across machines. Unset when no worker failed on its
+  /// own (the job was stopped from outside).
+  std::optional<FailureKind> cause_kind;
+  int64_t cause_time_us = 0;
   bool interrupted = false;  // SIGINT/SIGTERM stopped the job: do not restart it
   std::vector<WorkerExit> exits;  // every worker, in rank order
 };
