@@ -368,7 +368,8 @@ Tensor TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
 void StartEpoch(const TrainOptions& o, const Job& job, int64_t epoch, Setup& s, TrainingProgress& at, Report& r) {
   s.loader->Reset(epoch);  // the shuffle of this epoch, a function of (seed, epoch)
   const int64_t first_batch = epoch == at.epoch ? at.batch_in_epoch : 0;
-  for (int64_t skip = 0; skip < first_batch && s.loader->Next(); ++skip) {  // trained before the resume
+  for (int64_t skip = 0; skip < first_batch; ++skip) {  // trained before the resume
+    if (!s.loader->Next()) break;
   }
   if (first_batch == 0) at.epoch_loss_sum = at.epoch_loss_count = 0;     // a fresh epoch
   at.epoch = epoch;
@@ -446,9 +447,8 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
 
 // A worker's life: join the job (who am I, who are the others, how do we talk), train, leave. An error
 // is printed while the process group still exists, so that this rank's message comes out before the
-// other ranks notice the closed connections and report theirs.
-// A failed rank also records why in the launcher's error file, so the launcher can tell the rank that
-// failed first from those that stopped because of it.
+// other ranks notice the closed connections and report theirs, and recorded in the launcher's error
+// file, so that the launcher can tell the rank that failed first from those that stopped because of it.
 int RunWorker(TrainOptions o) {
   dist::InitOptions init;
   init.backend = dist::ParseBackend(o.backend).value();  // checked by ParseTrainOptions
