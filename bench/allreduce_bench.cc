@@ -5,8 +5,11 @@
 //   launch --nproc_per_node=2 allreduce_bench                     # under the launcher (or srun, mpirun)
 //   flags: --backend=auto|nccl|gloo  --min_bytes=8  --max_bytes=N (default 1 GiB for NCCL, 16 MiB for Gloo)
 //          --dtype=float32|bfloat16|float64|int32|int64  --iters=N (default: 100, 20 from 256 MiB)  --warmup=5
-//          --overlap   issue each all_reduce as DDP issues its buckets (AllReduceOptions::overlaps_compute):
-//                      with two GPUs of one machine, float32 from 4 MiB then runs on the copy engines
+//          --copy_engines  two GPUs of one machine: the float32 sizes from 4 MiB run on the copy engines
+//                      (dist/process_group/nccl/copy_engine), as DDP's default hook sends its large buckets,
+//                      through ProcessGroupNCCL::AllReduceExternal; smaller sizes stay NCCL's. The "path"
+//                      column says which ran. (Standalone, without a backward beside it, NCCL's kernel is
+//                      usually faster: the copy engines pay off by leaving the SMs to compute.)
 //
 // Sizes go from min to max in x4 steps, plus PyTorch's reference points (25, 64, 256 MiB, 1 GiB) so the
 // two can be compared row by row (bench/reference/torch_allreduce.py measures those the same way).
@@ -20,7 +23,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,6 +37,10 @@
 #include "base/status_macros.h"
 #include "dist/init.h"
 #include "dist/launch/spawn.h"
+#ifdef TINYDDP_HAVE_NCCL
+#include "dist/process_group/nccl/copy_engine/copy_engine_all_reduce.h"
+#include "dist/process_group/nccl/process_group_nccl.h"
+#endif
 #include "nlohmann/json.hpp"
 #include "tensor/cuda_device.h"
 #include "tensor/ops.h"
@@ -50,7 +59,7 @@ struct Options {
   DType dtype = DType::kFloat32;
   int iters = 0;  // 0: 100, or 20 from 256 MiB (as the PyTorch reference)
   int warmup = 5;
-  dist::AllReduceOptions all_reduce;
+  bool copy_engines = false;
 };
 
 absl::StatusOr<DType> ParseDType(const std::string& s) {
@@ -77,8 +86,8 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     } else if (kv[0] == "--min_bytes" && has && absl::SimpleAtoi(kv[1], &o.min_bytes) && o.min_bytes > 0) {
     } else if (kv[0] == "--max_bytes" && has && absl::SimpleAtoi(kv[1], &o.max_bytes) && o.max_bytes > 0) {
     } else if (kv[0] == "--iters" && has && absl::SimpleAtoi(kv[1], &o.iters) && o.iters > 0) {
-    } else if (kv[0] == "--overlap" && !has) {
-      o.all_reduce.overlaps_compute = true;
+    } else if (kv[0] == "--copy_engines" && !has) {
+      o.copy_engines = true;
     } else if (kv[0] == "--warmup" && has && absl::SimpleAtoi(kv[1], &o.warmup) && o.warmup >= 0) {
     } else {
       return absl::InvalidArgumentError("unknown or malformed flag " + arg +
@@ -98,11 +107,14 @@ std::vector<int64_t> Sizes(const Options& o, int64_t max_bytes) {
   return std::vector<int64_t>(sizes.begin(), sizes.end());
 }
 
+// One in-place SUM all_reduce of `x` on the path the row measures.
+using AllReduceFn = std::function<std::shared_ptr<dist::Work>(const Tensor& x)>;
+
 // Microseconds per all-reduce of `x`, timed as the header describes. Fails on any collective error.
 absl::StatusOr<double> TimeAllReduce(dist::ProcessGroup& pg, const Tensor& x, int warmup, int iters, bool gpu,
-                                     dist::AllReduceOptions options) {
+                                     const AllReduceFn& all_reduce) {
   for (int i = 0; i < warmup; ++i) {
-    RETURN_IF_ERROR(pg.AllReduce(x, dist::ReduceOp::kSum, options)->SynchronizeStream());
+    RETURN_IF_ERROR(all_reduce(x)->SynchronizeStream());
   }
   RETURN_IF_ERROR(pg.Barrier()->Wait());  // start together
   if (gpu) {
@@ -111,7 +123,7 @@ absl::StatusOr<double> TimeAllReduce(dist::ProcessGroup& pg, const Tensor& x, in
     cuda::Event start(/*enable_timing=*/true), stop(/*enable_timing=*/true);
     start.Record(compute);
     for (int i = 0; i < iters; ++i) {
-      RETURN_IF_ERROR(pg.AllReduce(x, dist::ReduceOp::kSum, options)->SynchronizeStream());
+      RETURN_IF_ERROR(all_reduce(x)->SynchronizeStream());
     }
     stop.Record(compute);
     stop.Synchronize();
@@ -119,11 +131,65 @@ absl::StatusOr<double> TimeAllReduce(dist::ProcessGroup& pg, const Tensor& x, in
   }
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) {
-    RETURN_IF_ERROR(pg.AllReduce(x, dist::ReduceOp::kSum, options)->Wait());
+    RETURN_IF_ERROR(all_reduce(x)->Wait());
   }
   const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - t0;
   return us.count() / iters;
 }
+
+// --copy_engines: the rows' paths. Every size is the group's own all_reduce, except those the copy engines
+// take (float32 from 4 MiB on two GPUs of one machine), which run through the group's external seam.
+class Paths {
+ public:
+  // Collective. Fails when the copy engines were asked for and cannot run here (the reason says why).
+  static absl::StatusOr<Paths> Make(dist::ProcessGroup& pg, bool copy_engines) {
+    Paths paths(pg);
+    if (!copy_engines) return paths;
+#ifdef TINYDDP_HAVE_NCCL
+    auto* nccl = dynamic_cast<dist::ProcessGroupNCCL*>(&pg);
+    if (nccl == nullptr || pg.size() != 2) {
+      return absl::FailedPreconditionError("--copy_engines needs the nccl backend with two ranks (two GPUs)");
+    }
+    std::string why_not;
+    ASSIGN_OR_RETURN(std::unique_ptr<dist::CopyEngineAllReduce> ce,
+                     dist::CopyEngineAllReduce::Create(nccl->SubStore("copy_engine"), pg.rank(), nccl->device(),
+                                                       pg.timeout(), dist::CopyEngineOptions{}, &why_not));
+    if (ce == nullptr) return absl::FailedPreconditionError("--copy_engines: the copy engines are off: " + why_not);
+    paths.nccl_ = nccl;
+    paths.copy_engines_ = std::move(ce);
+    return paths;
+#else
+    return absl::FailedPreconditionError("--copy_engines: this build has no CUDA");
+#endif
+  }
+
+  // The path a row of `x` takes, and the function that runs it.
+  std::string Name(const Tensor& x) const { return TakesCopyEngines(x) ? "copy_engines" : pg_->backend_name(); }
+  AllReduceFn For(const Tensor& x) const {
+#ifdef TINYDDP_HAVE_NCCL
+    if (TakesCopyEngines(x)) {
+      return [this](const Tensor& t) { return nccl_->AllReduceExternal(copy_engines_, {t}, dist::ReduceOp::kSum); };
+    }
+#endif
+    return [this](const Tensor& t) { return pg_->AllReduce(t, dist::ReduceOp::kSum); };
+  }
+
+ private:
+  explicit Paths(dist::ProcessGroup& pg) : pg_(&pg) {}
+  bool TakesCopyEngines(const Tensor& x) const {
+#ifdef TINYDDP_HAVE_NCCL
+    return copy_engines_ != nullptr && copy_engines_->Takes(x.dtype(), x.numel(), dist::ReduceOp::kSum);
+#else
+    return false;
+#endif
+  }
+
+  dist::ProcessGroup* pg_;
+#ifdef TINYDDP_HAVE_NCCL
+  dist::ProcessGroupNCCL* nccl_ = nullptr;
+  std::shared_ptr<dist::CopyEngineAllReduce> copy_engines_;
+#endif
+};
 
 // One all-reduce of rank+1 everywhere must give n(n+1)/2: a benchmark of wrong answers is worthless.
 absl::Status CheckResult(dist::ProcessGroup& pg, DType dtype, Device device) {
@@ -158,12 +224,17 @@ int Run(const Options& o) {
     std::fprintf(stderr, "allreduce_bench: rank %d: %s\n", pg.rank(), std::string(s.message()).c_str());
     return 1;
   }
+  absl::StatusOr<Paths> paths = Paths::Make(pg, o.copy_engines);
+  if (!paths.ok()) {
+    std::fprintf(stderr, "allreduce_bench: rank %d: %s\n", pg.rank(), std::string(paths.status().message()).c_str());
+    return 1;
+  }
   if (print) {
     std::printf("# tinyddp allreduce_bench: %s, %d ranks, %s SUM, in place%s%s\n", pg.backend_name(), n,
-                DTypeName(o.dtype), o.all_reduce.overlaps_compute ? ", overlaps_compute" : "",
+                DTypeName(o.dtype), o.copy_engines ? ", copy engines from 4 MiB" : "",
                 gpu ? absl::StrCat(", ", cuda::DeviceDescription(device.index)).c_str() : "");
-    std::printf("# %12s %12s %9s %11s %12s %12s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)",
-                "busbw(GB/s)");
+    std::printf("# %12s %12s %9s %11s %12s %12s  %s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)",
+                "busbw(GB/s)", "path");
   }
   std::map<int64_t, std::pair<double, double>> measured;  // bytes -> (us, busbw)
   for (int64_t bytes : Sizes(o, max_bytes)) {
@@ -172,7 +243,8 @@ int Run(const Options& o) {
     Tensor x = Tensor::Full({count}, 1.0, o.dtype, device);
     int iters = o.iters > 0 ? o.iters : (bytes >= 256 * kMiB ? 20 : 100);
     if (!gpu) iters = std::max<int>(3, std::min<int64_t>(iters, 64 * kMiB / real_bytes));  // CPU: ~1 s per size
-    absl::StatusOr<double> us = TimeAllReduce(pg, x, o.warmup, iters, gpu, o.all_reduce);
+    const std::string path = paths->Name(x);
+    absl::StatusOr<double> us = TimeAllReduce(pg, x, o.warmup, iters, gpu, paths->For(x));
     if (!us.ok()) {
       std::fprintf(stderr, "allreduce_bench: rank %d, %lld bytes: %s\n", pg.rank(), static_cast<long long>(bytes),
                    std::string(us.status().message()).c_str());
@@ -182,8 +254,8 @@ int Run(const Options& o) {
     const double busbw = algbw * 2.0 * (n - 1) / n;
     measured[real_bytes] = {*us, busbw};
     if (print) {
-      std::printf("  %12lld %12lld %9s %11.2f %12.2f %12.2f\n", static_cast<long long>(real_bytes),
-                  static_cast<long long>(count), DTypeName(o.dtype), *us, algbw, busbw);
+      std::printf("  %12lld %12lld %9s %11.2f %12.2f %12.2f  %s\n", static_cast<long long>(real_bytes),
+                  static_cast<long long>(count), DTypeName(o.dtype), *us, algbw, busbw, path.c_str());
       auto round3 = [](double v) { return std::round(v * 1000) / 1000; };
       nlohmann::json row = {{"impl", "tinyddp"},
                             {"backend", pg.backend_name()},
@@ -193,7 +265,8 @@ int Run(const Options& o) {
                             {"type", DTypeName(o.dtype)},
                             {"time_us", round3(*us)},
                             {"algbw_GBps", round3(algbw)},
-                            {"busbw_GBps", round3(busbw)}};
+                            {"busbw_GBps", round3(busbw)},
+                            {"path", path}};
       std::printf("%s\n", row.dump().c_str());
       std::fflush(stdout);
     }

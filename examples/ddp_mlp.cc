@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "autograd/engine.h"                     // Backward
 #include "base/fault_injection.h"                // MaybeInjectFault (TINYDDP_FAULT, for failure tests)
@@ -409,6 +410,8 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
 
   ASSIGN_OR_RETURN(report.metrics, OpenMetrics(o, job, at));
   if (lead) PrintHeader(o, job, s, report.progress);
+  // Each bucket: bytes, parameters, and the path its all_reduce takes (NCCL, Gloo or the copy engines).
+  if (lead) report.progress.Print(std::string(absl::StripTrailingAsciiWhitespace(s.ddp->BucketTable())));
 
   // 4. The loop: epochs of steps, the loss logged every --log_every steps (and checked: a NaN stops
   //    the run); after each epoch, evaluate and checkpoint, and every --checkpoint_every steps too.

@@ -2,9 +2,10 @@
 //
 // Each function reads the same way: check the inputs (one TINYDDP_CHECK_OP per rule, each message naming
 // the op, both shapes/dtypes and a hint), allocate the output on the input's device, and call the
-// kernel of that device: cpu::X (tensor/internal/cpu_*.cc) or cuda::X (tensor/internal/cuda_*.cu). The
-// kernels trust these checks and do none of their own, except what only they can see: data-dependent
-// errors such as an out-of-range label, which the CPU kernels report.
+// kernel of that device: cpu::X (tensor/internal/cpu_*.cc), cpu_bf16::X when a CPU call involves a
+// bfloat16 tensor (tensor/internal/cpu_bf16.cc), or cuda::X (tensor/internal/cuda_*.cu). The kernels
+// trust these checks and do none of their own, except what only they can see: data-dependent errors
+// such as an out-of-range label, which the CPU kernels report.
 #include "tensor/ops.h"
 
 #include <initializer_list>
@@ -18,9 +19,30 @@
 namespace tinyddp::ops {
 namespace {
 
-// Calls the kernel `fn` of the backend that owns `device`.
-#define TINYDDP_DISPATCH(device, fn, ...) \
-  ((device).is_cpu() ? ::tinyddp::cpu::fn(__VA_ARGS__) : ::tinyddp::cuda::fn(__VA_ARGS__))
+// Whether a kernel argument is (or, for a list, holds) a bfloat16 tensor; other arguments are not.
+bool IsBf16(const Tensor& t) { return t.defined() && t.dtype() == DType::kBFloat16; }
+bool IsBf16(absl::Span<const Tensor> list) {
+  for (const Tensor& t : list) {
+    if (IsBf16(t)) return true;
+  }
+  return false;
+}
+bool IsBf16(absl::Span<Tensor> list) { return IsBf16(absl::Span<const Tensor>(list)); }
+template <typename T>
+bool IsBf16(const T&) {
+  return false;
+}
+template <typename... Args>
+bool AnyBf16(const Args&... args) {
+  return (IsBf16(args) || ...);
+}
+
+// Calls the kernel `fn` of the backend that owns `device`: on the CPU, the bfloat16 backend when any
+// tensor argument is bfloat16 (the CPU kernels compute in float32/float64; cpu_bf16 widens for them).
+#define TINYDDP_DISPATCH(device, fn, ...)                                                       \
+  ((device).is_cpu() ? (AnyBf16(__VA_ARGS__) ? ::tinyddp::cpu_bf16::fn(__VA_ARGS__)            \
+                                             : ::tinyddp::cpu::fn(__VA_ARGS__))                 \
+                     : ::tinyddp::cuda::fn(__VA_ARGS__))
 
 // "[64, 784] float32 cuda:0", the way every message below shows a tensor.
 std::string Describe(const Tensor& t) {
@@ -32,11 +54,22 @@ void CheckDefined(const char* op, const char* name, const Tensor& t) {
   TINYDDP_CHECK_OP(t.defined(), op, name, " is an undefined tensor; hint: create it (Tensor::Empty/Zeros) first");
 }
 
-// The math ops compute in float32 or float64; other dtypes get there through Cast.
+// The math ops compute in float32, float64 or bfloat16; other dtypes get there through Cast.
 void CheckFloat(const char* op, const char* name, const Tensor& t) {
   CheckDefined(op, name, t);
-  TINYDDP_CHECK_OP(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64, op, name, " must be float32 or "
-                   "float64, got ", Describe(t), "; hint: ops::Cast(", name, ", DType::kFloat32) first");
+  TINYDDP_CHECK_OP(IsFloatingPoint(t.dtype()), op, name, " must be float32, float64 or bfloat16, got ", Describe(t),
+                   "; hint: ops::Cast(", name, ", DType::kFloat32) first");
+}
+
+// The float32 result of a bfloat16 op that ops.h declares mixed; any other dtype maps to itself.
+DType WidenedDType(DType dtype) { return dtype == DType::kBFloat16 ? DType::kFloat32 : dtype; }
+
+// out's dtype is in's, or float32 when in is bfloat16 (the mixed results of MatMulInto and SumRowsInto).
+void CheckOutDType(const char* op, const Tensor& out, const char* in_name, const Tensor& in) {
+  CheckDefined(op, "out", out);
+  TINYDDP_CHECK_OP(out.dtype() == in.dtype() || out.dtype() == WidenedDType(in.dtype()), op, "out is ", Describe(out),
+                   " but ", in_name, " is ", Describe(in), "; hint: out has the inputs' dtype, or float32 for "
+                   "bfloat16 inputs");
 }
 
 void CheckSameDevice(const char* op, const char* na, const Tensor& a, const char* nb, const Tensor& b) {
@@ -107,21 +140,35 @@ Tensor MatMul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   return out;
 }
 
-Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
-  Shape shape = MatMulShape("Linear", x, w, false, true);
+namespace {
+// The output of Linear/LinearRelu, after checking x [N, in], w [out, in] and bias [out] (or undefined).
+Tensor LinearOutput(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias) {
+  Shape shape = MatMulShape(op, x, w, false, true);
   if (bias.defined()) {
-    CheckPair("Linear", "x", x, "bias", bias);
-    TINYDDP_CHECK_OP(bias.dim() == 1 && bias.size(0) == w.size(0), "Linear", "bias must be [", w.size(0),
-                     "] for weight ", Describe(w), ", got ", Describe(bias), "; hint: bias has one entry per output");
+    CheckPair(op, "x", x, "bias", bias);
+    TINYDDP_CHECK_OP(bias.dim() == 1 && bias.size(0) == w.size(0), op, "bias must be [", w.size(0), "] for weight ",
+                     Describe(w), ", got ", Describe(bias), "; hint: bias has one entry per output");
   }
-  Tensor out = Tensor::Empty(shape, x.dtype(), x.device());
+  return Tensor::Empty(shape, x.dtype(), x.device());
+}
+}  // namespace
+
+Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  Tensor out = LinearOutput("Linear", x, w, bias);
   TINYDDP_DISPATCH(x.device(), Linear, x, w, bias, out);
+  return out;
+}
+
+Tensor LinearRelu(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  Tensor out = LinearOutput("LinearRelu", x, w, bias);
+  TINYDDP_DISPATCH(x.device(), LinearRelu, x, w, bias, out);
   return out;
 }
 
 void MatMulInto(Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha, float beta) {
   Shape shape = MatMulShape("MatMulInto", a, b, trans_a, trans_b);
-  CheckPair("MatMulInto", "out", out, "a", a);
+  CheckOutDType("MatMulInto", out, "a", a);
+  CheckSameDevice("MatMulInto", "out", out, "a", a);
   TINYDDP_CHECK_OP(out.shape() == shape, "MatMulInto", "out is ", Describe(out), " but op(a) @ op(b) is ",
                    ShapeToString(shape), " (a ", ShapeToString(a.shape()), " trans_a=", trans_a, ", b ",
                    ShapeToString(b.shape()), " trans_b=", trans_b, "); hint: allocate out with that shape");
@@ -228,9 +275,11 @@ Tensor Sum(const Tensor& x) {
   return out;
 }
 
-Tensor Sum(const Tensor& x, int64_t dim, bool keepdim) {
-  CheckFloat("Sum", "x", x);
-  const int64_t d = NormalizeDim("Sum", x, dim);
+namespace {
+// The sum of x along `dim`, as a new tensor of `dtype` (x's, or float32 for bfloat16 x).
+Tensor SumAlong(const char* op, const Tensor& x, int64_t dim, bool keepdim, DType dtype) {
+  CheckFloat(op, "x", x);
+  const int64_t d = NormalizeDim(op, x, dim);
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < d; ++i) outer *= x.size(i);
   for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
@@ -239,24 +288,53 @@ Tensor Sum(const Tensor& x, int64_t dim, bool keepdim) {
     if (i != d) shape.push_back(x.size(i));
     else if (keepdim) shape.push_back(1);
   }
-  Tensor out = Tensor::Empty(shape, x.dtype(), x.device());
+  Tensor out = Tensor::Empty(shape, dtype, x.device());
   TINYDDP_DISPATCH(x.device(), SumDim, x, outer, x.size(d), inner, out);
   return out;
 }
+}  // namespace
+
+Tensor Sum(const Tensor& x, int64_t dim, bool keepdim) {
+  return SumAlong("Sum", x, dim, keepdim, x.dtype());
+}
+
+namespace {
+// sum / n in the sum's dtype. A bfloat16 mean is summed into float32 and rounded once, after the
+// division (the kernels may write a float32 sum of bfloat16 input), not rounded twice.
+Tensor DivideSum(const Tensor& x, Tensor sum, int64_t n) {
+  if (x.dtype() != DType::kBFloat16) {
+    ScaleInPlace(sum, 1.0 / static_cast<double>(n));
+    return sum;
+  }
+  return Cast(sum, DType::kBFloat16, 1.0 / static_cast<double>(n));
+}
+}  // namespace
 
 Tensor Mean(const Tensor& x) {
-  Tensor out = Sum(x);
+  CheckFloat("Mean", "x", x);
   TINYDDP_CHECK_OP(x.numel() > 0, "Mean", "of an empty tensor ", Describe(x), " is undefined");
-  ScaleInPlace(out, 1.0 / static_cast<double>(x.numel()));
-  return out;
+  Tensor sum = Tensor::Empty({}, WidenedDType(x.dtype()), x.device());
+  TINYDDP_DISPATCH(x.device(), SumAll, x, sum);
+  return DivideSum(x, sum, x.numel());
 }
 
 Tensor Mean(const Tensor& x, int64_t dim, bool keepdim) {
-  Tensor out = Sum(x, dim, keepdim);
+  CheckFloat("Mean", "x", x);
   const int64_t n = x.size(NormalizeDim("Mean", x, dim));
   TINYDDP_CHECK_OP(n > 0, "Mean", "over dim ", dim, " of size 0 in ", Describe(x), " is undefined");
-  ScaleInPlace(out, 1.0 / static_cast<double>(n));
-  return out;
+  return DivideSum(x, SumAlong("Mean", x, dim, keepdim, WidenedDType(x.dtype())), n);
+}
+
+void SumRowsInto(Tensor& out, const Tensor& x, float beta) {
+  CheckFloat("SumRowsInto", "x", x);
+  CheckOutDType("SumRowsInto", out, "x", x);
+  CheckSameDevice("SumRowsInto", "out", out, "x", x);
+  TINYDDP_CHECK_OP(x.dim() == 2 && out.dim() == 1 && out.size(0) == x.size(1), "SumRowsInto",
+                   "needs x [N, C] and out [C], got x ", Describe(x), ", out ", Describe(out),
+                   "; hint: out has one entry per column of x (a bias gradient has the bias's shape)");
+  TINYDDP_CHECK_OP(!Overlaps(out, x), "SumRowsInto", "out ", Describe(out), " overlaps x ", Describe(x),
+                   "; hint: write into a separate tensor");
+  TINYDDP_DISPATCH(x.device(), SumRows, x, beta, out);
 }
 
 Tensor ArgMax(const Tensor& x) {
@@ -294,19 +372,28 @@ void CheckLogitsAndLabels(const char* op, const char* logits_name, const Tensor&
 
 Tensor CrossEntropy(const Tensor& logits, const Tensor& labels, Tensor* softmax_out) {
   CheckLogitsAndLabels("CrossEntropy", "logits", logits, labels);
-  Tensor loss = Tensor::Empty({}, logits.dtype(), logits.device());
-  Tensor softmax = Tensor::Empty(logits.shape(), logits.dtype(), logits.device());
+  const DType dtype = WidenedDType(logits.dtype());  // the loss is float32 for bfloat16 logits
+  Tensor loss = Tensor::Empty({}, dtype, logits.device());
+  Tensor softmax = Tensor::Empty(logits.shape(), dtype, logits.device());
   TINYDDP_DISPATCH(logits.device(), CrossEntropy, logits, labels, loss, softmax);
   if (softmax_out != nullptr) *softmax_out = softmax;
   return loss;
 }
 
 Tensor CrossEntropyBackward(const Tensor& softmax, const Tensor& labels, const Tensor& grad_loss) {
+  CheckDefined("CrossEntropyBackward", "softmax", softmax);
+  return CrossEntropyBackward(softmax, labels, grad_loss, softmax.dtype());
+}
+
+Tensor CrossEntropyBackward(const Tensor& softmax, const Tensor& labels, const Tensor& grad_loss, DType grad_dtype) {
   CheckLogitsAndLabels("CrossEntropyBackward", "softmax", softmax, labels);
   CheckPair("CrossEntropyBackward", "softmax", softmax, "grad_loss", grad_loss);
   TINYDDP_CHECK_OP(grad_loss.numel() == 1, "CrossEntropyBackward", "grad_loss must be a scalar, got ",
                    Describe(grad_loss), "; hint: the loss is a mean, its gradient one number");
-  Tensor out = Tensor::Empty(softmax.shape(), softmax.dtype(), softmax.device());
+  TINYDDP_CHECK_OP(grad_dtype == softmax.dtype() || WidenedDType(grad_dtype) == softmax.dtype(),
+                   "CrossEntropyBackward", "cannot return a ", DTypeName(grad_dtype), " gradient from softmax ",
+                   Describe(softmax), "; hint: the gradient has softmax's dtype, or bfloat16 from a float32 softmax");
+  Tensor out = Tensor::Empty(softmax.shape(), grad_dtype, softmax.device());
   TINYDDP_DISPATCH(softmax.device(), CrossEntropyBackward, softmax, labels, grad_loss, out);
   return out;
 }
@@ -315,7 +402,7 @@ Tensor MseLoss(const Tensor& a, const Tensor& b) {
   CheckPair("MseLoss", "a", a, "b", b);
   CheckSameShape("MseLoss", "a", a, "b", b);
   TINYDDP_CHECK_OP(a.numel() > 0, "MseLoss", "of empty tensors ", Describe(a), " is undefined");
-  Tensor out = Tensor::Empty({}, a.dtype(), a.device());
+  Tensor out = Tensor::Empty({}, WidenedDType(a.dtype()), a.device());
   TINYDDP_DISPATCH(a.device(), MseLoss, a, b, out);
   return out;
 }
@@ -379,56 +466,88 @@ void NormalInit(Tensor& dst, double mean, double stddev, uint64_t seed, uint64_t
 // --- Fused optimizer steps ------------------------------------------------------------------------
 
 namespace {
-// params[i] and each state list's [i] agree in shape, dtype and device, and all share one device.
+// params[i] and each state list's [i] agree in shape, dtype and device, and all share one device;
+// grads[i] may also be bfloat16 for a float32 param, and bf16_copies is empty or one bfloat16 tensor per
+// float32 param. Returns true when the step is mixed (bfloat16 grads or copies: the *Mixed kernels).
 // Runs every step, so nothing here allocates unless a check fails (messages are built only then).
-void CheckOptimizerLists(const char* op, absl::Span<Tensor> params, absl::Span<const Tensor> grads,
-                         std::initializer_list<std::pair<const char*, absl::Span<Tensor>>> states) {
+bool CheckOptimizerLists(const char* op, absl::Span<Tensor> params, absl::Span<const Tensor> grads,
+                         std::initializer_list<std::pair<const char*, absl::Span<Tensor>>> states,
+                         absl::Span<Tensor> bf16_copies) {
   TINYDDP_CHECK_OP(params.size() == grads.size(), op, params.size(), " params but ", grads.size(),
                    " grads; hint: one gradient per parameter, in the same order");
   for (const auto& [name, list] : states) {
     TINYDDP_CHECK_OP(list.size() == params.size(), op, params.size(), " params but ", list.size(), " ", name,
                      "; hint: one state tensor per parameter, in the same order");
   }
+  TINYDDP_CHECK_OP(bf16_copies.empty() || bf16_copies.size() == params.size(), op, params.size(), " params but ",
+                   bf16_copies.size(), " bf16_copies; hint: one copy per parameter, or none");
+  bool mixed = !bf16_copies.empty();
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
     TINYDDP_CHECK_OP(p.defined() && (p.dtype() == DType::kFloat32 || p.dtype() == DType::kFloat64), op, "params[",
-                     i, "] must be a float32 or float64 tensor, got ", Describe(p));
-    TINYDDP_CHECK_OP(p.device() == params[0].device(), op, "params[", i, "] is ", Describe(p), " but params[0] is ",
-                     Describe(params[0]), "; hint: one optimizer step covers one device");
-    auto matches = [&p](const Tensor& t) {
-      return t.defined() && t.dtype() == p.dtype() && t.device() == p.device() && t.shape() == p.shape();
+                     i, "] must be a float32 or float64 tensor, got ", Describe(p),
+                     "; hint: keep master weights in float32 and pass their bfloat16 copies as bf16_copies");
+    TINYDDP_CHECK_OP(p.device() == params[0].device() && p.dtype() == params[0].dtype(), op, "params[", i, "] is ",
+                     Describe(p), " but params[0] is ", Describe(params[0]),
+                     "; hint: one optimizer step covers one device and one dtype");
+    auto matches = [&p](const Tensor& t, DType dtype) {
+      return t.defined() && t.dtype() == dtype && t.device() == p.device() && t.shape() == p.shape();
     };
-    TINYDDP_CHECK_OP(matches(grads[i]), op, "grads[", i, "] is ", Describe(grads[i]), " but params[", i, "] is ",
-                     Describe(p), "; hint: a gradient has its parameter's shape, dtype and device (parameters "
-                     "without a gradient must be left out of the lists)");
+    const bool bf16_grad = p.dtype() == DType::kFloat32 && matches(grads[i], DType::kBFloat16);
+    mixed = mixed || bf16_grad;
+    TINYDDP_CHECK_OP(matches(grads[i], p.dtype()) || bf16_grad, op, "grads[", i, "] is ", Describe(grads[i]),
+                     " but params[", i, "] is ", Describe(p), "; hint: a gradient has its parameter's shape, dtype "
+                     "(or bfloat16 for a float32 parameter) and device (parameters without a gradient must be left "
+                     "out of the lists)");
+    TINYDDP_CHECK_OP(grads[i].dtype() == grads[0].dtype(), op, "grads[", i, "] is ", Describe(grads[i]),
+                     " but grads[0] is ", Describe(grads[0]), "; hint: the gradients of one step share a dtype "
+                     "(all float32 or all bfloat16)");
     for (const auto& [name, list] : states) {
-      TINYDDP_CHECK_OP(matches(list[i]), op, name, "[", i, "] is ", Describe(list[i]), " but params[", i, "] is ",
-                       Describe(p), "; hint: create optimizer state with Tensor::Zeros(param.shape(), ...)");
+      TINYDDP_CHECK_OP(matches(list[i], p.dtype()), op, name, "[", i, "] is ", Describe(list[i]), " but params[", i,
+                       "] is ", Describe(p), "; hint: create optimizer state with Tensor::Zeros(param.shape(), ...)");
+    }
+    if (!bf16_copies.empty()) {
+      TINYDDP_CHECK_OP(p.dtype() == DType::kFloat32 && matches(bf16_copies[i], DType::kBFloat16), op,
+                       "bf16_copies[", i, "] is ", Describe(bf16_copies[i]), " but params[", i, "] is ", Describe(p),
+                       "; hint: a copy is a bfloat16 tensor of a float32 parameter's shape, on its device");
+      TINYDDP_CHECK_OP(!Overlaps(bf16_copies[i], p), op, "bf16_copies[", i, "] overlaps params[", i,
+                       "]; hint: the copy needs its own storage");
     }
   }
+  return mixed;
 }
 }  // namespace
 
 void SgdStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> momentum_bufs,
-             const SgdConfig& config) {
+             const SgdConfig& config, absl::Span<Tensor> bf16_copies) {
+  bool mixed;
   if (config.momentum != 0.0) {
-    CheckOptimizerLists("SgdStep", params, grads, {{"momentum_bufs", momentum_bufs}});
+    mixed = CheckOptimizerLists("SgdStep", params, grads, {{"momentum_bufs", momentum_bufs}}, bf16_copies);
   } else {
-    CheckOptimizerLists("SgdStep", params, grads, {});
+    mixed = CheckOptimizerLists("SgdStep", params, grads, {}, bf16_copies);
   }
   TINYDDP_CHECK_OP(!config.nesterov || (config.momentum > 0 && config.dampening == 0), "SgdStep",
                    "nesterov needs momentum > 0 and dampening 0 (got momentum ", config.momentum, ", dampening ",
                    config.dampening, "), as in torch.optim.SGD");
   if (params.empty()) return;
-  TINYDDP_DISPATCH(params[0].device(), SgdStep, params, grads, momentum_bufs, config);
+  if (mixed) {
+    TINYDDP_DISPATCH(params[0].device(), SgdStepMixed, params, grads, momentum_bufs, config, bf16_copies);
+  } else {
+    TINYDDP_DISPATCH(params[0].device(), SgdStep, params, grads, momentum_bufs, config);
+  }
 }
 
 void AdamStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> exp_avgs,
-              absl::Span<Tensor> exp_avg_sqs, const AdamConfig& config) {
-  CheckOptimizerLists("AdamStep", params, grads, {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}});
+              absl::Span<Tensor> exp_avg_sqs, const AdamConfig& config, absl::Span<Tensor> bf16_copies) {
+  const bool mixed = CheckOptimizerLists("AdamStep", params, grads,
+                                         {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, bf16_copies);
   TINYDDP_CHECK_OP(config.step >= 1, "AdamStep", "step is ", config.step, "; hint: steps count from 1");
   if (params.empty()) return;
-  TINYDDP_DISPATCH(params[0].device(), AdamStep, params, grads, exp_avgs, exp_avg_sqs, config);
+  if (mixed) {
+    TINYDDP_DISPATCH(params[0].device(), AdamStepMixed, params, grads, exp_avgs, exp_avg_sqs, config, bf16_copies);
+  } else {
+    TINYDDP_DISPATCH(params[0].device(), AdamStep, params, grads, exp_avgs, exp_avg_sqs, config);
+  }
 }
 
 }  // namespace tinyddp::ops

@@ -9,6 +9,14 @@
 // Functions ending in `Into`/`_` write into an existing tensor instead of allocating (the optimizer and
 // gradient accumulation use them, so a steady-state training step allocates nothing new).
 // None of these record gradients: autograd/ wraps them.
+//
+// Dtypes. The math ops take float32, float64 or bfloat16, all inputs of one dtype, and return that dtype.
+// bfloat16 math is float32 math rounded once: GEMMs accumulate in float32 (cuBLASLt, compute type 32F),
+// elementwise ops compute in float32 and round each result to nearest even, sums accumulate in double.
+// A few ops are mixed on purpose, to save the cast pass mixed-precision training would otherwise need:
+// MatMulInto and SumRowsInto can write float32 results of bfloat16 inputs (gradients of float32 master
+// weights), the losses of bfloat16 inputs are float32, and the optimizer steps read bfloat16 gradients
+// and write bfloat16 copies of their float32 parameters. Each says so below.
 #ifndef TINYDDP_TENSOR_OPS_H_
 #define TINYDDP_TENSOR_OPS_H_
 
@@ -20,12 +28,19 @@
 namespace tinyddp::ops {
 
 // --- Linear algebra --------------------------------------------------------------------------------
-/// op(a) @ op(b), where op transposes a 2-D operand when its flag is set. float32 or float64.
+/// op(a) @ op(b), where op transposes a 2-D operand when its flag is set. float32, float64 or bfloat16
+/// (accumulated in float32, rounded once). float32 means true float32 products: no TF32.
 Tensor MatMul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
-/// x @ w^T + bias: the forward of nn::Linear (x [N, in], w [out, in], bias [out] or undefined).
-/// On CUDA the bias add is fused into the GEMM (cuBLASLt epilogue).
+/// x @ w^T + bias: the forward of nn::Linear (x [N, in], w [out, in], bias [out] or undefined; one dtype).
+/// On CUDA the bias add is fused into the GEMM (cuBLASLt epilogue), before the output is rounded.
 Tensor Linear(const Tensor& x, const Tensor& w, const Tensor& bias);
+/// relu(x @ w^T + bias): Linear followed by ReLU, fused on CUDA (cuBLASLt's RELU_BIAS epilogue), so the
+/// pre-activation never goes to memory. ReluBackward(grad, output) is its ReLU's backward.
+Tensor LinearRelu(const Tensor& x, const Tensor& w, const Tensor& bias);
 /// out = alpha * op(a) @ op(b) + beta * out, in place (the backward of Linear accumulates with beta=1).
+/// out has a's dtype, or is float32 when a and b are bfloat16: then the float32 accumulator is written
+/// (and beta * out added) without rounding to bfloat16 on the way, so the weight gradient dW = dY^T X of
+/// a bfloat16 layer lands in a float32 gradient buffer directly.
 void MatMulInto(Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha = 1.f,
                 float beta = 0.f);
 
@@ -60,18 +75,29 @@ Tensor Sum(const Tensor& x);
 Tensor Sum(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor Mean(const Tensor& x);
 Tensor Mean(const Tensor& x, int64_t dim, bool keepdim = false);
+/// out [C] = the sum of the rows of x [N, C] + beta * out: the bias gradient of a Linear layer, written
+/// (beta 0) or accumulated (beta 1) in place. out has x's dtype, or is float32 when x is bfloat16 (the
+/// sum accumulates in double and is rounded once, to out's dtype). beta == 0 does not read out.
+void SumRowsInto(Tensor& out, const Tensor& x, float beta = 0.f);
 /// Index of the largest element along the last dim of [N, C]: int64 [N] (first one on ties).
 Tensor ArgMax(const Tensor& x);
 
 // --- Losses ----------------------------------------------------------------------------------------
-/// log_softmax along the last dim of [N, C], computed stably (max subtracted).
+/// log_softmax along the last dim of [N, C], computed stably (max subtracted; bfloat16 in float32).
 Tensor LogSoftmax(const Tensor& x);
 /// Fused softmax + cross-entropy, mean over the batch: logits [N, C] float, labels [N] int64 in [0, C).
 /// Returns the scalar loss; `softmax_out`, if given, receives softmax(logits) for the backward.
+/// bfloat16 logits are computed in float32 and give a float32 loss and a float32 softmax (as under
+/// PyTorch's autocast): the backward subtracts 1 at the label, and a p rounded to bfloat16 (steps of
+/// 2^-8 just below 1) would make p - 1 coarse, and exactly 0 once p > 0.998.
 Tensor CrossEntropy(const Tensor& logits, const Tensor& labels, Tensor* softmax_out = nullptr);
-/// d loss / d logits = (softmax - onehot(labels)) * grad_loss / N, with grad_loss a scalar tensor.
+/// d loss / d logits = (softmax - onehot(labels)) * grad_loss / N, with grad_loss a scalar tensor of
+/// softmax's dtype. The result has softmax's dtype.
 Tensor CrossEntropyBackward(const Tensor& softmax, const Tensor& labels, const Tensor& grad_loss);
-/// mean((a - b)^2) as a scalar tensor.
+/// The same, returned as `grad_dtype`: softmax's dtype, or bfloat16 for a float32 softmax (the gradient
+/// of bfloat16 logits: computed in float32, rounded once as it is stored).
+Tensor CrossEntropyBackward(const Tensor& softmax, const Tensor& labels, const Tensor& grad_loss, DType grad_dtype);
+/// mean((a - b)^2) as a scalar tensor (float32 for bfloat16 inputs: losses stay in float32).
 Tensor MseLoss(const Tensor& a, const Tensor& b);
 
 // --- Indexing and casts ----------------------------------------------------------------------------
@@ -91,6 +117,12 @@ void NormalInit(Tensor& dst, double mean, double stddev, uint64_t seed, uint64_t
 // --- Fused optimizer steps ------------------------------------------------------------------------
 // PyTorch's exact update rules, applied to many parameters at once (one CUDA launch for the whole list
 // where possible). params, grads and state tensors are matched by position; all on one device.
+//
+// Mixed precision (float32 params only): the grads may be bfloat16 (all of one step's; widened exactly
+// as they are read), and `bf16_copies`, when not empty, holds one bfloat16 tensor per param (same shape)
+// that receives bf16(p_new), rounded to nearest even, in the same pass: the compute copies of the
+// weights for the next forward, with no separate cast. The float32 result is the same as with float32
+// grads of equal value; state stays float32.
 
 struct SgdConfig {
   double lr = 0.01, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
@@ -101,7 +133,7 @@ struct SgdConfig {
 /// torch.optim.SGD: g = grad + wd*p; if momentum: buf = first ? g : momentum*buf + (1-dampening)*g,
 /// g = nesterov ? g + momentum*buf : buf; p -= lr*g. momentum_bufs may be empty when momentum == 0.
 void SgdStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> momentum_bufs,
-             const SgdConfig& config);
+             const SgdConfig& config, absl::Span<Tensor> bf16_copies = {});
 
 struct AdamConfig {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
@@ -113,7 +145,7 @@ struct AdamConfig {
 /// torch.optim.Adam / AdamW: m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
 /// p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps).
 void AdamStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> exp_avgs,
-              absl::Span<Tensor> exp_avg_sqs, const AdamConfig& config);
+              absl::Span<Tensor> exp_avg_sqs, const AdamConfig& config, absl::Span<Tensor> bf16_copies = {});
 
 }  // namespace tinyddp::ops
 

@@ -489,7 +489,8 @@ TEST(OpsDeathTest, MixedDTypesStop) {
 }
 
 TEST(OpsDeathTest, IntegerTensorsAreRejectedByMathOps) {
-  EXPECT_DEATH(ops::Relu(Tensor::Zeros({2}, DType::kInt32)), "Relu: x must be float32 or float64, got \\[2\\] int32");
+  EXPECT_DEATH(ops::Relu(Tensor::Zeros({2}, DType::kInt32)),
+               "Relu: x must be float32, float64 or bfloat16, got \\[2\\] int32");
 }
 
 TEST(OpsDeathTest, OutOfRangeLabelIsAClearError) {

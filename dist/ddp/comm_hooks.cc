@@ -2,6 +2,7 @@
 #include "dist/ddp/comm_hooks.h"
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -18,14 +19,26 @@ absl::Status CommFuture::Complete() {
   return status;
 }
 
-CommFuture AllReduceHook(ProcessGroup& pg, GradBucket& bucket) {
+const char* CommHook::PathOf(const ProcessGroup& pg, const GradBucket& bucket) const {
+  return path ? path(pg, bucket) : "comm hook";
+}
+
+const char* AllReducePath(const ProcessGroup& pg) {
+  const std::string backend = pg.backend_name();
+  if (backend == "nccl") return "NCCL all_reduce";
+  if (backend == "gloo") return "Gloo all_reduce";
+  return "all_reduce";
+}
+
+CommFuture AllReduceBucket(ProcessGroup& pg, GradBucket& bucket) {
   // kAvg: the sum over ranks divided by the world size, done by the backend (NCCL's ncclAvg folds the
   // division into the reduction kernel), so averaging costs no extra pass over the gradients.
-  // overlaps_compute: backward keeps running beside it (the NCCL group of two GPUs then uses its copy
-  // engines and leaves the SMs to backward).
-  const AllReduceOptions overlapped{/*overlaps_compute=*/true};
-  if (bucket.buffer.defined()) return CommFuture{pg.AllReduce(bucket.buffer, ReduceOp::kAvg, overlapped), nullptr};
-  return CommFuture{pg.AllReduceCoalesced(bucket.gradients, ReduceOp::kAvg, overlapped), nullptr};
+  if (bucket.buffer.defined()) return CommFuture{pg.AllReduce(bucket.buffer, ReduceOp::kAvg), nullptr};
+  return CommFuture{pg.AllReduceCoalesced(bucket.gradients, ReduceOp::kAvg), nullptr};
+}
+
+CommHook AllReduceHook() {
+  return CommHook{AllReduceBucket, [](const ProcessGroup& pg, const GradBucket&) { return AllReducePath(pg); }};
 }
 
 namespace {
@@ -68,7 +81,11 @@ Bf16Scratch& ScratchFor(std::vector<std::unique_ptr<Bf16Scratch>>& all, const Gr
 
 CommHook Bf16CompressHook() {
   auto scratch = std::make_shared<std::vector<std::unique_ptr<Bf16Scratch>>>();
-  return [scratch](ProcessGroup& pg, GradBucket& bucket) -> CommFuture {
+  CommHook hook;
+  hook.path = [](const ProcessGroup& pg, const GradBucket&) {
+    return std::string(pg.backend_name()) == "nccl" ? "NCCL all_reduce, bf16" : "Gloo all_reduce, bf16";
+  };
+  hook.run = [scratch](ProcessGroup& pg, GradBucket& bucket) -> CommFuture {
     Bf16Scratch& s = ScratchFor(*scratch, bucket);
     // Compress on the current stream, as part of backward: float32 -> bfloat16 (round to nearest even).
     if (bucket.buffer.defined()) {
@@ -79,7 +96,7 @@ CommHook Bf16CompressHook() {
       for (size_t i = 0; i < bucket.gradients.size(); ++i) ops::CastInto(s.slices[i], bucket.gradients[i].Flatten());
     }
     CommFuture future;
-    future.work = pg.AllReduce(s.flat, ReduceOp::kAvg, AllReduceOptions{/*overlaps_compute=*/true});
+    future.work = pg.AllReduce(s.flat, ReduceOp::kAvg);
     // Decompress once the average has arrived: the reducer runs `then` after ordering the current stream
     // behind the collective. The bucket record and the scratch outlive the future (the reducer and the
     // hook own them).
@@ -97,6 +114,7 @@ CommHook Bf16CompressHook() {
     };
     return future;
   };
+  return hook;
 }
 
 }  // namespace tinyddp::dist

@@ -1,8 +1,11 @@
 // Communication hooks: how the Reducer (dist/ddp/reducer.h) turns one bucket of local gradients into the
 // average over ranks. PyTorch's DDP comm-hook interface (register_comm_hook) in C++: a hook receives the
 // bucket's flat gradient buffer and the process group, starts a collective, and returns a CommFuture
-// that the reducer completes at the end of backward. Two built-ins, as torch.distributed.algorithms.
-// ddp_comm_hooks.default_hooks: a plain all_reduce (the default) and bf16 compression.
+// that the reducer completes at the end of backward. Besides, a hook names the path each bucket takes
+// ("NCCL all_reduce", "copy engines"), for DDP's bucket table and the trace. Built-ins, as
+// torch.distributed.algorithms.ddp_comm_hooks.default_hooks: a plain all_reduce and bf16 compression;
+// DDP's default (copy_engine_hook.h) sends large buckets of two GPUs to the copy engines, the rest to
+// the plain all_reduce. TracedCommHook (traced_comm_hook.h) wraps any hook to record it in a trace.
 //
 // Where things run: a hook is called inside backward, on the training thread, the moment its bucket is
 // ready. Kernels it launches directly (a cast) run on the current (compute) stream; the collective runs
@@ -12,6 +15,7 @@
 #ifndef TINYDDP_DIST_DDP_COMM_HOOKS_H_
 #define TINYDDP_DIST_DDP_COMM_HOOKS_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -28,12 +32,16 @@ namespace tinyddp::dist {
 struct GradBucket {
   /// Position of the bucket in launch order (0 = the first bucket, launched first, on every rank).
   int index = 0;
+  /// Elements and dtype of all its gradients together: the same on every rank (the buckets are), so a
+  /// hook may choose its path from them and every rank chooses alike.
+  int64_t numel = 0;
+  DType dtype = DType::kFloat32;
   /// The bucket's gradients, flattened: a 1-D tensor whose slices are the parameters' .grad
   /// (gradient_as_bucket_view layout). Undefined in the coalesced layout.
   Tensor buffer;
   /// The parameters' gradients, one tensor each, in bucket order: views into `buffer`, or in the coalesced
-  /// layout the separate tensors autograd made. The hook must leave the averaged gradients in them (in
-  /// `buffer`, when defined) by the time its CommFuture completes.
+  /// layout the separate tensors autograd made (set when the bucket is launched). The hook must leave the
+  /// averaged gradients in them (in `buffer`, when defined) by the time its CommFuture completes.
   std::vector<Tensor> gradients;
   /// True for the last bucket of the backward.
   bool is_last = false;
@@ -51,18 +59,33 @@ struct CommFuture {
   absl::Status Complete();
 };
 
-/// A hook: starts communicating `bucket` on `pg` and returns at once.
-using CommHook = std::function<CommFuture(ProcessGroup& pg, GradBucket& bucket)>;
+/// A hook (register_comm_hook's function, plus the name of its path).
+struct CommHook {
+  /// Starts communicating `bucket` on `pg` and returns at once.
+  std::function<CommFuture(ProcessGroup& pg, GradBucket& bucket)> run;
+  /// How `run` carries `bucket`: a string literal ("NCCL all_reduce", "copy engines") for DDP's bucket
+  /// table and the trace. Must answer from what every rank shares (the group, the bucket's numel and
+  /// dtype). Empty: "comm hook".
+  std::function<const char*(const ProcessGroup& pg, const GradBucket& bucket)> path;
+
+  /// path(pg, bucket), or "comm hook" when the hook has no path.
+  const char* PathOf(const ProcessGroup& pg, const GradBucket& bucket) const;
+};
 
 /// The default: one all_reduce with ReduceOp::kAvg on the bucket in place (NCCL's native average, one
 /// kernel; PyTorch instead divides by the world size and sums, which gives the same averages up to
-/// rounding, identical on every rank either way).
-CommFuture AllReduceHook(ProcessGroup& pg, GradBucket& bucket);
+/// rounding, identical on every rank either way). Path: AllReducePath(pg).
+CommHook AllReduceHook();
+/// AllReduceHook's function on its own (other hooks fall back to it).
+CommFuture AllReduceBucket(ProcessGroup& pg, GradBucket& bucket);
+/// "NCCL all_reduce", "Gloo all_reduce": the group's own all_reduce.
+const char* AllReducePath(const ProcessGroup& pg);
 
 /// bf16 compression (torch's bf16_compress_hook): casts the float32 bucket to bfloat16 (half the bytes on
 /// the wire), averages that over ranks, and casts the result back into the bucket. Gradients lose
 /// precision (8 bits of mantissa) but stay identical on every rank. Each returned hook keeps one bf16
 /// scratch buffer per bucket, allocated on first use and reused, so steady-state steps allocate nothing.
+/// Path: "NCCL all_reduce, bf16" (or Gloo's).
 CommHook Bf16CompressHook();
 
 }  // namespace tinyddp::dist

@@ -10,18 +10,4 @@ cuda::Stream CollectiveStream(ProcessGroup& pg) {
   return cuda::Stream();
 }
 
-std::string BucketAllReducePath(ProcessGroup& pg) {
-  auto* nccl = dynamic_cast<ProcessGroupNCCL*>(&pg);
-  if (nccl == nullptr) return pg.backend_name();
-  if (nccl->copy_engine_on()) {
-    return nccl->copy_engine_direct_calls() > 0 ? "copy engines, into registered buckets" : "copy engines";
-  }
-  return "nccl kernels (copy engines off: " + nccl->copy_engine_off_reason() + ")";
-}
-
-absl::Status RegisterBucketBuffers(ProcessGroup& pg, const std::vector<Tensor>& buffers) {
-  if (auto* nccl = dynamic_cast<ProcessGroupNCCL*>(&pg)) return nccl->RegisterBuffers(buffers);
-  return absl::OkStatus();
-}
-
 }  // namespace tinyddp::dist

@@ -5,8 +5,4 @@ namespace tinyddp::dist {
 
 cuda::Stream CollectiveStream(ProcessGroup&) { return cuda::Stream(); }
 
-std::string BucketAllReducePath(ProcessGroup& pg) { return pg.backend_name(); }
-
-absl::Status RegisterBucketBuffers(ProcessGroup&, const std::vector<Tensor>&) { return absl::OkStatus(); }
-
 }  // namespace tinyddp::dist

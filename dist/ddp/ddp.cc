@@ -2,17 +2,21 @@
 #include "dist/ddp/ddp.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "autograd/grad_mode.h"
 #include "base/status_macros.h"
 #include "dist/ddp/comm_stream.h"
+#include "dist/ddp/copy_engine_hook.h"
 #include "dist/ddp/reducer.h"
 #include "dist/ddp/trace.h"
+#include "dist/ddp/traced_comm_hook.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
 #include "tensor/internal/check.h"
@@ -140,23 +144,28 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
     }
   }
 
-  ReducerOptions reducer_options;
-  reducer_options.bucket_cap_bytes = options.bucket_cap_bytes;
-  reducer_options.first_bucket_bytes = options.first_bucket_bytes;
-  reducer_options.gradient_as_bucket_view = options.gradient_as_bucket_view;
-  reducer_options.find_unused_parameters = options.find_unused_parameters;
-  reducer_options.rebuild_buckets = options.rebuild_buckets;
-  reducer_options.comm_hook = options.comm_hook;
-  reducer_options.tracer = options.tracer;
-  reducer_options.comm_stream = CollectiveStream(*pg);
-  auto reducer = std::make_unique<Reducer>(params, pg, std::move(reducer_options));
-  return std::unique_ptr<DistributedDataParallel>(
-      new DistributedDataParallel(module, std::move(pg), std::move(options), std::move(reducer)));
+  // How each bucket is communicated: the user's hook, or the default one, which decides between the
+  // group's all_reduce and the copy engines (a collective setup; copy_engine_hook.h states when). Tracing
+  // wraps whichever it is.
+  std::shared_ptr<CopyEngineHook> copy_engines;
+  CommHook hook = options.comm_hook;
+  if (!hook.run) {
+    ASSIGN_OR_RETURN(copy_engines, CopyEngineHook::Create(*pg));
+    hook = copy_engines->AsCommHook();
+  }
+  if (options.tracer != nullptr) hook = TracedCommHook(std::move(hook), options.tracer, CollectiveStream(*pg));
+  auto reducer = std::make_unique<Reducer>(params, pg, options, std::move(hook));
+  std::unique_ptr<DistributedDataParallel> ddp(new DistributedDataParallel(
+      module, std::move(pg), std::move(options), std::move(reducer), std::move(copy_engines)));
+  RETURN_IF_ERROR(ddp->RegisterBucketsIfRebuilt());
+  return ddp;
 }
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared_ptr<ProcessGroup> pg,
-                                                 DdpOptions options, std::unique_ptr<Reducer> reducer)
-    : module_(module), pg_(std::move(pg)), options_(std::move(options)), reducer_(std::move(reducer)) {
+                                                 DdpOptions options, std::unique_ptr<Reducer> reducer,
+                                                 std::shared_ptr<CopyEngineHook> copy_engines)
+    : module_(module), pg_(std::move(pg)), options_(std::move(options)), reducer_(std::move(reducer)),
+      copy_engines_(std::move(copy_engines)) {
   reducer_->SetBucketReducedCallback([this](int bucket) {
     if (fused_.empty()) return;
     Tracer::Span span = Tracer::MaybeScope(options_.tracer, "optimizer", bucket);
@@ -164,13 +173,32 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared
   });
 }
 
+absl::Status DistributedDataParallel::RegisterBucketsIfRebuilt() {
+  if (copy_engines_ == nullptr || !copy_engines_->on()) return absl::OkStatus();
+  if (registered_generation_ == reducer_->layout_generation()) return absl::OkStatus();
+  registered_generation_ = reducer_->layout_generation();
+  if (!options_.gradient_as_bucket_view) return absl::OkStatus();  // no flat buffers to pair
+  std::vector<Tensor> buffers;
+  for (int b = 0; b < reducer_->num_buckets(); ++b) buffers.push_back(reducer_->BucketBuffer(b));
+  if (absl::Status s = copy_engines_->RegisterBuckets(buffers); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("DistributedDataParallel: registering the bucket buffers with the "
+                                               "copy engines: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 DistributedDataParallel::~DistributedDataParallel() = default;
 
 autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& input) {
   Tracer::Span span = Tracer::MaybeScope(options_.tracer, "forward");
   const bool grad = autograd::GradModeEnabled();
-  // The one-time rebuild happens here, between iterations, when no bucket is in flight.
-  if (grad) reducer_->RebuildBucketsIfNeeded();
+  // The one-time rebuild happens here, between iterations, when no bucket is in flight; every rank then
+  // pairs its new bucket buffers with the others' (collective, like the rebuild).
+  if (grad) {
+    reducer_->RebuildBucketsIfNeeded();
+    const absl::Status registered = RegisterBucketsIfRebuilt();
+    TINYDDP_CHECK_OP(registered.ok(), "DistributedDataParallel", registered.message());
+  }
   if (fused_factory_ && fused_generation_ != reducer_->layout_generation()) RebuildFusedOptimizers();
   autograd::Variable output = module_.Forward(input);
   if (grad && sync_enabled_) {
@@ -228,6 +256,45 @@ void DistributedDataParallel::RebuildFusedOptimizers() {
     fused_.push_back(std::move(opt));
   }
   fused_generation_ = reducer_->layout_generation();
+}
+
+// --- Which path each bucket takes ------------------------------------------------------------------------
+
+const char* DistributedDataParallel::BucketPath(int b) const {
+  return reducer_->comm_hook().PathOf(*pg_, reducer_->grad_bucket(b));
+}
+
+std::string DistributedDataParallel::BucketTable() const {
+  std::string out = absl::StrFormat("DDP buckets, in launch order (%d ranks, %s; the same on every rank):\n",
+                                    pg_->size(), pg_->backend_name());
+  absl::StrAppendFormat(&out, "  %6s %14s %7s  %-24s %s\n", "bucket", "bytes", "params", "path", "parameters");
+  bool any_copy_engines = false;
+  const std::vector<std::vector<std::string>> all_names = reducer_->BucketParameterNames();
+  for (int b = 0; b < reducer_->num_buckets(); ++b) {
+    const std::vector<std::string>& names = all_names[b];
+    std::string shown = absl::StrJoin(names, ", ");
+    if (shown.size() > 60) shown = absl::StrCat(shown.substr(0, 56), " ...");
+    const char* path = BucketPath(b);
+    any_copy_engines = any_copy_engines || (copy_engines_ != nullptr && copy_engines_->Takes(reducer_->grad_bucket(b)));
+    absl::StrAppendFormat(&out, "  %6d %14d %7d  %-24s %s\n", b, reducer_->BucketBytes(b), names.size(), path, shown);
+  }
+  if (copy_engines_ != nullptr && copy_engines_->on()) {
+    absl::StrAppendFormat(&out,
+                          "copy engines: on for float32 buckets from %d bytes (TINYDDP_COPY_ENGINE_ALLREDUCE=0 "
+                          "turns them off)\n",
+                          copy_engines_->min_bytes());
+    const char* debug = std::getenv("NCCL_DEBUG");
+    if (any_copy_engines && debug != nullptr && *debug != '\0') {
+      absl::StrAppend(&out, "note: NCCL_DEBUG=", debug, " logs NCCL's calls only; the buckets on the copy engines "
+                      "do not appear in NCCL's log\n");
+    }
+  } else if (copy_engines_ != nullptr && std::string(pg_->backend_name()) == "nccl") {
+    absl::StrAppend(&out, "copy engines: off (", copy_engines_->off_reason(), ")\n");
+  }
+  if (options_.rebuild_buckets && !reducer_->buckets_rebuilt() && !options_.find_unused_parameters) {
+    absl::StrAppend(&out, "(rebuilt once after the first step, in the order gradients arrive)\n");
+  }
+  return out;
 }
 
 DistributedDataParallel::NoSyncGuard DistributedDataParallel::NoSync() {

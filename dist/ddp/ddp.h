@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "autograd/variable.h"
 #include "dist/ddp/comm_hooks.h"
+#include "dist/ddp/reducer.h"
 #include "dist/process_group/process_group.h"
 
 namespace tinyddp::nn {
@@ -44,29 +45,17 @@ class Optimizer;
 
 namespace tinyddp::dist {
 
-class Reducer;  // reducer.h
-class Tracer;   // trace.h
+class CopyEngineHook;  // copy_engine_hook.h
+class Tracer;          // trace.h
 
 inline constexpr int64_t kMiB = int64_t{1} << 20;
 
-struct DdpOptions {
-  /// Largest bucket, in bytes of gradient (PyTorch's bucket_cap_mb = 25). A parameter larger than the cap
-  /// gets a bucket of its own.
-  int64_t bucket_cap_bytes = 25 * kMiB;
-  /// Cap of the first bucket (PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES = 1 MiB): the last layer's
-  /// gradients are ready first, and a small first bucket starts communication early in backward.
-  int64_t first_bucket_bytes = 1 * kMiB;
-  /// Detect parameters the forward did not use and treat them as ready (costs a graph walk per Forward).
-  bool find_unused_parameters = false;
-  /// true (PyTorch's gradient_as_bucket_view=True): each .grad is a view into its bucket's flat buffer and
-  /// the bucket is all-reduced as one message. false: gradients stay autograd's own tensors and each bucket
-  /// is all-reduced as one coalesced collective over them, which copies nothing on GPU even when the
-  /// training loop clears gradients with set_to_none. Both leave the average in every .grad.
-  bool gradient_as_bucket_view = true;
-  /// After the first synchronised backward, re-bucket the parameters in the order their gradients were
-  /// actually produced (rank 0's order, shared with every rank), as PyTorch does.
-  bool rebuild_buckets = true;
-  /// How a bucket is communicated; empty means AllReduceHook (average over ranks). See comm_hooks.h.
+/// DDP's options: the reducer's (reducer.h: bucket_cap_bytes, first_bucket_bytes, gradient_as_bucket_view,
+/// find_unused_parameters, rebuild_buckets; PyTorch's defaults), plus what DDP itself adds.
+struct DdpOptions : ReducerOptions {
+  /// How a bucket is communicated (comm_hooks.h). Empty: DDP's default, which averages each bucket with
+  /// the group's all_reduce or, for large float32 buckets of two GPUs of one machine, with their copy
+  /// engines (copy_engine_hook.h states when).
   CommHook comm_hook;
   /// When set, DDP records forward and each bucket's all_reduce into it (trace.h). Not owned.
   Tracer* tracer = nullptr;
@@ -77,7 +66,8 @@ class DistributedDataParallel {
   /// Wraps `module`, whose parameters must all be on one device: a CPU with a Gloo group, or this rank's
   /// GPU with an NCCL group. Collective: every rank of `pg` must call it. Verifies that all ranks hold the
   /// same parameter list (FailedPrecondition naming the first mismatch and the ranks that differ),
-  /// broadcasts rank 0's parameter values, builds the buckets and registers one hook per parameter.
+  /// broadcasts rank 0's parameter values, chooses each bucket's path (the default hook), builds the
+  /// buckets and registers one hook per parameter.
   /// `module` must outlive the returned object and keep its parameter set.
   static absl::StatusOr<std::unique_ptr<DistributedDataParallel>> Create(nn::Module& module,
                                                                          std::shared_ptr<ProcessGroup> pg,
@@ -130,14 +120,29 @@ class DistributedDataParallel {
   const Reducer& reducer() const { return *reducer_; }
   const DdpOptions& options() const { return options_; }
 
+  /// How bucket `b` is communicated: "NCCL all_reduce", "Gloo all_reduce", "copy engines", or the name a
+  /// custom hook gives. The same on every rank.
+  const char* BucketPath(int b) const;
+  /// The buckets in launch order as a table a person reads at the start of a run (ddp_mlp, ddp_step_bench
+  /// print it on rank 0): index, bytes, parameters, path; then whether the copy engines are on and why
+  /// not. The buckets are rebuilt once after the first step, in the order gradients arrived.
+  std::string BucketTable() const;
+  /// DDP's default hook, which chooses between NCCL and the copy engines (on, off_reason, calls); null
+  /// when DdpOptions::comm_hook was given.
+  const CopyEngineHook* copy_engines() const { return copy_engines_.get(); }
+
  private:
   DistributedDataParallel(nn::Module& module, std::shared_ptr<ProcessGroup> pg, DdpOptions options,
-                          std::unique_ptr<Reducer> reducer);
+                          std::unique_ptr<Reducer> reducer, std::shared_ptr<CopyEngineHook> copy_engines);
+  // Collective: after the buckets were (re)built, offers their flat buffers to the copy engines.
+  absl::Status RegisterBucketsIfRebuilt();
 
   nn::Module& module_;
   std::shared_ptr<ProcessGroup> pg_;
   DdpOptions options_;
   std::unique_ptr<Reducer> reducer_;
+  std::shared_ptr<CopyEngineHook> copy_engines_;  // null with a custom comm hook
+  int64_t registered_generation_ = -1;            // the bucket layout the copy engines know
   bool sync_enabled_ = true;  // false inside NoSync()
 
   // Fused optimizers: one per bucket, rebuilt (with their state) when the reducer rebuilds its buckets.

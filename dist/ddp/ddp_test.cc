@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "dist/ddp/copy_engine_hook.h"
 #include "dist/testing/ddp_testing.h"
 #include "dist/store/hash_store.h"
 #include "dist/process_group/gloo/process_group_gloo.h"
@@ -171,6 +172,43 @@ TEST(DistributedDataParallel, GradientsAreViewsIntoTheBucketsAndHoldTheAverage) 
       for (int b = 0; b < reducer.num_buckets(); ++b) in_a_bucket |= p.grad().SharesStorageWith(reducer.BucketBuffer(b));
       EXPECT_TRUE(in_a_bucket) << "'" << name << "'.grad is not a view into a bucket";
     }
+  });
+}
+
+TEST(DistributedDataParallel, BucketTableNamesEachBucketsBytesParametersAndPath) {
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    nn::MlpOptions mo;
+    mo.seed = 3;
+    auto model = nn::MLP({13, 17, 11, 5}, mo);
+    DdpOptions options;
+    options.first_bucket_bytes = 256;
+    options.bucket_cap_bytes = 700;
+    auto ddp = DistributedDataParallel::Create(*model, pg, options);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    // The default hook chose Gloo's all_reduce for every bucket, and says why the copy engines are off.
+    ASSERT_NE((*ddp)->copy_engines(), nullptr);
+    EXPECT_FALSE((*ddp)->copy_engines()->on());
+    EXPECT_FALSE((*ddp)->copy_engines()->off_reason().empty());
+    for (int b = 0; b < 3; ++b) EXPECT_STREQ((*ddp)->BucketPath(b), "Gloo all_reduce") << "bucket " << b;
+    const std::string table = (*ddp)->BucketTable();
+    EXPECT_TRUE(absl::StrContains(table, "bucket")) << table;
+    EXPECT_TRUE(absl::StrContains(table, "path")) << table;
+    // Bucket 0: 4.bias, 4.weight, 2.bias = 4 * (5 + 55 + 11) = 284 bytes, 3 parameters.
+    EXPECT_TRUE(absl::StrContains(table, "     0            284       3  Gloo all_reduce")) << table;
+    EXPECT_TRUE(absl::StrContains(table, "4.bias, 4.weight, 2.bias")) << table;
+    EXPECT_TRUE(absl::StrContains(table, "     1            748       1  Gloo all_reduce")) << table;
+    EXPECT_TRUE(absl::StrContains(table, "rebuilt once after the first step")) << table;
+
+    // A custom hook names its own path, and DDP's default hook is not made.
+    DdpOptions bf16 = options;
+    bf16.comm_hook = Bf16CompressHook();
+    auto other = nn::MLP({13, 17, 11, 5}, mo);
+    auto compressed = DistributedDataParallel::Create(*other, pg, bf16);
+    ASSERT_TRUE(compressed.ok()) << compressed.status();
+    EXPECT_EQ((*compressed)->copy_engines(), nullptr);
+    EXPECT_STREQ((*compressed)->BucketPath(0), "Gloo all_reduce, bf16");
   });
 }
 
@@ -423,6 +461,7 @@ TEST(Tracer, WritesOneProcessPerRankWithForwardBackwardAndEveryBucketsAllReduce)
     ++counts[pid][e.at("name").get<std::string>()];
     if (e.at("name") == "all_reduce") {
       EXPECT_EQ(e.at("tid").get<int>(), static_cast<int>(TraceTrack::kComm));
+      EXPECT_EQ(e.at("args").at("path"), "Gloo all_reduce") << "each all_reduce names the path that carried it";
       buckets[pid].push_back(e.at("args").at("i").get<int64_t>());
       // Gloo's one worker thread runs them one after another: each starts after the previous one ended.
       const int64_t ts = e.at("ts").get<int64_t>();

@@ -2,7 +2,6 @@
 #include "dist/ddp/reducer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -11,8 +10,6 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "dist/ddp/bucket_assignment.h"
-#include "dist/ddp/comm_stream.h"
-#include "dist/ddp/trace.h"
 #include "tensor/internal/check.h"
 #include "tensor/ops.h"
 
@@ -35,8 +32,8 @@ void WaitOrDie(const std::shared_ptr<Work>& work, const char* what) {
 }  // namespace
 
 Reducer::Reducer(std::vector<std::pair<std::string, autograd::Variable>> params, std::shared_ptr<ProcessGroup> pg,
-                 ReducerOptions options)
-    : pg_(std::move(pg)), options_(std::move(options)) {
+                 const ReducerOptions& options, CommHook comm_hook)
+    : pg_(std::move(pg)), options_(options), comm_hook_(comm_hook.run ? std::move(comm_hook) : AllReduceHook()) {
   for (auto& [name, p] : params) {
     if (!p.requires_grad()) continue;  // frozen parameters get no gradient, so they are not reduced
     params_.push_back(p);
@@ -48,7 +45,6 @@ Reducer::Reducer(std::vector<std::pair<std::string, autograd::Variable>> params,
                      params_[i].device().ToString(), " but '", names_[0], "' is on ", device_.ToString(),
                      "; hint: move the whole module to this rank's device (Module::To) before wrapping it");
   }
-  if (!options_.comm_hook) options_.comm_hook = AllReduceHook;
   ready_.assign(params_.size(), false);
   had_grad_.assign(params_.size(), false);
   BuildBuckets(ReverseOrder(params_.size()));
@@ -92,9 +88,10 @@ void Reducer::BuildBuckets(const std::vector<size_t>& order) {
       bucket.numel += params_[bucket.params[slot]].numel();
     }
     bucket.grad_bucket.index = static_cast<int>(b);
+    bucket.grad_bucket.numel = bucket.numel;
+    bucket.grad_bucket.dtype = bucket.dtype;
     bucket.grad_bucket.is_last = b + 1 == assignment.size();
     bucket.grad_bucket.gradients.resize(bucket.params.size());
-    bucket.fence = std::make_unique<cuda::Event>();
     if (!options_.gradient_as_bucket_view) continue;
     // One flat buffer; each parameter's gradient becomes a view into it. A gradient that already exists
     // (from an earlier bucket layout, or from before DDP) is copied in, so nothing is lost.
@@ -117,14 +114,6 @@ void Reducer::BuildBuckets(const std::vector<size_t>& order) {
   }
   buckets_ = std::move(buckets);
   ++layout_generation_;
-  if (options_.gradient_as_bucket_view) {
-    // Every rank builds its buckets here at the same point (construction, the rebuild), so the group
-    // may pair them across ranks (two GPUs: the copy engines then write the peer's bucket directly).
-    std::vector<Tensor> buffers;
-    for (const Bucket& bucket : buckets_) buffers.push_back(bucket.buffer);
-    const absl::Status s = RegisterBucketBuffers(*pg_, buffers);
-    TINYDDP_CHECK_OP(s.ok(), kOp, "registering the bucket buffers with the process group: ", s.ToString());
-  }
 }
 
 void Reducer::RebuildBucketsIfNeeded() {
@@ -160,7 +149,6 @@ void Reducer::PrepareForBackward(const autograd::Variable& output) {
   launch_order_.clear();
   for (Bucket& bucket : buckets_) {
     bucket.pending = bucket.params.size();
-    bucket.gpu_slot = -1;
   }
   unused_.clear();
   if (!options_.find_unused_parameters) return;
@@ -246,43 +234,9 @@ void Reducer::LaunchReadyBuckets() {
 }
 
 void Reducer::Launch(Bucket& bucket) {
-  Tracer* tracer = Tracer::Active(options_.tracer);
-  if (tracer != nullptr) {
-    bucket.launch_us = Tracer::NowUs();
-    if (tracer->on_gpu() && options_.comm_stream.handle() != nullptr) {
-      // Order the comm stream after the gradients first, so the begin event marks when the all_reduce
-      // can really start (ProcessGroupNCCL adds the same wait; a second one is free).
-      bucket.fence->Record(cuda::Stream::Current(device_.index));
-      options_.comm_stream.Wait(*bucket.fence);
-      bucket.gpu_slot = tracer->BeginGpu(options_.comm_stream);
-    }
-  }
-  bucket.future = options_.comm_hook(*pg_, bucket.grad_bucket);
+  bucket.future = comm_hook_.run(*pg_, bucket.grad_bucket);
   TINYDDP_CHECK_OP(bucket.future.work != nullptr, kOp, "the comm hook returned no Work for bucket ",
                    bucket.grad_bucket.index, "; hint: a hook must return the collective it started");
-  if (bucket.gpu_slot >= 0) {
-    // The interval closes where the collective really ends, which need not be the comm stream (the
-    // copy-engine all_reduce ends on a stream of its own): a side stream waits for the Work, the
-    // closing event goes there.
-    if (trace_stream_.handle() == nullptr) trace_stream_ = cuda::Stream::Create(device_.index);
-    const cuda::Stream previous = cuda::Stream::SetCurrent(trace_stream_);
-    const absl::Status waited = bucket.future.work->SynchronizeStream();
-    cuda::Stream::SetCurrent(previous);
-    tracer->EndGpu(bucket.gpu_slot, waited.ok() ? trace_stream_ : options_.comm_stream, TraceTrack::kComm,
-                   "all_reduce", bucket.grad_bucket.index);
-  }
-}
-
-void Reducer::TraceHostCollective(Tracer& tracer, const Bucket& bucket) {
-  // Gloo's worker thread stamps when it really ran the collective; without that (another backend), the
-  // interval from the launch to now is the best the training thread knows.
-  std::chrono::steady_clock::time_point start, end;
-  int64_t start_us = bucket.launch_us, end_us = Tracer::NowUs();
-  if (bucket.future.work->HostInterval(&start, &end)) {
-    start_us = std::chrono::duration_cast<std::chrono::microseconds>(start.time_since_epoch()).count();
-    end_us = std::chrono::duration_cast<std::chrono::microseconds>(end.time_since_epoch()).count();
-  }
-  tracer.AddHostEvent(TraceTrack::kComm, "all_reduce", start_us, end_us, bucket.grad_bucket.index);
 }
 
 void Reducer::FinalizeBackward() {
@@ -304,12 +258,10 @@ void Reducer::FinalizeBackward() {
   // Before the buckets complete, so that per-bucket callbacks (fused optimizers) see the final gradients.
   if (options_.find_unused_parameters) RestoreGloballyUnused();
 
-  Tracer* tracer = Tracer::Active(options_.tracer);
   for (Bucket& bucket : buckets_) {
     const absl::Status status = bucket.future.Complete();
     TINYDDP_CHECK_OP(status.ok(), kOp, "all_reduce of bucket ", bucket.grad_bucket.index, " failed on rank ",
                      pg_->rank(), ": ", status.ToString());
-    if (tracer != nullptr && !tracer->on_gpu()) TraceHostCollective(*tracer, bucket);
     bucket.future = CommFuture{};  // drop the Work (and the tensors it holds)
     if (on_bucket_reduced_) on_bucket_reduced_(bucket.grad_bucket.index);
   }

@@ -50,33 +50,38 @@
 #include "autograd/variable.h"
 #include "dist/ddp/comm_hooks.h"
 #include "dist/process_group/process_group.h"
-#include "tensor/stream.h"
 #include "tensor/tensor.h"
 
 namespace tinyddp::dist {
 
-class Tracer;
-
+/// How the reducer buckets and launches; DdpOptions (ddp.h) is these plus what DDP itself adds.
 struct ReducerOptions {
+  /// Largest bucket, in bytes of gradient (PyTorch's bucket_cap_mb = 25). A parameter larger than the cap
+  /// gets a bucket of its own.
   int64_t bucket_cap_bytes = int64_t{25} << 20;
+  /// Cap of the first bucket (PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES = 1 MiB): the last layer's
+  /// gradients are ready first, and a small first bucket starts communication early in backward.
   int64_t first_bucket_bytes = int64_t{1} << 20;
+  /// true (PyTorch's gradient_as_bucket_view=True): each .grad is a view into its bucket's flat buffer and
+  /// the bucket is all-reduced as one message. false: gradients stay autograd's own tensors and each bucket
+  /// is all-reduced as one coalesced collective over them, which copies nothing on GPU even when the
+  /// training loop clears gradients with set_to_none. Both leave the average in every .grad.
   bool gradient_as_bucket_view = true;
+  /// Detect parameters the forward did not use and treat them as ready (costs a graph walk per Forward).
   bool find_unused_parameters = false;
+  /// After the first synchronised backward, re-bucket the parameters in the order their gradients were
+  /// actually produced (rank 0's order, shared with every rank), as PyTorch does.
   bool rebuild_buckets = true;
-  CommHook comm_hook;       // empty: AllReduceHook
-  Tracer* tracer = nullptr;  // not owned
-  /// The stream the group's collectives run on (ProcessGroupNCCL::nccl_stream()), for timing each
-  /// all_reduce on the GPU in the trace; default-constructed (none) on CPU.
-  cuda::Stream comm_stream;
 };
 
 class Reducer {
  public:
   /// Takes the (dotted name, parameter) list of a module; the parameters that require grad are bucketed
-  /// and get a hook each. Preconditions: all parameters on one device, which `pg` accepts; `pg` is the
-  /// same group on every rank and every rank passes the same list (DDP verifies it first).
+  /// and get a hook each. `comm_hook` communicates each bucket (empty: AllReduceHook). Preconditions: all
+  /// parameters on one device, which `pg` accepts; `pg` is the same group on every rank and every rank
+  /// passes the same list (DDP verifies it first).
   Reducer(std::vector<std::pair<std::string, autograd::Variable>> params, std::shared_ptr<ProcessGroup> pg,
-          ReducerOptions options);
+          const ReducerOptions& options, CommHook comm_hook);
   /// Removes the hooks and the gradient destinations. Gradients that are bucket views keep the bucket
   /// memory alive.
   ~Reducer();
@@ -108,6 +113,10 @@ class Reducer {
   int64_t BucketBytes(int b) const;
   /// The flat buffer of bucket `b` (undefined when gradient_as_bucket_view is false).
   const Tensor& BucketBuffer(int b) const { return buckets_.at(b).buffer; }
+  /// Bucket `b` as the comm hook sees it (index, numel, dtype, buffer).
+  const GradBucket& grad_bucket(int b) const { return buckets_.at(b).grad_bucket; }
+  /// The hook that communicates the buckets.
+  const CommHook& comm_hook() const { return comm_hook_; }
   /// Bucket indices in the order the last synchronised backward launched them.
   const std::vector<int>& last_launch_order() const { return launch_order_; }
   /// Parameter names in the order their gradients became ready in the last synchronised backward.
@@ -129,9 +138,6 @@ class Reducer {
     // Per backward.
     size_t pending = 0;
     CommFuture future;
-    int64_t launch_us = 0;      // host time of the launch (trace)
-    int gpu_slot = -1;          // tracer slot of the GPU begin event
-    std::unique_ptr<cuda::Event> fence;  // trace on GPU: orders the comm stream after compute
   };
   struct Location {
     int bucket = -1;
@@ -150,19 +156,18 @@ class Reducer {
   void LaunchReadyBuckets();
   void Launch(Bucket& bucket);
   void FinalizeBackward();
-  void TraceHostCollective(Tracer& tracer, const Bucket& bucket);  // CPU: the comm track's interval
   // find_unused_parameters: parameters whose gradient stayed undefined on every rank keep no gradient.
   void RestoreGloballyUnused();
 
   std::vector<autograd::Variable> params_;  // only those that require grad
   std::vector<std::string> names_;
   std::shared_ptr<ProcessGroup> pg_;
-  ReducerOptions options_;
+  const ReducerOptions options_;
+  const CommHook comm_hook_;
   Device device_;
   std::vector<Bucket> buckets_;
   std::vector<Location> locations_;  // by parameter index
   std::vector<autograd::HookHandle> hooks_;
-  cuda::Stream trace_stream_;  // GPU trace only: where each all_reduce's closing event is recorded
 
   // Per-backward state.
   bool armed_ = false;               // hooks act only after PrepareForBackward

@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <fstream>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "tensor/internal/check.h"
 
@@ -22,17 +24,30 @@ const char* TrackName(TraceTrack track, bool gpu) {
     case TraceTrack::kCompute:
       return "GPU compute stream";
     case TraceTrack::kComm:
-      return gpu ? "GPU NCCL stream (all_reduce)" : "Gloo collectives (all_reduce)";
+      return gpu ? "GPU communication (all_reduce per bucket)" : "Gloo collectives (all_reduce)";
   }
   return "?";
 }
 
+// `text` as the inside of a JSON string.
+std::string Escaped(const char* text) {
+  std::string out;
+  for (const char* c = text; *c != '\0'; ++c) {
+    if (*c == '"' || *c == '\\') out += '\\';
+    out += *c;
+  }
+  return out;
+}
+
 void AppendEvent(std::string& out, const char* name, int pid, TraceTrack track, int64_t start_us, int64_t end_us,
-                 int64_t arg) {
+                 int64_t arg, const char* path) {
   if (!out.empty()) out += ",\n";
   absl::StrAppend(&out, "{\"name\":\"", name, "\",\"ph\":\"X\",\"pid\":", pid, ",\"tid\":", static_cast<int>(track),
                   ",\"ts\":", start_us, ",\"dur\":", end_us > start_us ? end_us - start_us : 0);
-  if (arg >= 0) absl::StrAppend(&out, ",\"args\":{\"i\":", arg, "}");
+  std::vector<std::string> args;
+  if (arg >= 0) args.push_back(absl::StrCat("\"i\":", arg));
+  if (path != nullptr) args.push_back(absl::StrCat("\"path\":\"", Escaped(path), "\""));
+  if (!args.empty()) absl::StrAppend(&out, ",\"args\":{", absl::StrJoin(args, ","), "}");
   out += "}";
 }
 
@@ -96,9 +111,10 @@ Tracer::Span Tracer::Scope(const char* name, int64_t arg) { return Span(this, na
 
 Tracer::Span Tracer::MaybeScope(Tracer* tracer, const char* name, int64_t arg) { return Span(tracer, name, arg); }
 
-void Tracer::AddHostEvent(TraceTrack track, const char* name, int64_t start_us, int64_t end_us, int64_t arg) {
+void Tracer::AddHostEvent(TraceTrack track, const char* name, int64_t start_us, int64_t end_us, int64_t arg,
+                          const char* path) {
   if (!enabled_ || !HasRoom()) return;
-  records_.push_back(Record{name, track, arg, start_us, end_us, -1, -1});
+  records_.push_back(Record{name, track, arg, start_us, end_us, -1, -1, path});
 }
 
 int Tracer::BeginGpu(const cuda::Stream& stream) {
@@ -113,11 +129,12 @@ int Tracer::BeginGpu(const cuda::Stream& stream) {
   return slot;
 }
 
-void Tracer::EndGpu(int slot, const cuda::Stream& stream, TraceTrack track, const char* name, int64_t arg) {
+void Tracer::EndGpu(int slot, const cuda::Stream& stream, TraceTrack track, const char* name, int64_t arg,
+                    const char* path) {
   if (slot < 0) return;
   events_[slot + 1]->Record(stream);
   if (!HasRoom()) return;
-  records_.push_back(Record{name, track, arg, 0, 0, slot, slot + 1});
+  records_.push_back(Record{name, track, arg, 0, 0, slot, slot + 1, path});
 }
 
 // --- Output --------------------------------------------------------------------------------------
@@ -140,7 +157,7 @@ std::string Tracer::EventsJson() {
       start = anchor_us_ + static_cast<int64_t>(1000.0 * cuda::Event::ElapsedMs(*anchor_, *events_[r.gpu_begin]));
       end = anchor_us_ + static_cast<int64_t>(1000.0 * cuda::Event::ElapsedMs(*anchor_, *events_[r.gpu_end]));
     }
-    AppendEvent(out, r.name, rank_, r.track, start, end, r.arg);
+    AppendEvent(out, r.name, rank_, r.track, start, end, r.arg, r.path);
   }
   return out;
 }

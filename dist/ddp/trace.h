@@ -1,13 +1,14 @@
 // Tracer: a timeline of one training run in the Chrome trace format, so a reader can open it in
 // chrome://tracing or https://ui.perfetto.dev and see gradient all_reduces overlapping backward.
-// DistributedDataParallel records forward and each bucket's all_reduce into it; the training loop adds
-// its own phases (backward, optimizer step) with Tracer::Scope.
+// DistributedDataParallel records forward and each bucket's all_reduce into it (the latter through
+// TracedCommHook); the training loop adds its own phases (backward, optimizer step) with Tracer::Scope.
 //
 // The picture: one process per rank ("rank 0", "rank 1", ...) with three tracks each:
 //   host      what the training thread was doing (host clock, steady_clock in microseconds)
 //   compute   GPU time of each phase on the compute stream (CUDA timing events)
-//   comm      GPU time of each bucket's all_reduce on the NCCL stream (CUDA timing events); on CPU, the
-//             host-measured time of the Gloo collective
+//   comm      GPU time of each bucket's all_reduce, from the group's stream to where it ends (CUDA timing
+//             events); on CPU, the host-measured time of the Gloo collective. Each names its path
+//             ("NCCL all_reduce", "copy engines") in its args (traced_comm_hook.h records them)
 // GPU times are placed on the host timeline through one anchor: an event recorded and synchronised when
 // the tracer is created, whose completion is stamped with the host clock.
 //
@@ -69,14 +70,17 @@ class Tracer {
   /// tracer->Scope(...), or a span that records nothing when `tracer` is null (tracing off).
   [[nodiscard]] static Span MaybeScope(Tracer* tracer, const char* name, int64_t arg = -1);
 
-  /// Records a finished host interval on `track` (CPU collectives: the comm track).
-  void AddHostEvent(TraceTrack track, const char* name, int64_t start_us, int64_t end_us, int64_t arg = -1);
+  /// Records a finished host interval on `track` (CPU collectives: the comm track). `path`, when set (a
+  /// string literal), is shown with it as args.path (how an all_reduce was carried).
+  void AddHostEvent(TraceTrack track, const char* name, int64_t start_us, int64_t end_us, int64_t arg = -1,
+                    const char* path = nullptr);
 
   /// GPU interval on any stream of the tracer's device: BeginGpu records a timing event on `stream` and
   /// returns a slot, EndGpu records the closing event and files the interval on `track`. BeginGpu returns
   /// -1 (and EndGpu ignores it) on the CPU or when the event pool is exhausted.
   int BeginGpu(const cuda::Stream& stream);
-  void EndGpu(int slot, const cuda::Stream& stream, TraceTrack track, const char* name, int64_t arg = -1);
+  void EndGpu(int slot, const cuda::Stream& stream, TraceTrack track, const char* name, int64_t arg = -1,
+              const char* path = nullptr);
 
   /// Writes the whole job's trace to `path` (JSON). Collective over `pg` (null: this process alone): rank 0
   /// gathers every rank's events (two all_gathers) and writes one file with a process per rank; the other
@@ -105,6 +109,7 @@ class Tracer {
     int64_t end_us;
     int gpu_begin;     // event slots, -1 for host records
     int gpu_end;
+    const char* path;  // args.path, or null
   };
   bool HasRoom();  // counts a drop when full
 

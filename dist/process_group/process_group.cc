@@ -5,6 +5,7 @@
 #include <functional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
@@ -53,6 +54,18 @@ absl::Status CheckRoot(int root, int size) {
   return absl::InvalidArgumentError(absl::StrCat("root ", root, " is not a rank of this group (size ", size, ")"));
 }
 
+// "float32 [4] cuda:1" -> "float32 [4] cuda": the ranks of an NCCL group make the same call on different
+// GPUs, so the debug fingerprint leaves the device index out.
+std::string WithoutDeviceIndex(std::string signature) {
+  for (size_t at = signature.find("cuda:"); at != std::string::npos; at = signature.find("cuda:", at)) {
+    size_t end = at + 5;
+    while (end < signature.size() && absl::ascii_isdigit(signature[end])) ++end;
+    signature.erase(at + 4, end - (at + 4));
+    at += 4;
+  }
+  return signature;
+}
+
 bool AllEmpty(absl::Span<const Tensor> tensors) {
   for (const Tensor& t : tensors) {
     if (t.defined() && t.numel() > 0) return false;
@@ -72,17 +85,19 @@ void ProcessGroup::EnableDebugCheck(std::unique_ptr<CollectiveFingerprintCheck> 
 }
 
 ProcessGroup::Prepared ProcessGroup::Prepare(const char* op_name, absl::Span<const Tensor> tensors,
-                                             std::string signature, ReduceOp op, int root,
-                                             absl::Status args_ok) {
+                                             std::string signature, ReduceOp op, int root, absl::Status args_ok,
+                                             const char* via) {
   const int64_t seq = sequence_number_++;
   Prepared p;
   p.call.op = op;
   p.call.root = root;
-  std::string what = absl::StrCat(op_name, "(", signature, ")");
-  p.call.description = absl::StrCat(what, " #", seq, " on ", backend_name(), " rank ", rank_, "/", size_);
+  const std::string path = via != nullptr ? absl::StrCat(" via ", via) : "";
+  p.call.description =
+      absl::StrCat(op_name, "(", signature, ") #", seq, " on ", backend_name(), " rank ", rank_, "/", size_, path);
   // The fingerprint exchange comes first, even for bad arguments, so the other ranks get a report
   // instead of waiting for a collective this rank will never start.
   if (debug_check_) {
+    const std::string what = absl::StrCat(op_name, "(", WithoutDeviceIndex(signature), ")", path);
     if (absl::Status s = debug_check_->Check(seq, what); !s.ok()) {
       p.failed = CompletionWork::Done(std::move(s), p.call.description, timeout_);
       return p;
@@ -94,30 +109,36 @@ ProcessGroup::Prepared ProcessGroup::Prepare(const char* op_name, absl::Span<con
         p.call.description, timeout_);
     return p;
   }
-  p.empty = op_name != std::string("Barrier") && AllEmpty(tensors);
-  if (p.empty) p.failed = CompletionWork::Done(absl::OkStatus(), p.call.description, timeout_);
+  // No elements: nothing to move, completes at once on every rank.
+  if (op_name != std::string("Barrier") && AllEmpty(tensors)) {
+    p.failed = CompletionWork::Done(absl::OkStatus(), p.call.description, timeout_);
+  }
   return p;
 }
 
-std::shared_ptr<Work> ProcessGroup::AllReduce(const Tensor& tensor, ReduceOp op, AllReduceOptions options) {
-  auto check = [this](const Tensor& t) { return CheckTensor(t); };
-  Prepared p = Prepare("AllReduce", {tensor}, absl::StrCat(TensorSignature(tensor), ", ", ReduceOpName(op)),
-                       op, 0, CheckTensors({tensor}, check));
-  if (p.failed) return p.failed;
-  p.call.overlaps_compute = options.overlaps_compute;
-  return RunAllReduce({tensor}, p.call);
-}
-
-std::shared_ptr<Work> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op,
-                                                       AllReduceOptions options) {
+ProcessGroup::Prepared ProcessGroup::PrepareAllReduce(const char* op_name, absl::Span<const Tensor> tensors,
+                                                      ReduceOp op, const char* via) {
   auto check = [this](const Tensor& t) { return CheckTensor(t); };
   std::vector<std::string> parts;
   for (const Tensor& t : tensors) parts.push_back(TensorSignature(t));
   parts.push_back(ReduceOpName(op));
-  Prepared p = Prepare("AllReduceCoalesced", tensors, absl::StrJoin(parts, ", "), op, 0,
-                       CheckTensors(tensors, check));
+  return Prepare(op_name, tensors, absl::StrJoin(parts, ", "), op, 0, CheckTensors(tensors, check), via);
+}
+
+ProcessGroup::Prepared ProcessGroup::PrepareExternalAllReduce(absl::Span<const Tensor> tensors, ReduceOp op,
+                                                              const char* via) {
+  return PrepareAllReduce(tensors.size() == 1 ? "AllReduce" : "AllReduceCoalesced", tensors, op, via);
+}
+
+std::shared_ptr<Work> ProcessGroup::AllReduce(const Tensor& tensor, ReduceOp op) {
+  Prepared p = PrepareAllReduce("AllReduce", {tensor}, op, nullptr);
   if (p.failed) return p.failed;
-  p.call.overlaps_compute = options.overlaps_compute;
+  return RunAllReduce({tensor}, p.call);
+}
+
+std::shared_ptr<Work> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op) {
+  Prepared p = PrepareAllReduce("AllReduceCoalesced", tensors, op, nullptr);
+  if (p.failed) return p.failed;
   return RunAllReduce(std::vector<Tensor>(tensors.begin(), tensors.end()), p.call);
 }
 

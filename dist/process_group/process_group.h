@@ -41,15 +41,6 @@ const char* ReduceOpName(ReduceOp op);
 /// "float32 [1000]": how tensors appear in Work descriptions and debug-mode reports.
 std::string TensorSignature(const Tensor& tensor);
 
-/// How the caller will use an all_reduce, so that the backend can pick its algorithm.
-struct AllReduceOptions {
-  /// The caller keeps computing on the GPU while the collective runs (DDP's buckets during backward).
-  /// The NCCL group of two GPUs on one machine then moves the data with its copy engines, leaving the
-  /// SMs to that compute (dist/process_group/nccl/copy_engine/copy_engine_all_reduce.h); a standalone all_reduce of 25 MiB is
-  /// faster as an NCCL kernel, so that stays the default.
-  bool overlaps_compute = false;
-};
-
 class ProcessGroup {
  public:
   virtual ~ProcessGroup();
@@ -70,11 +61,10 @@ class ProcessGroup {
   // --- Collectives. Each returns at once; see the contract above. ------------------------------------
 
   /// Combines `tensor` across ranks with `op`; every rank ends with the result, in place.
-  std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum, AllReduceOptions options = {});
+  std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum);
   /// AllReduce of several tensors as one collective (DDP's gradient buckets): Gloo flattens them into one
   /// buffer, NCCL issues them inside one ncclGroupStart/End. Precondition: all of one dtype and device.
-  std::shared_ptr<Work> AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op = ReduceOp::kSum,
-                                           AllReduceOptions options = {});
+  std::shared_ptr<Work> AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op = ReduceOp::kSum);
   /// Copies `tensor` of rank `root` into `tensor` of every other rank. Precondition: 0 <= root < size().
   std::shared_ptr<Work> Broadcast(const Tensor& tensor, int root = 0);
   /// Concatenates every rank's `input` in rank order into `output` (all_gather_into_tensor).
@@ -102,7 +92,6 @@ class ProcessGroup {
     std::string description;  // "AllReduce(float32 [1000], SUM) #7 on gloo rank 0/2"
     ReduceOp op = ReduceOp::kSum;
     int root = 0;
-    bool overlaps_compute = false;  // AllReduceOptions
   };
   virtual std::shared_ptr<Work> RunAllReduce(std::vector<Tensor> tensors, const Call& call) = 0;
   virtual std::shared_ptr<Work> RunBroadcast(const Tensor& tensor, const Call& call) = 0;
@@ -113,16 +102,24 @@ class ProcessGroup {
   /// Whether this backend takes `tensor` (its device and dtype); the message names what it supports.
   virtual absl::Status CheckTensor(const Tensor& tensor) const = 0;
 
+  /// A call numbered and checked: either `failed` (the Work to hand back at once: bad arguments, a
+  /// debug-check mismatch, or no elements, which completes OK on every rank), or `call` to run.
+  struct Prepared {
+    std::shared_ptr<Work> failed;
+    Call call;
+  };
+  /// For a backend's own flavours of all_reduce (ProcessGroupNCCL::AllReduceExternal): numbers and checks
+  /// the call exactly as AllReduce (one tensor) or AllReduceCoalesced (several) do. `via` names the path
+  /// that will carry it; it ends the description ("... #7 on nccl rank 0/2 via copy engines") and the
+  /// debug fingerprint, so that ranks taking different paths for the same collective are reported.
+  Prepared PrepareExternalAllReduce(absl::Span<const Tensor> tensors, ReduceOp op, const char* via);
+
  private:
   // Numbers the call, checks it (arguments, then the debug fingerprint), and returns either the
   // description to run it under or the failed Work to hand back.
-  struct Prepared {
-    std::shared_ptr<Work> failed;  // set when the call must not run
-    Call call;
-    bool empty = false;  // no elements: nothing to move, completes at once on every rank
-  };
-  Prepared Prepare(const char* op_name, absl::Span<const Tensor> tensors, std::string signature,
-                   ReduceOp op, int root, absl::Status args_ok);
+  Prepared Prepare(const char* op_name, absl::Span<const Tensor> tensors, std::string signature, ReduceOp op,
+                   int root, absl::Status args_ok, const char* via = nullptr);
+  Prepared PrepareAllReduce(const char* op_name, absl::Span<const Tensor> tensors, ReduceOp op, const char* via);
 
   const int rank_;
   const int size_;

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "tensor/dtype.h"
 #include "tensor/internal/check.h"
@@ -88,6 +89,41 @@ __device__ __forceinline__ Bf16 Bf16FromFloat(float f) {
 }
 __device__ __forceinline__ float Bf16ToFloat(Bf16 b) { return __uint_as_float(static_cast<uint32_t>(b.bits) << 16); }
 
+// Storage type and compute type. A kernel templated on the storage type S of its tensors computes in
+// Compute<S>: float for Bf16, S itself for float and double. It widens what it loads (exact) and narrows
+// what it stores (round to nearest even for Bf16), so bfloat16 math is float math rounded once per
+// result, as on the CPU (cpu_bf16.cc). For float and double both are the identity.
+template <typename S>
+struct ComputeOf {
+  using type = S;
+};
+template <>
+struct ComputeOf<Bf16> {
+  using type = float;
+};
+template <typename S>
+using Compute = typename ComputeOf<S>::type;
+
+template <typename S>
+__device__ __forceinline__ Compute<S> Widen(S v) {
+  return v;
+}
+__device__ __forceinline__ float Widen(Bf16 v) { return Bf16ToFloat(v); }
+template <typename S, typename T>
+__device__ __forceinline__ S Narrow(T v) {
+  if constexpr (std::is_same_v<S, Bf16>) {
+    return Bf16FromFloat(static_cast<float>(v));
+  } else {
+    return static_cast<S>(v);
+  }
+}
+
+/// A tensor's elements as storage type S (Tensor::data<T>() knows the host types, not Bf16).
+template <typename S>
+S* DataAs(const Tensor& t) {
+  return static_cast<S*>(t.data_ptr());
+}
+
 /// 16 bytes of T: one 128-bit load or store, the widest a thread can issue.
 template <typename T>
 struct alignas(16) Pack {
@@ -168,6 +204,36 @@ void DispatchFloat(DType dtype, const char* op, Fn&& fn) {
       break;
   }
   TINYDDP_CHECK_OP(false, op, "the CUDA kernel handles float32 and float64, not ", DTypeName(dtype));
+}
+
+/// Calls fn(S{}) with the storage type S = float, double or Bf16 of `dtype`: the math kernels, which
+/// compute in Compute<S>. Anything else is a bug in tinyddp (ops.cc checks) and stops naming the op.
+template <typename Fn>
+void DispatchFloatOrBf16(DType dtype, const char* op, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32:
+      fn(float{});
+      return;
+    case DType::kFloat64:
+      fn(double{});
+      return;
+    case DType::kBFloat16:
+      fn(Bf16{});
+      return;
+    default:
+      break;
+  }
+  TINYDDP_CHECK_OP(false, op, "the CUDA kernel handles float32, float64 and bfloat16, not ", DTypeName(dtype));
+}
+
+/// For a kernel with input storage type S: calls fn(O{}) with the output's storage type, S itself, or
+/// float for the float32 result of bfloat16 input (the mixed sums and losses of ops.h).
+template <typename S, typename Fn>
+void DispatchOut(DType out_dtype, Fn&& fn) {
+  if constexpr (std::is_same_v<S, Bf16>) {
+    if (out_dtype == DType::kFloat32) return fn(float{});
+  }
+  fn(S{});
 }
 
 /// Calls fn(T{}) with the device element type of each of the six dtypes (Bf16 for bfloat16).

@@ -2,11 +2,12 @@
 // with their backwards (the cuda:: half of kernel_list.inc; the CPU half is cpu_elementwise.cc).
 //
 // These kernels only move memory, so they are written for bandwidth: each thread loads 16 bytes per
-// operand at a time (a float4 of floats, two doubles) when every pointer is 16-byte aligned, and a
-// grid-stride loop sized to exactly fill the GPU walks the tensor; the elements past the last full pack,
-// or every element of a misaligned view, take a scalar path. Arithmetic spells out each rounding
+// operand at a time (four floats, two doubles, eight bfloat16s) when every pointer is 16-byte aligned,
+// and a grid-stride loop sized to exactly fill the GPU walks the tensor; the elements past the last full
+// pack, or every element of a misaligned view, take a scalar path. Arithmetic spells out each rounding
 // (Add/Mul... from cuda_common.cuh) in the same order as the CPU loops, so both give identical bits
-// (GELU excepted: tanh differs in its last bits between libm and CUDA).
+// (GELU excepted: tanh differs in its last bits between libm and CUDA). bfloat16 tensors are computed
+// in float and each result rounded once (Widen/Narrow), exactly what the CPU's cpu_bf16.cc does.
 #include "tensor/internal/cuda_common.cuh"
 #include "tensor/internal/kernels.h"
 
@@ -15,21 +16,25 @@ namespace {
 
 using internal::Add;
 using internal::Aligned16;
+using internal::Compute;
+using internal::DataAs;
 using internal::Div;
 using internal::kThreads;
 using internal::LaunchScope;
 using internal::Mul;
+using internal::Narrow;
 using internal::Pack;
 using internal::Sub;
+using internal::Widen;
 
 // --- Kernels -----------------------------------------------------------------------------------------
 
-/// out[i] = f(a[i]) or f(a[i], b[i]). Packs [0, packs) are 16-byte vectors; elements from
-/// packs * kSize to n go one by one. out may be a itself (in-place updates): each element is read and
-/// written by the same thread.
-template <typename T, int kInputs, typename F>
-__global__ void MapKernel(F f, const T* a, const T* b, T* out, int64_t n, int64_t packs) {
-  using P = Pack<T>;
+/// out[i] = f(a[i]) or f(a[i], b[i]), f computing in Compute<S>. Packs [0, packs) are 16-byte vectors;
+/// elements from packs * kSize to n go one by one. out may be a itself (in-place updates): each element
+/// is read and written by the same thread.
+template <typename S, int kInputs, typename F>
+__global__ void MapKernel(F f, const S* a, const S* b, S* out, int64_t n, int64_t packs) {
+  using P = Pack<S>;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (int64_t p = first; p < packs; p += stride) {
@@ -40,26 +45,26 @@ __global__ void MapKernel(F f, const T* a, const T* b, T* out, int64_t n, int64_
 #pragma unroll
     for (int k = 0; k < P::kSize; ++k) {
       if constexpr (kInputs == 2) {
-        r.v[k] = f(x.v[k], y.v[k]);
+        r.v[k] = Narrow<S>(f(Widen(x.v[k]), Widen(y.v[k])));
       } else {
-        r.v[k] = f(x.v[k]);
+        r.v[k] = Narrow<S>(f(Widen(x.v[k])));
       }
     }
     reinterpret_cast<P*>(out)[p] = r;
   }
   for (int64_t i = packs * P::kSize + first; i < n; i += stride) {
     if constexpr (kInputs == 2) {
-      out[i] = f(a[i], b[i]);
+      out[i] = Narrow<S>(f(Widen(a[i]), Widen(b[i])));
     } else {
-      out[i] = f(a[i]);
+      out[i] = Narrow<S>(f(Widen(a[i])));
     }
   }
 }
 
 /// out[i] = x[i] + row[i % cols]; vectorised when cols is a whole number of packs.
-template <typename T>
-__global__ void AddRowVectorKernel(const T* x, const T* row, T* out, int64_t n, int64_t cols, int64_t packs) {
-  using P = Pack<T>;
+template <typename S>
+__global__ void AddRowVectorKernel(const S* x, const S* row, S* out, int64_t n, int64_t cols, int64_t packs) {
+  using P = Pack<S>;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (int64_t p = first; p < packs; p += stride) {
@@ -68,10 +73,12 @@ __global__ void AddRowVectorKernel(const T* x, const T* row, T* out, int64_t n, 
     const P r = *reinterpret_cast<const P*>(row + col);
     P o;
 #pragma unroll
-    for (int k = 0; k < P::kSize; ++k) o.v[k] = Add(a.v[k], r.v[k]);
+    for (int k = 0; k < P::kSize; ++k) o.v[k] = Narrow<S>(Add(Widen(a.v[k]), Widen(r.v[k])));
     reinterpret_cast<P*>(out)[p] = o;
   }
-  for (int64_t i = packs * P::kSize + first; i < n; i += stride) out[i] = Add(x[i], row[i % cols]);
+  for (int64_t i = packs * P::kSize + first; i < n; i += stride) {
+    out[i] = Narrow<S>(Add(Widen(x[i]), Widen(row[i % cols])));
+  }
 }
 
 // --- The per-element functions -------------------------------------------------------------------------
@@ -139,13 +146,13 @@ struct GeluBackwardF {  // (grad, x)
 
 // --- Launchers -----------------------------------------------------------------------------------------
 
-template <int kInputs, typename T, typename F>
-void LaunchMap(const LaunchScope& scope, F f, const T* a, const T* b, T* out, int64_t n) {
+template <int kInputs, typename S, typename F>
+void LaunchMap(const LaunchScope& scope, F f, const S* a, const S* b, S* out, int64_t n) {
   if (n == 0) return;
   const bool vector = Aligned16(a) && (kInputs < 2 || Aligned16(b)) && Aligned16(out);
-  const int64_t packs = vector ? n / Pack<T>::kSize : 0;
-  const int64_t scalars = n - packs * Pack<T>::kSize;
-  auto kernel = MapKernel<T, kInputs, F>;
+  const int64_t packs = vector ? n / Pack<S>::kSize : 0;
+  const int64_t scalars = n - packs * Pack<S>::kSize;
+  auto kernel = MapKernel<S, kInputs, F>;
   const int grid = internal::GridFor(kernel, packs > scalars ? packs : scalars, scope.device());
   kernel<<<grid, kThreads, 0, scope.stream()>>>(f, a, b, out, n, packs);
   CUDA_LAUNCH_CHECK();
@@ -154,18 +161,19 @@ void LaunchMap(const LaunchScope& scope, F f, const T* a, const T* b, T* out, in
 template <template <typename> class F>
 void Unary(const char* op, const Tensor& x, Tensor& out) {
   LaunchScope scope(out);
-  internal::DispatchFloat(x.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    LaunchMap<1>(scope, F<T>{}, x.data<T>(), static_cast<const T*>(nullptr), out.data<T>(), out.numel());
+  internal::DispatchFloatOrBf16(x.dtype(), op, [&](auto tag) {
+    using S = decltype(tag);
+    LaunchMap<1>(scope, F<Compute<S>>{}, DataAs<const S>(x), static_cast<const S*>(nullptr), DataAs<S>(out),
+                 out.numel());
   });
 }
 
 template <template <typename> class F>
 void Binary(const char* op, const Tensor& a, const Tensor& b, Tensor& out) {
   LaunchScope scope(out);
-  internal::DispatchFloat(a.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    LaunchMap<2>(scope, F<T>{}, a.data<T>(), b.data<T>(), out.data<T>(), out.numel());
+  internal::DispatchFloatOrBf16(a.dtype(), op, [&](auto tag) {
+    using S = decltype(tag);
+    LaunchMap<2>(scope, F<Compute<S>>{}, DataAs<const S>(a), DataAs<const S>(b), DataAs<S>(out), out.numel());
   });
 }
 
@@ -186,36 +194,39 @@ void BinaryOp(BinaryKind op, const Tensor& a, const Tensor& b, Tensor& out) {
 
 void Axpby(double alpha, const Tensor& a, double beta, const Tensor& b, Tensor& out) {
   LaunchScope scope(out);
-  internal::DispatchFloat(a.dtype(), "Axpby", [&](auto tag) {
-    using T = decltype(tag);
-    // Scalars are rounded to the tensor's type first, as PyTorch does (and the CPU kernel).
+  internal::DispatchFloatOrBf16(a.dtype(), "Axpby", [&](auto tag) {
+    using S = decltype(tag);
+    using T = Compute<S>;
+    // Scalars are rounded to the compute type first, as PyTorch does (and the CPU kernel).
     const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
-    const T* x = a.data<T>();
-    T* o = out.data<T>();
+    const S* x = DataAs<const S>(a);
+    S* o = DataAs<S>(out);
     const int64_t n = out.numel();
     if (!b.defined()) {
-      LaunchMap<1>(scope, ScaleF<T>{al}, x, static_cast<const T*>(nullptr), o, n);
+      LaunchMap<1>(scope, ScaleF<T>{al}, x, static_cast<const S*>(nullptr), o, n);
     } else if (alpha == 1.0) {
-      LaunchMap<2>(scope, AddScaledF<T>{be}, x, b.data<T>(), o, n);
+      LaunchMap<2>(scope, AddScaledF<T>{be}, x, DataAs<const S>(b), o, n);
     } else {
-      LaunchMap<2>(scope, AxpbyF<T>{al, be}, x, b.data<T>(), o, n);
+      LaunchMap<2>(scope, AxpbyF<T>{al, be}, x, DataAs<const S>(b), o, n);
     }
   });
 }
 
 void AddRowVector(const Tensor& x, const Tensor& row, Tensor& out) {
   LaunchScope scope(out);
-  internal::DispatchFloat(x.dtype(), "AddRowVector", [&](auto tag) {
-    using T = decltype(tag);
+  internal::DispatchFloatOrBf16(x.dtype(), "AddRowVector", [&](auto tag) {
+    using S = decltype(tag);
     const int64_t n = out.numel(), cols = row.numel();
     if (n == 0 || cols == 0) return;
-    const bool vector =
-        cols % Pack<T>::kSize == 0 && Aligned16(x.data<T>()) && Aligned16(row.data<T>()) && Aligned16(out.data<T>());
-    const int64_t packs = vector ? n / Pack<T>::kSize : 0;
-    const int64_t scalars = n - packs * Pack<T>::kSize;
-    auto kernel = AddRowVectorKernel<T>;
+    const S* in = DataAs<const S>(x);
+    const S* r = DataAs<const S>(row);
+    S* o = DataAs<S>(out);
+    const bool vector = cols % Pack<S>::kSize == 0 && Aligned16(in) && Aligned16(r) && Aligned16(o);
+    const int64_t packs = vector ? n / Pack<S>::kSize : 0;
+    const int64_t scalars = n - packs * Pack<S>::kSize;
+    auto kernel = AddRowVectorKernel<S>;
     const int grid = internal::GridFor(kernel, packs > scalars ? packs : scalars, scope.device());
-    kernel<<<grid, kThreads, 0, scope.stream()>>>(x.data<T>(), row.data<T>(), out.data<T>(), n, cols, packs);
+    kernel<<<grid, kThreads, 0, scope.stream()>>>(in, r, o, n, cols, packs);
     CUDA_LAUNCH_CHECK();
   });
 }

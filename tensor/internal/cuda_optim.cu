@@ -11,7 +11,13 @@
 //
 // The per-element arithmetic spells out every rounding in the CPU kernel's order (no fused multiply-add,
 // IEEE sqrt and division), so a step on the GPU gives the same bits as the same step on the CPU.
+//
+// Mixed precision (the *Mixed entry points): float32 params and state, grads of storage type G (float or
+// bfloat16, widened exactly as they are loaded), and optionally a bfloat16 copy per param that receives
+// bf16(p_new) in the same pass, from the value still in registers. The copy costs 2 bytes per param
+// written, against the 4 + 2 of a separate cast pass over the new params.
 #include <cmath>
+#include <type_traits>
 
 #include "tensor/internal/cuda_common.cuh"
 #include "tensor/internal/kernels.h"
@@ -21,6 +27,7 @@ namespace {
 
 using internal::Add;
 using internal::Aligned16;
+using internal::Bf16;
 using internal::Div;
 using internal::kThreads;
 using internal::LaunchScope;
@@ -28,17 +35,26 @@ using internal::Mul;
 using internal::Pack;
 using internal::Sqrt;
 using internal::Sub;
+using internal::Widen;
 
 constexpr int kMaxTensors = 64;
 
-/// Slot 0 is the parameter, slot 1 its gradient (read only), slots 2.. its optimizer state.
+/// Slot 0 is the parameter, slot 1 its gradient (read only), slots 2.. its optimizer state; `copies`
+/// the bfloat16 copy of each parameter, or null.
 template <int kDepth>
 struct TensorList {
   void* ptrs[kDepth][kMaxTensors];
+  void* copies[kMaxTensors];
   int64_t sizes[kMaxTensors];
   int64_t chunk_start[kMaxTensors + 1];  // tensor t owns chunks [chunk_start[t], chunk_start[t + 1])
-  bool aligned[kMaxTensors];             // every slot of tensor t is 16-byte aligned
+  bool aligned[kMaxTensors];             // every slot (and the copy) of tensor t is 16-byte aligned
   int count;
+};
+
+/// N elements of type E in one load or store: 16 bytes for the state slots, 8 for four bfloat16s.
+template <typename E, int N>
+struct alignas(sizeof(E) * N) Vec {
+  E v[N];
 };
 
 // --- The update rules (ops.h; torch.optim.SGD and torch.optim.Adam/AdamW) ------------------------------
@@ -77,10 +93,12 @@ struct AdamUpdate {
 
 // --- The kernel --------------------------------------------------------------------------------------
 
-template <typename T, int kDepth, typename Update>
+/// T: the params' and state's type; G: the grads' storage type (T, or Bf16 for float params).
+template <typename T, typename G, int kDepth, typename Update>
 __global__ void __launch_bounds__(kThreads) MultiTensorKernel(TensorList<kDepth> list, Update update) {
-  using P = Pack<T>;
-  constexpr int64_t kChunk = static_cast<int64_t>(kThreads) * P::kSize;
+  constexpr int kVec = Pack<T>::kSize;  // elements per thread per chunk: 16 bytes of T
+  using V = Vec<T, kVec>;
+  constexpr int64_t kChunk = static_cast<int64_t>(kThreads) * kVec;
   const int64_t chunks = list.chunk_start[list.count];
   int t = 0;  // chunks come in increasing order, so the owning tensor only moves forward
   for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
@@ -90,38 +108,49 @@ __global__ void __launch_bounds__(kThreads) MultiTensorKernel(TensorList<kDepth>
     const int64_t n = remaining < kChunk ? remaining : kChunk;
     T* ptr[kDepth];
 #pragma unroll
-    for (int d = 0; d < kDepth; ++d) ptr[d] = static_cast<T*>(list.ptrs[d][t]) + begin;
+    for (int d = 0; d < kDepth; ++d) {
+      if (d != 1) ptr[d] = static_cast<T*>(list.ptrs[d][t]) + begin;
+    }
+    const G* grad = static_cast<const G*>(list.ptrs[1][t]) + begin;
+    Bf16* copy = list.copies[t] == nullptr ? nullptr : static_cast<Bf16*>(list.copies[t]) + begin;
 
-    if (n == kChunk && list.aligned[t]) {  // a full chunk: one pack per slot per thread
-      P x[kDepth];
+    if (n == kChunk && list.aligned[t]) {  // a full chunk: one vector per slot per thread
+      V x[kDepth];
 #pragma unroll
-      for (int d = 0; d < kDepth; ++d) x[d] = reinterpret_cast<const P*>(ptr[d])[threadIdx.x];
+      for (int d = 0; d < kDepth; ++d) {
+        if (d != 1) x[d] = reinterpret_cast<const V*>(ptr[d])[threadIdx.x];
+      }
+      const Vec<G, kVec> g = reinterpret_cast<const Vec<G, kVec>*>(grad)[threadIdx.x];
+      Vec<Bf16, kVec> b;
 #pragma unroll
-      for (int k = 0; k < P::kSize; ++k) {
+      for (int k = 0; k < kVec; ++k) {
         T e[kDepth];
 #pragma unroll
-        for (int d = 0; d < kDepth; ++d) e[d] = x[d].v[k];
+        for (int d = 0; d < kDepth; ++d) e[d] = d == 1 ? static_cast<T>(Widen(g.v[k])) : x[d].v[k];
         update(e);
 #pragma unroll
         for (int d = 0; d < kDepth; ++d) x[d].v[k] = e[d];
+        if (copy != nullptr) b.v[k] = internal::Narrow<Bf16>(e[0]);
       }
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
-        if (d != 1) reinterpret_cast<P*>(ptr[d])[threadIdx.x] = x[d];
+        if (d != 1) reinterpret_cast<V*>(ptr[d])[threadIdx.x] = x[d];
       }
+      if (copy != nullptr) reinterpret_cast<Vec<Bf16, kVec>*>(copy)[threadIdx.x] = b;
     } else {  // the last, partial chunk of a tensor, or a misaligned view: element by element
 #pragma unroll
-      for (int k = 0; k < P::kSize; ++k) {
+      for (int k = 0; k < kVec; ++k) {
         const int64_t i = threadIdx.x + static_cast<int64_t>(k) * kThreads;
         if (i >= n) continue;
         T e[kDepth];
 #pragma unroll
-        for (int d = 0; d < kDepth; ++d) e[d] = ptr[d][i];
+        for (int d = 0; d < kDepth; ++d) e[d] = d == 1 ? static_cast<T>(Widen(grad[i])) : ptr[d][i];
         update(e);
 #pragma unroll
         for (int d = 0; d < kDepth; ++d) {
           if (d != 1) ptr[d][i] = e[d];
         }
+        if (copy != nullptr) copy[i] = internal::Narrow<Bf16>(e[0]);
       }
     }
   }
@@ -129,14 +158,15 @@ __global__ void __launch_bounds__(kThreads) MultiTensorKernel(TensorList<kDepth>
 
 // --- Launcher ----------------------------------------------------------------------------------------
 
-/// Applies `update` to every tensor of slots[0..kDepth) (slots[d][t] is tensor t of slot d), in as few
-/// launches as the parameter-size limit allows. Builds the list on the stack: no allocation.
-template <typename T, int kDepth, typename Update>
-void MultiTensorApply(const LaunchScope& scope, const Tensor* const (&slots)[kDepth], size_t count,
-                      const Update& update) {
+/// Applies `update` to every tensor of slots[0..kDepth) (slots[d][t] is tensor t of slot d), writing
+/// bfloat16 copies of the new params into `copies` unless it is null, in as few launches as the
+/// parameter-size limit allows. Builds the list on the stack: no allocation.
+template <typename T, typename G, int kDepth, typename Update>
+void MultiTensorApply(const LaunchScope& scope, const Tensor* const (&slots)[kDepth], const Tensor* copies,
+                      size_t count, const Update& update) {
   static_assert(sizeof(TensorList<kDepth>) + sizeof(Update) <= 4000, "kernel parameters must fit in 4 KiB");
   constexpr int64_t kChunk = static_cast<int64_t>(kThreads) * Pack<T>::kSize;
-  auto kernel = MultiTensorKernel<T, kDepth, Update>;
+  auto kernel = MultiTensorKernel<T, G, kDepth, Update>;
   for (size_t first = 0; first < count; first += kMaxTensors) {
     TensorList<kDepth> list;
     list.count = static_cast<int>(count - first < kMaxTensors ? count - first : kMaxTensors);
@@ -148,6 +178,8 @@ void MultiTensorApply(const LaunchScope& scope, const Tensor* const (&slots)[kDe
         list.ptrs[d][t] = p;
         aligned = aligned && Aligned16(p);
       }
+      list.copies[t] = copies == nullptr ? nullptr : copies[first + t].data_ptr();
+      aligned = aligned && Aligned16(list.copies[t]);  // null is aligned
       list.aligned[t] = aligned;
       list.sizes[t] = slots[0][first + t].numel();
       list.chunk_start[t + 1] = list.chunk_start[t] + (list.sizes[t] + kChunk - 1) / kChunk;
@@ -164,14 +196,27 @@ void MultiTensorApply(const LaunchScope& scope, const Tensor* const (&slots)[kDe
   }
 }
 
-}  // namespace
+/// Calls fn(T{}, G{}): T the params' type; G the grads' storage type, which for float params may be
+/// Bf16 (ops.cc checks that all grads of one step share one dtype).
+template <typename Fn>
+void DispatchParamsAndGrads(DType params, DType grads, const char* op, Fn&& fn) {
+  internal::DispatchFloat(params, op, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) {
+      if (grads == DType::kBFloat16) return fn(T{}, Bf16{});
+    }
+    fn(T{}, T{});
+  });
+}
 
-void SgdStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> momentum_bufs,
-             const ops::SgdConfig& config) {
+/// SGD (ops.h) over the whole list; grads and copies as in MultiTensorKernel.
+void LaunchSgd(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> momentum_bufs,
+               const ops::SgdConfig& config, const Tensor* copies) {
   if (params.empty()) return;
   LaunchScope scope(params[0]);
-  internal::DispatchFloat(params[0].dtype(), "SgdStep", [&](auto tag) {
+  DispatchParamsAndGrads(params[0].dtype(), grads[0].dtype(), "SgdStep", [&](auto tag, auto grad_tag) {
     using T = decltype(tag);
+    using G = decltype(grad_tag);
     const SgdUpdate<T> update{static_cast<T>(config.lr),
                               static_cast<T>(config.weight_decay),
                               static_cast<T>(config.momentum),
@@ -181,16 +226,17 @@ void SgdStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Sp
                               config.nesterov};
     if (config.momentum != 0.0) {
       const Tensor* const slots[3] = {params.data(), grads.data(), momentum_bufs.data()};
-      MultiTensorApply<T>(scope, slots, params.size(), update);
+      MultiTensorApply<T, G>(scope, slots, copies, params.size(), update);
     } else {
       const Tensor* const slots[2] = {params.data(), grads.data()};
-      MultiTensorApply<T>(scope, slots, params.size(), update);
+      MultiTensorApply<T, G>(scope, slots, copies, params.size(), update);
     }
   });
 }
 
-void AdamStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> exp_avgs,
-              absl::Span<Tensor> exp_avg_sqs, const ops::AdamConfig& config) {
+/// Adam/AdamW (ops.h) over the whole list; grads and copies as in MultiTensorKernel.
+void LaunchAdam(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> exp_avgs,
+                absl::Span<Tensor> exp_avg_sqs, const ops::AdamConfig& config, const Tensor* copies) {
   if (params.empty()) return;
   LaunchScope scope(params[0]);
   // The step's scalars, in double on the host as torch.optim.adam computes them.
@@ -199,8 +245,9 @@ void AdamStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::S
   const double bias_correction2 = 1.0 - std::pow(config.beta2, step);
   const double step_size = config.lr / bias_correction1;
   const double bias_correction2_sqrt = std::sqrt(bias_correction2);
-  internal::DispatchFloat(params[0].dtype(), "AdamStep", [&](auto tag) {
+  DispatchParamsAndGrads(params[0].dtype(), grads[0].dtype(), "AdamStep", [&](auto tag, auto grad_tag) {
     using T = decltype(tag);
+    using G = decltype(grad_tag);
     const AdamUpdate<T> update{static_cast<T>(1.0 - config.lr * config.weight_decay),
                                static_cast<T>(config.weight_decay),
                                static_cast<T>(1.0 - config.beta1),
@@ -212,8 +259,30 @@ void AdamStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::S
                                config.weight_decay != 0.0,
                                config.decoupled_weight_decay};
     const Tensor* const slots[4] = {params.data(), grads.data(), exp_avgs.data(), exp_avg_sqs.data()};
-    MultiTensorApply<T>(scope, slots, params.size(), update);
+    MultiTensorApply<T, G>(scope, slots, copies, params.size(), update);
   });
+}
+
+}  // namespace
+
+void SgdStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> momentum_bufs,
+             const ops::SgdConfig& config) {
+  LaunchSgd(params, grads, momentum_bufs, config, nullptr);
+}
+
+void AdamStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> exp_avgs,
+              absl::Span<Tensor> exp_avg_sqs, const ops::AdamConfig& config) {
+  LaunchAdam(params, grads, exp_avgs, exp_avg_sqs, config, nullptr);
+}
+
+void SgdStepMixed(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> momentum_bufs,
+                  const ops::SgdConfig& config, absl::Span<Tensor> bf16_copies) {
+  LaunchSgd(params, grads, momentum_bufs, config, bf16_copies.empty() ? nullptr : bf16_copies.data());
+}
+
+void AdamStepMixed(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> exp_avgs,
+                   absl::Span<Tensor> exp_avg_sqs, const ops::AdamConfig& config, absl::Span<Tensor> bf16_copies) {
+  LaunchAdam(params, grads, exp_avgs, exp_avg_sqs, config, bf16_copies.empty() ? nullptr : bf16_copies.data());
 }
 
 }  // namespace tinyddp::cuda

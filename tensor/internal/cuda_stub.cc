@@ -22,6 +22,7 @@ namespace {
 
 void MatMul(const Tensor&, const Tensor&, bool, bool, float, float, Tensor&) { NoCuda("MatMul"); }
 void Linear(const Tensor&, const Tensor&, const Tensor&, Tensor&) { NoCuda("Linear"); }
+void LinearRelu(const Tensor&, const Tensor&, const Tensor&, Tensor&) { NoCuda("LinearRelu"); }
 void BinaryOp(BinaryKind, const Tensor&, const Tensor&, Tensor&) { NoCuda("BinaryOp"); }
 void Axpby(double, const Tensor&, double, const Tensor&, Tensor&) { NoCuda("Axpby"); }
 void AddRowVector(const Tensor&, const Tensor&, Tensor&) { NoCuda("AddRowVector"); }
@@ -32,6 +33,7 @@ void GeluBackward(const Tensor&, const Tensor&, Tensor&) { NoCuda("GeluBackward"
 void Fill(Tensor&, double) { NoCuda("Fill"); }
 void SumAll(const Tensor&, Tensor&) { NoCuda("SumAll"); }
 void SumDim(const Tensor&, int64_t, int64_t, int64_t, Tensor&) { NoCuda("SumDim"); }
+void SumRows(const Tensor&, float, Tensor&) { NoCuda("SumRows"); }
 void ArgMax(const Tensor&, Tensor&) { NoCuda("ArgMax"); }
 void LogSoftmax(const Tensor&, Tensor&) { NoCuda("LogSoftmax"); }
 void CrossEntropy(const Tensor&, const Tensor&, Tensor&, Tensor&) { NoCuda("CrossEntropy"); }
@@ -48,6 +50,14 @@ void SgdStep(absl::Span<Tensor>, absl::Span<const Tensor>, absl::Span<Tensor>, c
 void AdamStep(absl::Span<Tensor>, absl::Span<const Tensor>, absl::Span<Tensor>, absl::Span<Tensor>,
               const ops::AdamConfig&) {
   NoCuda("AdamStep");
+}
+void SgdStepMixed(absl::Span<Tensor>, absl::Span<const Tensor>, absl::Span<Tensor>, const ops::SgdConfig&,
+                  absl::Span<Tensor>) {
+  NoCuda("SgdStepMixed");
+}
+void AdamStepMixed(absl::Span<Tensor>, absl::Span<const Tensor>, absl::Span<Tensor>, absl::Span<Tensor>,
+                   const ops::AdamConfig&, absl::Span<Tensor>) {
+  NoCuda("AdamStepMixed");
 }
 
 }  // namespace tinyddp::cuda

@@ -1,7 +1,8 @@
 // DDP on GPUs with NCCL, one process per GPU: the same claim as ddp_equivalence_test (N ranks == one
 // process on the concatenated batch, bit-identical ranks after every step) for both gradient layouts and
 // both optimizers, plus what the GPU path adds: the trained step allocates no device memory once warm, and
-// the bf16 hook stays identical across ranks. Needs at least 2 GPUs; skips otherwise.
+// the bf16 hook stays identical across ranks, and the default hook's copy engines. Needs at least 2 GPUs;
+// skips otherwise.
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "dist/ddp/copy_engine_hook.h"
 #include "dist/ddp/ddp.h"
 #include "dist/testing/ddp_testing.h"
 #include "dist/process_group/nccl/process_group_nccl.h"
@@ -50,13 +52,11 @@ std::shared_ptr<ProcessGroup> Connect(const RankContext& ctx) {
 const std::vector<int64_t> kDims = {67, 129, 95, 10};
 constexpr int64_t kPerRankBatch = 24;
 
-// copy_engines: every float32 bucket goes through the copy-engine all_reduce (its size threshold set to
-// 0 for this group), which otherwise takes only buckets of 4 MiB and more.
+// copy_engines: every float32 bucket goes through the copy-engine all_reduce (DDP's default hook with its
+// size threshold set to 0), which otherwise takes only buckets of 4 MiB and more.
 void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw, bool fused = false,
                      bool copy_engines = false) {
-  if (copy_engines) setenv("TINYDDP_COPY_ENGINE_MIN_BYTES", "0", 1);
   auto pg = Connect(ctx);
-  if (copy_engines) unsetenv("TINYDDP_COPY_ENGINE_MIN_BYTES");
   ASSERT_NE(pg, nullptr);
   const Device device = Device::CUDA(ctx.rank);
   nn::MlpOptions mo;
@@ -69,9 +69,17 @@ void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw, bool 
   options.first_bucket_bytes = 4096;
   options.bucket_cap_bytes = 40000;
   options.gradient_as_bucket_view = bucket_view;
+  if (copy_engines) setenv("TINYDDP_COPY_ENGINE_MIN_BYTES", "0", 1);
   auto ddp = DistributedDataParallel::Create(*model, pg, options);
+  if (copy_engines) unsetenv("TINYDDP_COPY_ENGINE_MIN_BYTES");
   ASSERT_TRUE(ddp.ok()) << ddp.status();
   ASSERT_GE((*ddp)->reducer().num_buckets(), 3);
+  const CopyEngineHook* hook = (*ddp)->copy_engines();
+  ASSERT_NE(hook, nullptr);
+  const char* want_path = copy_engines ? "copy engines" : "NCCL all_reduce";
+  for (int b = 0; b < (*ddp)->reducer().num_buckets(); ++b) {
+    EXPECT_STREQ((*ddp)->BucketPath(b), want_path) << "bucket " << b << "\n" << (*ddp)->BucketTable();
+  }
 
   std::unique_ptr<nn::Optimizer> opt, ref_opt;
   if (adamw) {
@@ -116,15 +124,16 @@ void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw, bool 
   // the preallocated buckets and NCCL's pooled events serve every step.
   EXPECT_EQ(cuda::GetAllocatorStats(ctx.rank).num_cuda_malloc, warm.num_cuda_malloc)
       << "cudaMalloc calls after steps 1..5:" << mallocs;
-  auto* nccl = static_cast<ProcessGroupNCCL*>(pg.get());
   if (copy_engines) {
-    ASSERT_TRUE(nccl->copy_engine_on()) << nccl->copy_engine_off_reason();
+    ASSERT_TRUE(hook->on()) << hook->off_reason();
     // Every bucket of every step, at least.
-    EXPECT_GE(nccl->copy_engine_calls(), 6 * (*ddp)->reducer().num_buckets());
+    EXPECT_GE(hook->calls(), 6 * (*ddp)->reducer().num_buckets());
     // Bucket views are registered (also again after the rebuild): each went straight into the peer's.
-    if (bucket_view) EXPECT_EQ(nccl->copy_engine_direct_calls(), nccl->copy_engine_calls());
+    if (bucket_view) {
+      EXPECT_EQ(hook->direct_calls(), hook->calls());
+    }
   } else {
-    EXPECT_EQ(nccl->copy_engine_calls(), 0) << "these buckets are below the copy engines' threshold";
+    EXPECT_EQ(hook->calls(), 0) << "these buckets are below the copy engines' threshold";
   }
 }
 

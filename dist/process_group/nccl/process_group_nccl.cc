@@ -1,5 +1,5 @@
-// ProcessGroupNCCL: communicator setup through the store, the launch path shared by every collective,
-// one short function per collective, and the watchdog.
+// ProcessGroupNCCL: communicator setup through the store (in stages), the launch path shared by every
+// collective, NCCL's and external ones, one short function per collective, and the watchdog.
 #include "dist/process_group/nccl/process_group_nccl.h"
 
 #include <cuda_runtime.h>
@@ -17,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dist/process_group/host_reduce.h"
-#include "dist/process_group/nccl/copy_engine/copy_engine_all_reduce.h"
 #include "dist/store/prefix_store.h"
 #include "dist/process_group/nccl/work_nccl.h"
 #include "tensor/cuda_device.h"
@@ -71,8 +70,10 @@ ncclResult_t Settle(ncclResult_t r, ncclComm_t comm, Clock::time_point deadline)
 
 // --- Setup and teardown ------------------------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::shared_ptr<Store> store, int rank,
-                                                                           int size, NcclOptions options) {
+namespace {
+
+// Stage 1: the GPU of this rank, made current.
+absl::StatusOr<int> ChooseDevice(int rank, int size, const NcclOptions& options) {
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat("ProcessGroupNCCL::Create: rank ", rank, " is not in [0, ", size, ")"));
   }
@@ -86,16 +87,11 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
                                                    count, " visible; check LOCAL_RANK and CUDA_VISIBLE_DEVICES)"));
   }
   cuda::SetDevice(device);
+  return device;
+}
 
-  // Rank 0 creates the communicator's identity; the store carries it to everyone else.
-  // Each group this process creates gets its own key: a second group over the same store (a test that
-  // trains twice, a new group after an abort) must never read the previous group's stale id. Every rank
-  // creates its groups in the same order, so the n-th group has the same number everywhere (as c10d's
-  // group counter).
-  static std::atomic<int64_t> groups_created{0};
-  const int64_t generation = groups_created.fetch_add(1);
-  const std::string prefix = absl::StrCat(options.store_prefix, "/", generation);
-  PrefixStore keys(prefix, store);
+// Stage 2: rank 0 creates the communicator's identity; the store carries it to everyone else.
+absl::StatusOr<ncclUniqueId> ShareUniqueId(Store& keys, int rank, std::chrono::milliseconds timeout) {
   ncclUniqueId id;
   if (rank == 0) {
     if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
@@ -103,22 +99,26 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
     }
     const uint8_t* p = reinterpret_cast<const uint8_t*>(&id);
     RETURN_IF_ERROR(keys.Set("unique_id", Bytes(p, p + sizeof(id))));
-  } else {
-    if (absl::Status s = keys.Wait({"unique_id"}, options.timeout); !s.ok()) {
-      return absl::DeadlineExceededError(absl::StrCat("rank ", rank, " waited ", options.timeout.count(),
-                                                      " ms for rank 0's NCCL id: ", s.message()));
-    }
-    absl::StatusOr<Bytes> bytes = keys.Get("unique_id");
-    RETURN_IF_ERROR(bytes);
-    if (bytes->size() != sizeof(id)) return absl::DataLossError("the NCCL id in the store has the wrong size");
-    std::memcpy(&id, bytes->data(), sizeof(id));
+    return id;
   }
+  if (absl::Status s = keys.Wait({"unique_id"}, timeout); !s.ok()) {
+    return absl::DeadlineExceededError(absl::StrCat("rank ", rank, " waited ", timeout.count(),
+                                                    " ms for rank 0's NCCL id: ", s.message()));
+  }
+  ASSIGN_OR_RETURN(const Bytes bytes, keys.Get("unique_id"));
+  if (bytes.size() != sizeof(id)) return absl::DataLossError("the NCCL id in the store has the wrong size");
+  std::memcpy(&id, bytes.data(), sizeof(id));
+  return id;
+}
 
-  // A BLOCKING communicator: in non-blocking mode every collective may answer ncclInProgress and has to be
-  // polled until NCCL's own thread has enqueued it, which costs ~30 us per call (measured on 2x H200: 55 us
-  // for an 8-byte all_reduce instead of PyTorch's ~25 us). Setup is still bounded: it runs on a helper
-  // thread and we stop waiting after the timeout (the process then fails; the thread is left behind). Hung
-  // collectives are bounded by the watchdog, which aborts the communicator (ncclCommAbort unblocks them).
+// Stage 3: every rank joins the communicator.
+// A BLOCKING communicator: in non-blocking mode every collective may answer ncclInProgress and has to be
+// polled until NCCL's own thread has enqueued it, which costs ~30 us per call (measured on 2x H200: 55 us
+// for an 8-byte all_reduce instead of PyTorch's ~25 us). Setup is still bounded: it runs on a helper
+// thread and we stop waiting after the timeout (the process then fails; the thread is left behind). Hung
+// collectives are bounded by the watchdog, which aborts the communicator (ncclCommAbort unblocks them).
+absl::StatusOr<ncclComm_t> JoinCommunicator(const ncclUniqueId& id, int rank, int size, int device,
+                                            std::chrono::milliseconds timeout) {
   struct InitResult {
     std::mutex mu;
     std::condition_variable cv;
@@ -147,36 +147,46 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
   ncclComm_t comm = nullptr;
   {
     std::unique_lock<std::mutex> lock(init->mu);
-    if (init->cv.wait_for(lock, options.timeout, [&] { return init->done; })) {
+    if (init->cv.wait_for(lock, timeout, [&] { return init->done; })) {
       r = init->r;
       comm = init->comm;
     }
   }
+  if (r == ncclInProgress) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "NCCL communicator setup of rank ", rank, "/", size, " did not finish within ", timeout.count(),
+        " ms: a rank did not join, or the ranks cannot reach each other (NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME)"));
+  }
   if (r != ncclSuccess) {
-    if (r == ncclInProgress) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "NCCL communicator setup of rank ", rank, "/", size, " did not finish within ", options.timeout.count(),
-          " ms: a rank did not join, or the ranks cannot reach each other (NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME)"));
-    }
     if (comm != nullptr) ncclCommAbort(comm);
     return absl::UnavailableError(absl::StrCat("ncclCommInitRankConfig (rank ", rank, "/", size,
                                                ") failed: ", NcclError(r, nullptr)));
   }
-  std::unique_ptr<ProcessGroupNCCL> group(new ProcessGroupNCCL(rank, size, options.timeout, device, comm));
-  if (size == 2) {
-    // Collective as well: both ranks agree whether their all_reduces may use the copy engines.
-    absl::StatusOr<std::unique_ptr<internal::CopyEngineAllReduce>> ce = internal::CopyEngineAllReduce::Create(
-        std::make_shared<PrefixStore>(prefix + "/ce", store), rank, device, options.timeout, &group->copy_engine_off_);
-    RETURN_IF_ERROR(ce);
-    group->copy_engine_ = *std::move(ce);
-    if (group->copy_engine_ != nullptr) group->copy_engine_off_.clear();
-  }
-  return group;
+  return comm;
 }
 
-ProcessGroupNCCL::ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device, ncclComm* comm)
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::shared_ptr<Store> store, int rank,
+                                                                           int size, NcclOptions options) {
+  ASSIGN_OR_RETURN(const int device, ChooseDevice(rank, size, options));
+  // Each group this process creates gets its own keys: a second group over the same store (a test that
+  // trains twice, a new group after an abort) must never read the previous group's stale id. Every rank
+  // creates its groups in the same order, so the n-th group has the same number everywhere (as c10d's
+  // group counter).
+  static std::atomic<int64_t> groups_created{0};
+  auto keys = std::make_shared<PrefixStore>(absl::StrCat(options.store_prefix, "/", groups_created.fetch_add(1)),
+                                            std::move(store));
+  ASSIGN_OR_RETURN(const ncclUniqueId id, ShareUniqueId(*keys, rank, options.timeout));
+  ASSIGN_OR_RETURN(ncclComm_t comm, JoinCommunicator(id, rank, size, device, options.timeout));
+  return std::unique_ptr<ProcessGroupNCCL>(
+      new ProcessGroupNCCL(rank, size, options.timeout, device, comm, std::move(keys)));
+}
+
+ProcessGroupNCCL::ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device, ncclComm* comm,
+                                   std::shared_ptr<Store> store)
     : ProcessGroup(rank, size, timeout), device_(device), events_(std::make_shared<CudaEventPool>(device)),
-      comm_(comm) {
+      store_(std::move(store)), comm_(comm) {
   // The highest priority the device offers: when compute and communication kernels both wait to run,
   // communication goes first, so the all-reduce of early buckets is never starved by backward kernels.
   int least = 0, greatest = 0;
@@ -206,6 +216,16 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
   watchdog_cv_.notify_all();
   watchdog_.join();
   std::lock_guard<std::mutex> lock(comm_mu_);
+  std::shared_ptr<WorkNCCL> unfinished;
+  for (auto& w : in_flight_) {
+    if (!unfinished && !w->IsCompleted()) unfinished = w;
+  }
+  if (unfinished) {
+    // Cut short after all: fail it (and release external calls, so that their streams drain).
+    AbortLocked(absl::AbortedError(absl::StrCat(unfinished->description(), " was still in flight when its group "
+                                                "was destroyed")),
+                unfinished.get());
+  }
   if (comm_ != nullptr) {
     ncclResult_t r = Settle(ncclCommFinalize(comm_), comm_, Clock::now() + timeout());
     if (r == ncclSuccess) {
@@ -216,7 +236,7 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
     comm_ = nullptr;
   }
   for (auto& w : in_flight_) w->ReleaseTensors();
-  copy_engine_.reset();
+  last_external_.reset();
   cudaFree(barrier_buffer_);
 }
 
@@ -238,9 +258,10 @@ absl::Status ProcessGroupNCCL::CheckTensor(const Tensor& tensor) const {
 
 // --- The launch path -------------------------------------------------------------------------------
 
-template <typename Issue>
-std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue,
-                                               bool issue_records_end) {
+template <typename Enqueue>
+std::shared_ptr<Work> ProcessGroupNCCL::LaunchOnStream(const Call& call, std::vector<Tensor> tensors,
+                                                       std::shared_ptr<ExternalAllReduce> external,
+                                                       Enqueue&& enqueue) {
   std::lock_guard<std::mutex> lock(comm_mu_);
   if (!broken_.ok()) {
     return CompletionWork::Done(
@@ -248,43 +269,35 @@ std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Ten
                                                    "aborted earlier (create a new group). The cause: ", broken_.message())),
         call.description, timeout());
   }
-  int previous_device = 0;
-  cudaGetDevice(&previous_device);
-  if (previous_device != device_) cudaSetDevice(device_);
+  DeviceScope scope(device_);
   cudaStream_t compute = static_cast<cudaStream_t>(cuda::Stream::Current(device_).handle());
-  auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors), compute);
+  auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors), compute,
+                                         external);
   cudaStream_t stream = static_cast<cudaStream_t>(nccl_stream_.handle());
 
   // 1. The NCCL stream waits for everything queued on the caller's stream so far.
   cudaError_t err = cudaEventRecord(work->start_event(), compute);
   if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, work->start_event(), 0);
-  // A copy-engine all_reduce leaves the NCCL stream before it has finished (it drains on a stream of its
-  // own): anything else NCCL runs here comes after it, as the stream's order promises.
-  if (err == cudaSuccess && copy_engine_ != nullptr && !issue_records_end) {
-    err = copy_engine_->OrderAfterLastCall(stream);
+  // An external call may leave the NCCL stream before it has finished (the copy engines drain on a stream
+  // of their own): anything else run here comes after its end, as the stream's order promises. The next
+  // call of the same implementation orders itself (it may start while the previous one drains).
+  if (err == cudaSuccess && last_external_ != nullptr && last_external_->external() != external) {
+    err = cudaStreamWaitEvent(stream, last_external_->end_event(), 0);
   }
-  // 2. The collective itself.
-  ncclResult_t r = ncclSuccess;
-  if (err == cudaSuccess) {
-    r = Settle(static_cast<ncclResult_t>(issue(comm_, stream, work->end_event())), comm_, Clock::now() + timeout());
-  }
-  // 3. Its completion, for SynchronizeStream/Wait and the watchdog.
-  if (err == cudaSuccess && r == ncclSuccess && !issue_records_end) err = cudaEventRecord(work->end_event(), stream);
-  if (previous_device != device_) cudaSetDevice(previous_device);
-
   if (err != cudaSuccess) {
     return CompletionWork::Done(absl::InternalError(absl::StrCat(call.description, ": CUDA error while enqueueing: ",
                                                                  cudaGetErrorString(err))),
                                 call.description, timeout());
   }
-  if (r != ncclSuccess) {
-    absl::Status s = r == ncclInProgress
-                         ? absl::DeadlineExceededError(absl::StrCat(call.description, ": NCCL did not accept the call within ",
-                                                                    timeout().count(), " ms"))
-                         : absl::InternalError(absl::StrCat(call.description, ": NCCL failed: ", NcclError(r, comm_)));
-    if (r != ncclInvalidArgument && r != ncclInvalidUsage) AbortLocked(s, nullptr);
+  // 2-3. The collective and its end event.
+  if (absl::Status s = enqueue(stream, work->end_event()); !s.ok()) {
+    s = absl::Status(s.code(), absl::StrCat(call.description, ": ", s.message()));
+    // InvalidArgument: nothing was enqueued. Anything else may have left a collective half-issued, which
+    // only an abort can undo.
+    if (s.code() != absl::StatusCode::kInvalidArgument) AbortLocked(s, nullptr);
     return CompletionWork::Done(std::move(s), call.description, timeout());
   }
+  last_external_ = external != nullptr ? work : nullptr;
   {
     std::lock_guard<std::mutex> works_lock(works_mu_);
     // Tight loops of small collectives outpace the watchdog's period; reaping here as well keeps the
@@ -295,35 +308,56 @@ std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Ten
   return work;
 }
 
+template <typename Issue>
+std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue) {
+  return LaunchOnStream(call, std::move(tensors), nullptr, [&](cudaStream_t stream, cudaEvent_t end) {
+    // A blocking communicator answers at once; Settle only guards against one that does not.
+    const ncclResult_t r = Settle(static_cast<ncclResult_t>(issue(comm_, stream, end)), comm_,
+                                  Clock::now() + timeout());
+    if (r == ncclInProgress) {
+      return absl::DeadlineExceededError(absl::StrCat("NCCL did not accept the call within ", timeout().count(), " ms"));
+    }
+    if (r == ncclInvalidArgument || r == ncclInvalidUsage) {
+      return absl::InvalidArgumentError(absl::StrCat("NCCL refused it: ", NcclError(r, comm_)));
+    }
+    if (r != ncclSuccess) return absl::InternalError(absl::StrCat("NCCL failed: ", NcclError(r, comm_)));
+    // 3. Its completion, for SynchronizeStream/Wait and the watchdog.
+    if (cudaError_t err = cudaEventRecord(end, stream); err != cudaSuccess) {
+      return absl::InternalError(absl::StrCat("recording its end event: ", cudaGetErrorString(err)));
+    }
+    return absl::OkStatus();
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupNCCL::AllReduceExternal(std::shared_ptr<ExternalAllReduce> impl,
+                                                          absl::Span<const Tensor> tensors, ReduceOp op) {
+  Prepared p = PrepareExternalAllReduce(tensors, op, impl->path_name());
+  if (p.failed) return p.failed;
+  std::vector<Tensor> list(tensors.begin(), tensors.end());
+  {
+    // Outside comm_mu_: preparing may wait for the implementation's earlier calls, which only the
+    // watchdog can release if a peer died.
+    DeviceScope scope(device_);
+    if (absl::Status s = impl->Prepare(list, op); !s.ok()) {
+      return CompletionWork::Done(absl::Status(s.code(), absl::StrCat(p.call.description, ": ", s.message())),
+                                  p.call.description, timeout());
+    }
+  }
+  ExternalAllReduce* raw = impl.get();
+  return LaunchOnStream(p.call, list, std::move(impl), [&](cudaStream_t stream, cudaEvent_t end) {
+    return raw->Enqueue(list, op, stream, end);
+  });
+}
+
+std::shared_ptr<Store> ProcessGroupNCCL::SubStore(const std::string& purpose) {
+  return std::make_shared<PrefixStore>(absl::StrCat(purpose, "/", sub_stores_++), store_);
+}
+
 // --- Collectives -----------------------------------------------------------------------------------
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors, const Call& call) {
   const ncclRedOp_t op = ToNccl(call.op);
   std::vector<Tensor> keep = tensors;
-  // Overlapped with compute, two ranks on one machine, float32, a sum or an average, big enough: the copy
-  // engines do it. The choice depends only on what every rank passes, so both ranks take the same path.
-  if (copy_engine_ != nullptr && call.overlaps_compute &&
-      copy_engine_->Takes(tensors, call.op == ReduceOp::kSum || call.op == ReduceOp::kAvg)) {
-    absl::Status s;
-    {
-      DeviceScope scope(device_);
-      s = copy_engine_->Reserve(tensors);
-    }
-    if (!s.ok()) {
-      return CompletionWork::Done(absl::Status(s.code(), absl::StrCat(call.description, ": ", s.message())),
-                                  call.description, timeout());
-    }
-    ++copy_engine_calls_;
-    const float scale = call.op == ReduceOp::kAvg ? 0.5f : 1.0f;
-    return Launch(
-        call, std::move(keep),
-        [&](ncclComm_t, cudaStream_t stream, cudaEvent_t end) {
-          return static_cast<int>(copy_engine_->Enqueue(tensors, scale, stream, end) == cudaSuccess
-                                      ? ncclSuccess
-                                      : ncclUnhandledCudaError);
-        },
-        /*issue_records_end=*/true);
-  }
   return Launch(call, std::move(keep), [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
     if (tensors.size() == 1) {
       const Tensor& t = tensors[0];
@@ -337,24 +371,6 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors
     }
     return static_cast<int>(ncclGroupEnd());
   });
-}
-
-int64_t ProcessGroupNCCL::copy_engine_direct_calls() const {
-  return copy_engine_ != nullptr ? copy_engine_->direct_calls() : 0;
-}
-
-absl::Status ProcessGroupNCCL::RegisterBuffers(const std::vector<Tensor>& buffers) {
-  std::lock_guard<std::mutex> lock(comm_mu_);
-  if (!broken_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("RegisterBuffers: this nccl process group was aborted "
-                                                      "earlier. The cause: ", broken_.message()));
-  }
-  if (copy_engine_ == nullptr) return absl::OkStatus();
-  for (const Tensor& t : buffers) {
-    RETURN_IF_ERROR(CheckTensor(t));
-  }
-  DeviceScope scope(device_);
-  return copy_engine_->Register(buffers);
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunBroadcast(const Tensor& tensor, const Call& call) {
@@ -418,7 +434,17 @@ void ProcessGroupNCCL::AbortLocked(const absl::Status& status, const WorkNCCL* c
   }
   if (comm_ != nullptr) ncclCommAbort(comm_);  // NCCL kernels exit; the streams move on
   comm_ = nullptr;
-  if (copy_engine_ != nullptr) copy_engine_->Release();  // so do copy-engine waits on a dead peer
+  // So do the waits of external calls on a peer that is gone: each implementation with a call in flight
+  // satisfies its waits locally.
+  std::vector<std::shared_ptr<ExternalAllReduce>> released;
+  {
+    std::lock_guard<std::mutex> lock(works_mu_);
+    for (auto& w : in_flight_) {
+      const std::shared_ptr<ExternalAllReduce>& e = w->external();
+      if (e != nullptr && std::find(released.begin(), released.end(), e) == released.end()) released.push_back(e);
+    }
+  }
+  for (const auto& e : released) e->Release();
 }
 
 void ProcessGroupNCCL::ReapFinishedLocked() {

@@ -6,20 +6,26 @@
 //      the group's NCCL stream wait for it: the collective sees every kernel queued before the call;
 //   2. issue the NCCL call(s) on the NCCL stream (several inside ncclGroupStart/End when coalesced);
 //   3. record an end event on the NCCL stream. Work::SynchronizeStream() makes the caller's stream wait
-//      for that event; Work::Wait() polls it from the host. (DDP's buckets on two GPUs of one machine
-//      take the copy engines instead, internal/copy_engine_all_reduce.h, whose end is on a stream of
-//      its own; later collectives on the NCCL stream are ordered after it.)
+//      for that event; Work::Wait() polls it from the host.
 // Compute and communication overlap because they run on different streams, ordered only by these events:
 // no device-wide synchronisation anywhere on this path. Events come from a pool and return to it when
 // their Work is destroyed, so a training loop creates no CUDA events after its first step.
 //
+// One seam for all_reduces implemented outside NCCL (AllReduceExternal, external_all_reduce.h: e.g. the
+// copy engines of two GPUs, which DDP's default comm hook picks for large buckets). Such a call goes
+// through the same steps (its implementation issues step 2 and records the end, possibly on a stream of
+// its own), the same numbering and debug check, the same watchdog and timeout; later collectives on the
+// NCCL stream are ordered after its end.
+//
 // The watchdog thread keeps every in-flight Work (and thus its tensors) alive until its end event has
 // completed, polls ncclCommGetAsyncError, and aborts the communicator (ncclCommAbort) when NCCL reports an
 // error or a collective exceeds the group's timeout. The affected Works then fail with a clear status
-// (DeadlineExceeded for a timeout) instead of hanging, and the group refuses further collectives. A
-// Work that was only SynchronizeStream()ed when its collective was aborted leaves undefined data behind:
-// check Wait() (or the next collective's status) before trusting results after an error.
-// NCCL's environment variables (NCCL_DEBUG, NCCL_SOCKET_IFNAME, ...) are read by NCCL itself, untouched.
+// (DeadlineExceeded for a timeout) instead of hanging, the external implementations with calls in flight
+// are released, and the group refuses further collectives. A Work that was only SynchronizeStream()ed
+// when its collective was aborted leaves undefined data behind: check Wait() (or the next collective's
+// status) before trusting results after an error.
+// NCCL's environment variables (NCCL_DEBUG, NCCL_SOCKET_IFNAME, ...) are read by NCCL itself, untouched;
+// NCCL_DEBUG=INFO logs NCCL's own calls only, not external ones.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_NCCL_PROCESS_GROUP_NCCL_H_
 #define TINYDDP_DIST_PROCESS_GROUP_NCCL_PROCESS_GROUP_NCCL_H_
 
@@ -32,6 +38,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "dist/process_group/nccl/external_all_reduce.h"
 #include "dist/process_group/process_group.h"
 #include "dist/store/store.h"
 #include "tensor/stream.h"
@@ -42,9 +50,6 @@ namespace tinyddp::dist {
 
 class WorkNCCL;
 class CudaEventPool;
-namespace internal {
-class CopyEngineAllReduce;
-}
 
 struct NcclOptions {
   /// Bound on communicator setup and on every collective; past it the watchdog aborts the communicator.
@@ -57,9 +62,10 @@ struct NcclOptions {
 
 class ProcessGroupNCCL : public ProcessGroup {
  public:
-  /// Creates the communicator: rank 0 makes an ncclUniqueId and publishes it in `store`; every rank reads
-  /// it and joins with ncclCommInitRankConfig (non-blocking, so setup is bounded by the timeout).
-  /// Precondition: one process per GPU; every rank passes the same size, store and store_prefix.
+  /// Creates the communicator, in three stages (process_group_nccl.cc): choose the device, share rank 0's
+  /// ncclUniqueId through `store`, join with ncclCommInitRankConfig on a helper thread (so that setup is
+  /// bounded by the timeout). Precondition: one process per GPU; every rank passes the same size, store
+  /// and store_prefix, and creates its groups in the same order.
   static absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> Create(std::shared_ptr<Store> store, int rank, int size,
                                                                   NcclOptions options = {});
   /// Waits (up to the timeout) for collectives in flight, then destroys the communicator.
@@ -71,22 +77,19 @@ class ProcessGroupNCCL : public ProcessGroup {
   /// The stream NCCL kernels run on (for benchmarks and tests that time or inspect it).
   const cuda::Stream& nccl_stream() const { return nccl_stream_; }
 
-  /// Two ranks on one machine whose GPUs reach each other: a float32 SUM/AVG all_reduce of 4 MiB or more
-  /// issued with AllReduceOptions::overlaps_compute (DDP's buckets) runs on the copy engines instead of in
-  /// an NCCL kernel (dist/process_group/nccl/copy_engine/copy_engine_all_reduce.h), leaving the SMs to the backward it overlaps.
-  /// TINYDDP_COPY_ENGINE_ALLREDUCE=0 turns it off, TINYDDP_COPY_ENGINE_MIN_BYTES moves the threshold.
-  bool copy_engine_on() const { return copy_engine_ != nullptr; }
-  /// Why it is off ("TINYDDP_COPY_ENGINE_ALLREDUCE=0", "the two ranks run on different machines", ...).
-  const std::string& copy_engine_off_reason() const { return copy_engine_off_; }
-  /// How many all_reduces took the copy-engine path so far.
-  int64_t copy_engine_calls() const { return copy_engine_calls_; }
-  /// Of those, how many went straight into a registered buffer (RegisterBuffers).
-  int64_t copy_engine_direct_calls() const;
-  /// Collective, host-blocking: pairs these buffers (DDP's flat buckets, all-reduced again and again)
-  /// with the other rank's for the copy-engine path, which then sends reduced halves straight into the
-  /// peer's buffer (CopyEngineAllReduce::Register). Replaces the previous registration; a no-op when
-  /// the copy engines are off. Errors when the ranks' lists differ.
-  absl::Status RegisterBuffers(const std::vector<Tensor>& buffers);
+  /// The all_reduce of `tensors` (one, or several as one vector: AllReduceCoalesced) with `op`, carried
+  /// by `impl` instead of NCCL, as one of this group's collectives: numbered, checked and described like
+  /// AllReduce (the description and the debug fingerprint end "via <impl->path_name()>"), started after
+  /// the caller's stream, watched by the watchdog under the group's timeout (which releases `impl` when
+  /// it aborts), and followed on the NCCL stream by whatever the group runs next. `impl` is kept alive
+  /// while its call is in flight. Precondition: every rank makes this call at the same position, with
+  /// the same kind of `impl`; CheckTensor() holds for the tensors.
+  std::shared_ptr<Work> AllReduceExternal(std::shared_ptr<ExternalAllReduce> impl, absl::Span<const Tensor> tensors,
+                                          ReduceOp op);
+  /// A fresh key space in this group's part of the store ("<group prefix>/<purpose>/<n>") for a module
+  /// set up beside the group (the copy-engine all_reduce). The n-th call gets the same keys on every rank.
+  /// Precondition: every rank calls it in the same order.
+  std::shared_ptr<Store> SubStore(const std::string& purpose);
 
  protected:
   std::shared_ptr<Work> RunAllReduce(std::vector<Tensor> tensors, const Call& call) override;
@@ -99,35 +102,41 @@ class ProcessGroupNCCL : public ProcessGroup {
   absl::Status CheckTensor(const Tensor& tensor) const override;
 
  private:
-  ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device, ncclComm* comm);
+  ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device, ncclComm* comm,
+                   std::shared_ptr<Store> store);
 
-  // Steps 1-3 above around `issue`, which makes the NCCL calls on (comm, stream, end event) and returns
-  // the ncclResult_t (as int, to keep nccl.h out of this header). With `issue_records_end` the issue
-  // records the Work's end event itself (the copy-engine path, whose end is on another stream); else
-  // step 3 records it on the NCCL stream, which first waits for any copy-engine call still draining.
+  // Steps 1-3 above around `issue`, which makes the NCCL calls on (comm, stream) and returns the
+  // ncclResult_t (as int, to keep nccl.h out of this header).
   template <typename Issue>
-  std::shared_ptr<Work> Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue,
-                               bool issue_records_end = false);
+  std::shared_ptr<Work> Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue);
+  // The launch path shared by NCCL and external calls: step 1, the ordering after an external call, then
+  // `enqueue(stream, end)`, which issues step 2 and records the end event (step 3); its error aborts the
+  // group unless it is InvalidArgument (nothing was enqueued).
+  template <typename Enqueue>
+  std::shared_ptr<Work> LaunchOnStream(const Call& call, std::vector<Tensor> tensors,
+                                       std::shared_ptr<ExternalAllReduce> external, Enqueue&& enqueue);
   void WatchdogLoop();
   // Drops finished Works from in_flight_, releasing their tensors. Requires works_mu_.
   void ReapFinishedLocked();
   static constexpr size_t kReapEvery = 64;
   // Aborts the communicator and fails every in-flight Work: `culprit` with `status`, the others with a
-  // note that they were aborted along with it. Requires comm_mu_.
+  // note that they were aborted along with it; releases the external implementations among them.
+  // Requires comm_mu_.
   void AbortLocked(const absl::Status& status, const WorkNCCL* culprit);
 
   const int device_;
   cuda::Stream nccl_stream_;
   std::shared_ptr<CudaEventPool> events_;
   void* barrier_buffer_ = nullptr;  // one float on device_, all-reduced by Barrier()
+  std::shared_ptr<Store> store_;    // this group's keys
+  int64_t sub_stores_ = 0;
 
-  std::mutex comm_mu_;  // guards comm_ and broken_: NCCL calls, abort and destroy never overlap
+  std::mutex comm_mu_;  // guards comm_, broken_ and last_external_: calls, abort and destroy never overlap
   ncclComm* comm_ = nullptr;
   absl::Status broken_;  // set once the communicator was aborted
-
-  std::unique_ptr<internal::CopyEngineAllReduce> copy_engine_;  // used under comm_mu_
-  std::string copy_engine_off_ = "it needs exactly two ranks";
-  int64_t copy_engine_calls_ = 0;
+  // The last call, if it was external: its end may lie beyond the NCCL stream, so the next call waits for
+  // it there (unless it is a call of the same implementation).
+  std::shared_ptr<WorkNCCL> last_external_;
 
   std::mutex works_mu_;
   std::vector<std::shared_ptr<WorkNCCL>> in_flight_;

@@ -1,10 +1,15 @@
 // ProcessGroupNCCL on every visible GPU, one process per GPU (re-executing this binary): the same
 // collective sweep as Gloo, stream ordering in both directions, no device allocations per call, the
-// watchdog's abort on timeout, and argument errors. Skips without a GPU.
+// watchdog's abort on timeout, argument errors, and on one GPU the safety nets around an external
+// all_reduce (numbering, ordering, watchdog). Skips without a GPU; the two-rank tests skip with one.
 #include "dist/process_group/nccl/process_group_nccl.h"
 
+#include <cuda_runtime.h>
+
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -44,7 +49,7 @@ testing::SweepOptions OnMyGpu(const ProcessGroupNCCL& pg) {
 }
 
 #define SKIP_WITHOUT_GPU() \
-  if (Gpus() == 0) GTEST_SKIP() << "no CUDA device"
+  if (Gpus() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible"
 
 TEST(ProcessGroupNccl, EveryCollectiveMatchesTheLocalReferenceForEveryOpDTypeAndSize) {
   SKIP_WITHOUT_GPU();
@@ -109,7 +114,7 @@ TEST(ProcessGroupNccl, SteadyStateCollectivesAllocateNoDeviceMemory) {
 
 TEST(ProcessGroupNccl, CollectiveAnotherRankNeverJoinsIsAbortedByTheWatchdogWithDeadlineExceeded) {
   SKIP_WITHOUT_GPU();
-  if (Gpus() < 2) GTEST_SKIP() << "needs two GPUs";
+  if (Gpus() < 2) GTEST_SKIP() << "needs two GPUs, found " << Gpus();
   RunOnRanks(Gpus(), [](const RankContext& ctx) {
     auto pg = Connect(ctx, std::chrono::seconds(3));
     ASSERT_NE(pg, nullptr);
@@ -174,6 +179,100 @@ TEST(ProcessGroupNccl, RejectsHostTensorsAndOtherGpusTensorsWithAHint) {
     Tensor t = Tensor::Full({3}, 2.5, DType::kFloat32, Device::CUDA(0));
     EXPECT_TRUE(pg->AllReduce(t, ReduceOp::kMax)->Wait().ok());
     EXPECT_EQ(t.ToVector<float>(), (std::vector<float>{2.5f, 2.5f, 2.5f}));
+  });
+}
+
+// --- The external all_reduce seam ---------------------------------------------------------------------
+
+// An external all_reduce of a one-rank group (whose result is the tensor itself, here stamped with 7 in
+// its first element so that ordering shows) that runs on a stream of its own and ends only once its gate
+// opens: a host function holds that stream until then. Real streams and events; what it exercises is what
+// the group does around any external call.
+class GatedAllReduce : public ExternalAllReduce {
+ public:
+  explicit GatedAllReduce(int device) {
+    cudaSetDevice(device);
+    cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&start_, cudaEventDisableTiming);
+    cudaMalloc(&seven_, sizeof(float));
+    const float seven = 7.0f;
+    cudaMemcpy(seven_, &seven, sizeof(float), cudaMemcpyHostToDevice);
+  }
+  ~GatedAllReduce() override {
+    Open();
+    cudaStreamSynchronize(side_);
+    cudaStreamDestroy(side_);
+    cudaEventDestroy(start_);
+    cudaFree(seven_);
+  }
+  const char* path_name() const override { return "a gate"; }
+  absl::Status Prepare(const std::vector<Tensor>&, ReduceOp) override { return absl::OkStatus(); }
+  absl::Status Enqueue(const std::vector<Tensor>& tensors, ReduceOp, CUstream_st* stream, CUevent_st* done) override {
+    cudaEventRecord(start_, stream);
+    cudaStreamWaitEvent(side_, start_, 0);
+    cudaLaunchHostFunc(side_, &GatedAllReduce::WaitForGate, &open_);
+    cudaMemcpyAsync(tensors[0].data_ptr(), seven_, sizeof(float), cudaMemcpyDeviceToDevice, side_);
+    return cudaEventRecord(done, side_) == cudaSuccess ? absl::OkStatus() : absl::InternalError("cudaEventRecord");
+  }
+  void Release() override {
+    released_ = true;
+    Open();
+  }
+
+  void Open() { open_ = true; }
+  bool released() const { return released_; }
+
+ private:
+  static void WaitForGate(void* open) {
+    while (!static_cast<std::atomic<bool>*>(open)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t start_ = nullptr;
+  float* seven_ = nullptr;
+  std::atomic<bool> open_{false};
+  std::atomic<bool> released_{false};
+};
+
+TEST(ProcessGroupNcclExternal, IsNumberedDescribedAndTheNextNcclCallWaitsForItsEnd) {
+  SKIP_WITHOUT_GPU();
+  RunOnRanks(1, [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    auto gate = std::make_shared<GatedAllReduce>(pg->device());
+    Tensor t = Tensor::Full({5}, 1.0, DType::kFloat32, Device::CUDA(pg->device()));
+    const int64_t seq = pg->sequence_number();
+    std::shared_ptr<Work> external = pg->AllReduceExternal(gate, {t}, ReduceOp::kSum);
+    EXPECT_EQ(pg->sequence_number(), seq + 1);
+    EXPECT_EQ(external->description(),
+              absl::StrCat("AllReduce(float32 [5] cuda:0, SUM) #", seq, " on nccl rank 0/1 via a gate"));
+    // The external call left the group's stream at once, but has not ended: the gate is closed. An NCCL
+    // collective issued now must wait for its end, so it cannot have completed either.
+    std::shared_ptr<Work> nccl = pg->AllReduce(t);
+    EXPECT_FALSE(external->IsCompleted());
+    EXPECT_FALSE(nccl->IsCompleted()) << "the NCCL call ran before the external call on the same stream ended";
+    gate->Open();
+    ASSERT_TRUE(nccl->Wait().ok());
+    ASSERT_TRUE(external->Wait().ok());
+    EXPECT_EQ(t.ToVector<float>(), (std::vector<float>{7, 1, 1, 1, 1}));
+    EXPECT_FALSE(gate->released());
+  });
+}
+
+TEST(ProcessGroupNcclExternal, ACallThatNeverEndsIsAbortedByTheWatchdogWhichReleasesIt) {
+  SKIP_WITHOUT_GPU();
+  RunOnRanks(1, [](const RankContext& ctx) {
+    auto pg = Connect(ctx, std::chrono::seconds(2));
+    ASSERT_NE(pg, nullptr);
+    auto gate = std::make_shared<GatedAllReduce>(pg->device());
+    Tensor t = Tensor::Full({5}, 1.0, DType::kFloat32, Device::CUDA(pg->device()));
+    std::shared_ptr<Work> work = pg->AllReduceExternal(gate, {t}, ReduceOp::kSum);
+    const absl::Status s = work->Wait(std::chrono::seconds(60));
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_PRED2(Contains, std::string(s.message()), "via a gate did not finish within 2000 ms");
+    EXPECT_TRUE(gate->released()) << "the watchdog aborted the group without releasing the external call";
+    const absl::Status after = pg->Barrier()->Wait(std::chrono::seconds(10));
+    EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
   });
 }
 

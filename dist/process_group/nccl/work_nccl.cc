@@ -41,7 +41,8 @@ void CudaEventPool::Put(cudaEvent_t event) {
 // --- WorkNCCL --------------------------------------------------------------------------------------
 
 WorkNCCL::WorkNCCL(std::string description, std::chrono::milliseconds default_timeout, int device,
-                   std::shared_ptr<CudaEventPool> pool, std::vector<Tensor> tensors, cudaStream_t caller_stream)
+                   std::shared_ptr<CudaEventPool> pool, std::vector<Tensor> tensors, cudaStream_t caller_stream,
+                   std::shared_ptr<ExternalAllReduce> external)
     : Work(std::move(description), default_timeout),
       device_(device),
       pool_(std::move(pool)),
@@ -49,6 +50,7 @@ WorkNCCL::WorkNCCL(std::string description, std::chrono::milliseconds default_ti
       end_(pool_->Get()),
       enqueued_at_(Clock::now()),
       caller_stream_(caller_stream),
+      external_(std::move(external)),
       tensors_(std::move(tensors)) {}
 
 WorkNCCL::~WorkNCCL() {

@@ -2,7 +2,8 @@
 // CudaEventPool, which recycles those events so steady-state training creates none.
 //
 // A WorkNCCL owns two pooled events: `start`, recorded on the caller's stream (the NCCL stream waits on
-// it), and `end`, recorded on the NCCL stream after the collective. Completion is "end has completed",
+// it), and `end`, recorded on the NCCL stream after the collective (or, for an external all_reduce,
+// wherever its implementation ends it; the Work then also keeps the implementation alive). Completion is "end has completed",
 // unless the watchdog failed the Work first (timeout or NCCL error). The Work keeps its tensors alive
 // until the watchdog sees it complete, so memory cannot be reused while NCCL still reads or writes it.
 // CUDA builds only; included by process_group_nccl.cc.
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "dist/process_group/nccl/external_all_reduce.h"
 #include "dist/process_group/work.h"
 #include "tensor/tensor.h"
 
@@ -63,8 +65,10 @@ class WorkNCCL : public Work {
   using Clock = std::chrono::steady_clock;
 
   /// `caller_stream`: the stream the collective was issued from (its start event is recorded there).
+  /// `external`: the implementation carrying it, for an external all_reduce; null for NCCL's.
   WorkNCCL(std::string description, std::chrono::milliseconds default_timeout, int device,
-           std::shared_ptr<CudaEventPool> pool, std::vector<Tensor> tensors, cudaStream_t caller_stream);
+           std::shared_ptr<CudaEventPool> pool, std::vector<Tensor> tensors, cudaStream_t caller_stream,
+           std::shared_ptr<ExternalAllReduce> external = nullptr);
   ~WorkNCCL() override;
 
   /// Polls the end event from the host (spinning briefly, then sleeping) until it completes, the
@@ -81,6 +85,8 @@ class WorkNCCL : public Work {
   cudaEvent_t start_event() const { return start_; }
   cudaEvent_t end_event() const { return end_; }
   Clock::time_point enqueued_at() const { return enqueued_at_; }
+  /// The implementation of an external all_reduce (the watchdog releases it on abort); null for NCCL's.
+  const std::shared_ptr<ExternalAllReduce>& external() const { return external_; }
   /// True once the NCCL kernels behind this Work have finished on the GPU.
   bool GpuFinished() const;
   /// Marks the Work failed; Wait() and SynchronizeStream() return `status` from now on.
@@ -97,6 +103,7 @@ class WorkNCCL : public Work {
   cudaEvent_t end_;
   const Clock::time_point enqueued_at_;
   const cudaStream_t caller_stream_;
+  const std::shared_ptr<ExternalAllReduce> external_;
   std::mutex mu_;
   std::vector<Tensor> tensors_;
   absl::Status failure_;

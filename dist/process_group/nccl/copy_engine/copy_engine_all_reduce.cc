@@ -1,11 +1,11 @@
-// CopyEngineAllReduce (copy_engine_all_reduce.h): setup through the store, CUDA IPC, and the six steps.
+// CopyEngineAllReduce (copy_engine_all_reduce.h): setup through the store, CUDA IPC, the scratch, buffer
+// registration, and the executor that turns a plan (copy_engine_plan.h) into CUDA calls.
 #include "dist/process_group/nccl/copy_engine/copy_engine_all_reduce.h"
 
 #include <cuda.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -16,8 +16,11 @@
 #include "base/status_macros.h"
 #include "dist/process_group/nccl/copy_engine/copy_engine_reduce.h"
 
-namespace tinyddp::dist::internal {
+namespace tinyddp::dist {
 namespace {
+
+using copy_engine::Memory;
+using copy_engine::Op;
 
 // Stream memory operations are driver API; the runtime hands out their entry points, so nothing links
 // libcuda directly.
@@ -54,19 +57,7 @@ const DriverApi& Driver() {
   return api;
 }
 
-// Flags, in uint32 units: DATA of chunk j at kData + j, DONE of chunk j at kDone + j.
-constexpr int kData = 0;
-constexpr int kDone = 64;
-constexpr int kFree = 128;  // the peer's OUT is free again up to this call (written by its drain)
-constexpr size_t kFlagWords = 136;
-constexpr size_t kFlagBytes = kFlagWords * 4;
-// A half is moved in chunks so that the addition of one chunk overlaps the copies of the next: at most
-// kMaxChunks of them, at least 1 Mi floats (4 MiB) each. Measured on 2x H200 inside DDP's backward
-// (medium MLP, ms/step): 1 chunk 2.56, 2 chunks 2.51, 4 chunks 2.48, 16 chunks 2.62; every chunk costs a
-// few microseconds of signalling, which small chunks do not earn back.
-constexpr int64_t kMinChunk = int64_t{1} << 20;
-// Both halves start on a 256-byte boundary, so copies and the vectorised addition run aligned.
-constexpr int64_t kSplitAlign = 64;  // floats
+constexpr size_t kFlagBytes = copy_engine::kNumFlags * sizeof(uint32_t);
 
 std::string ReadFirstLine(const char* path) {
   std::ifstream in(path);
@@ -114,57 +105,62 @@ int64_t TotalNumel(const std::vector<Tensor>& tensors) {
   return n;
 }
 
-// The chunks of a half of `len` elements: `size` elements each (the last one shorter), `count` of them.
-// A function of the length only, so the pusher and the owner of a half cut it the same way.
-struct Chunks {
-  int64_t size = 0;
-  int64_t count = 0;
-};
-Chunks ChunksOf(int64_t len, int max_chunks) {
-  Chunks c;
-  // As many whole kMinChunk as fit, at most max_chunks, cut evenly: a 16 MiB weight with its bias is two
-  // chunks, not two and a sliver (each chunk costs a round of signalling).
-  const int64_t count = std::max<int64_t>(1, std::min<int64_t>(max_chunks, len / kMinChunk));
-  c.size = (len + count - 1) / count;
-  c.size = (c.size + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
-  c.count = len == 0 ? 0 : (len + c.size - 1) / c.size;
-  return c;
-}
+// Makes `device` current for a scope (Register is called from outside the group, on any device).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    cudaGetDevice(&previous_);
+    if (previous_ != device) cudaSetDevice(device);
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
 
-// Rank 0 owns [0, split), rank 1 [split, n); split is 64-float aligned so both halves start aligned.
-int64_t Split(int64_t n) { return std::min(n, ((n + 1) / 2 + kSplitAlign - 1) / kSplitAlign * kSplitAlign); }
+ private:
+  int previous_ = 0;
+};
+
+bool SumOrAvg(ReduceOp op) { return op == ReduceOp::kSum || op == ReduceOp::kAvg; }
+
+// Whether this rank can share memory with the peer whose Identity() is `them`: "" when it can, else why.
+std::string CheckPeer(int device, const std::string& me, const std::string& them, bool allow_one_gpu) {
+  const std::string my_host = me.substr(0, me.rfind('|')), their_host = them.substr(0, them.rfind('|'));
+  if (my_host != their_host) return "the two ranks run on different machines";
+  int peer_device = -1, can = 0;
+  if (cudaDeviceGetByPCIBusId(&peer_device, them.substr(them.rfind('|') + 1).c_str()) != cudaSuccess) {
+    cudaGetLastError();
+    return "the peer's GPU is not visible in this process (CUDA_VISIBLE_DEVICES)";
+  }
+  if (peer_device == device) {
+    // Two processes on one GPU share its memory through IPC without any peer access.
+    return allow_one_gpu ? "" : absl::StrCat("both ranks use the same GPU (cuda:", device, ")");
+  }
+  if (cudaDeviceCanAccessPeer(&can, device, peer_device) != cudaSuccess || !can) {
+    cudaGetLastError();
+    return "the two GPUs cannot access each other peer-to-peer";
+  }
+  return "";
+}
 
 }  // namespace
 
+// --- Setup -----------------------------------------------------------------------------------------
+
 absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> CopyEngineAllReduce::Create(
-    std::shared_ptr<Store> store, int rank, int device, std::chrono::milliseconds timeout, std::string* why_not) {
-  std::unique_ptr<CopyEngineAllReduce> ce(new CopyEngineAllReduce(std::move(store), rank, device, timeout));
-  if (const char* v = std::getenv("TINYDDP_COPY_ENGINE_MIN_BYTES")) {
-    int64_t bytes = 0;
-    if (absl::SimpleAtoi(v, &bytes) && bytes >= 0) ce->min_bytes_ = bytes;
+    std::shared_ptr<Store> store, int rank, int device, std::chrono::milliseconds timeout,
+    const CopyEngineOptions& options, std::string* why_not) {
+  if (rank != 0 && rank != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("the copy-engine all_reduce joins two ranks; got rank ", rank));
   }
+  std::unique_ptr<CopyEngineAllReduce> ce(new CopyEngineAllReduce(std::move(store), rank, device, timeout));
+  const DeviceGuard on_device(device);
 
   // Each rank decides what it can do, then both take the stricter answer, so the decision is symmetric.
-  std::string mine_why;
-  const char* env = std::getenv("TINYDDP_COPY_ENGINE_ALLREDUCE");
-  if (env != nullptr && std::string(env) == "0") mine_why = "TINYDDP_COPY_ENGINE_ALLREDUCE=0";
+  std::string mine_why = options.veto;
   if (mine_why.empty() && !Driver().ok()) mine_why = "the CUDA driver offers no stream memory operations";
   const std::string me = Identity(device);
-  absl::StatusOr<Bytes> peer = ce->Exchange("identity", ToBytes(me));
-  RETURN_IF_ERROR(peer);
-  const std::string them = ToString(*peer);
-  const std::string my_host = me.substr(0, me.rfind('|')), their_host = them.substr(0, them.rfind('|'));
-  if (mine_why.empty() && my_host != their_host) mine_why = "the two ranks run on different machines";
-  if (mine_why.empty()) {
-    int peer_device = -1, can = 0;
-    if (cudaDeviceGetByPCIBusId(&peer_device, them.substr(them.rfind('|') + 1).c_str()) != cudaSuccess) {
-      cudaGetLastError();
-      mine_why = "the peer's GPU is not visible in this process (CUDA_VISIBLE_DEVICES)";
-    } else if (cudaDeviceCanAccessPeer(&can, device, peer_device) != cudaSuccess || !can) {
-      cudaGetLastError();
-      mine_why = "the two GPUs cannot access each other peer-to-peer";
-    }
-  }
+  ASSIGN_OR_RETURN(const Bytes peer, ce->Exchange("identity", ToBytes(me)));
+  if (mine_why.empty()) mine_why = CheckPeer(device, me, ToString(peer), options.allow_one_gpu);
   // Shared memory: the flag area (the scratch comes with the first call). Failing here (IPC refused)
   // also means "no".
   if (mine_why.empty()) {
@@ -177,67 +173,61 @@ absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> CopyEngineAllReduce::Create
     absl::StatusOr<Bytes> e = Export(ce->flags_);
     if (e.ok()) exported = *e; else mine_why = std::string(e.status().message());
   }
-  absl::StatusOr<Bytes> peer_flags = ce->Exchange("flags", exported);
-  RETURN_IF_ERROR(peer_flags);
-  if (mine_why.empty() && peer_flags->empty()) mine_why = "the peer cannot use it";
+  ASSIGN_OR_RETURN(const Bytes peer_flags, ce->Exchange("flags", exported));
+  if (mine_why.empty() && peer_flags.empty()) mine_why = "the peer cannot use it";
   if (mine_why.empty()) {
-    absl::StatusOr<char*> p = Import(*peer_flags);
+    absl::StatusOr<char*> p = Import(peer_flags);
     if (p.ok()) ce->peer_flags_ = *p; else mine_why = std::string(p.status().message());
   }
-  absl::StatusOr<Bytes> verdict = ce->Exchange("verdict", ToBytes(mine_why));
-  RETURN_IF_ERROR(verdict);
-  if (!mine_why.empty() || !verdict->empty()) {
-    *why_not = !mine_why.empty() ? mine_why : absl::StrCat("rank ", 1 - rank, ": ", ToString(*verdict));
+  ASSIGN_OR_RETURN(const Bytes verdict, ce->Exchange("verdict", ToBytes(mine_why)));
+  if (!mine_why.empty() || !verdict.empty()) {
+    *why_not = !mine_why.empty() ? mine_why : absl::StrCat("rank ", 1 - rank, ": ", ToString(verdict));
     return std::unique_ptr<CopyEngineAllReduce>();
   }
-  // Which calls come here must be the same on both ranks, even if TINYDDP_COPY_ENGINE_MIN_BYTES differs.
-  absl::StatusOr<Bytes> their_min = ce->Exchange("min_bytes", ToBytes(std::to_string(ce->min_bytes_)));
-  RETURN_IF_ERROR(their_min);
+  // Which calls come here must be the same on both ranks, even if their thresholds differ.
+  ASSIGN_OR_RETURN(const Bytes their_min, ce->Exchange("min_bytes", ToBytes(std::to_string(options.min_bytes))));
   int64_t theirs = 0;
-  if (absl::SimpleAtoi(ToString(*their_min), &theirs)) ce->min_bytes_ = std::max(ce->min_bytes_, theirs);
+  ce->min_bytes_ = options.min_bytes;
+  if (absl::SimpleAtoi(ToString(their_min), &theirs)) ce->min_bytes_ = std::max(ce->min_bytes_, theirs);
   int least = 0, greatest = 0;
   cudaDeviceGetStreamPriorityRange(&least, &greatest);
   cudaStreamCreateWithPriority(&ce->release_stream_, cudaStreamNonBlocking, greatest);
   cudaStreamCreateWithPriority(&ce->helper_, cudaStreamNonBlocking, greatest);
   cudaStreamCreateWithPriority(&ce->drain_, cudaStreamNonBlocking, greatest);
-  cudaEventCreateWithFlags(&ce->sent_, cudaEventDisableTiming);
-  cudaEventCreateWithFlags(&ce->start_, cudaEventDisableTiming);
-  for (cudaEvent_t& e : ce->ends_) cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
-  for (cudaEvent_t& e : ce->reduced_) cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  for (int e = 0; e < copy_engine::kNumPlanEvents; ++e) {
+    if (e != copy_engine::kDoneEvent) cudaEventCreateWithFlags(&ce->events_[e], cudaEventDisableTiming);
+  }
   return ce;
 }
 
 CopyEngineAllReduce::CopyEngineAllReduce(std::shared_ptr<Store> store, int rank, int device,
                                          std::chrono::milliseconds timeout)
-    : store_(std::move(store)), rank_(rank), device_(device), timeout_(timeout) {}
+    : store_(std::move(store)), rank_(rank), device_(device), timeout_(timeout), planner_(rank) {}
 
 CopyEngineAllReduce::~CopyEngineAllReduce() {
-  // The group destroys this after its collectives finished; the peer's mappings of our memory die with it.
+  // Destroyed once no call is in flight (the group holds this while it has calls of it in flight); the
+  // peer's mappings of our memory die with it.
+  const DeviceGuard on_device(device_);
+  registered_.clear();
   for (const auto& [handle, base] : peer_allocations_) cudaIpcCloseMemHandle(base);
   if (peer_flags_ != nullptr) cudaIpcCloseMemHandle(peer_flags_);
   if (peer_scratch_ != nullptr) cudaIpcCloseMemHandle(peer_scratch_);
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (flags_ != nullptr) cudaFree(flags_);
-  if (release_stream_ != nullptr) cudaStreamDestroy(release_stream_);
-  if (helper_ != nullptr) cudaStreamDestroy(helper_);
-  if (drain_ != nullptr) cudaStreamDestroy(drain_);
-  if (sent_ != nullptr) cudaEventDestroy(sent_);
-
-  if (start_ != nullptr) cudaEventDestroy(start_);
-  for (cudaEvent_t e : ends_) {
-    if (e != nullptr) cudaEventDestroy(e);
+  for (cudaStream_t s : {release_stream_, helper_, drain_}) {
+    if (s != nullptr) cudaStreamDestroy(s);
   }
-  for (cudaEvent_t e : reduced_) {
+  for (cudaEvent_t e : events_) {
     if (e != nullptr) cudaEventDestroy(e);
   }
 }
 
 absl::StatusOr<Bytes> CopyEngineAllReduce::Exchange(const std::string& key, const Bytes& mine) {
-  const std::string base = absl::StrCat("ce/", exchanges_++, "/", key, "/");
+  const std::string base = absl::StrCat(exchanges_++, "/", key, "/");
   RETURN_IF_ERROR(store_->Set(base + std::to_string(rank_), mine));
   const std::string theirs = base + std::to_string(1 - rank_);
   if (absl::Status s = store_->Wait({theirs}, timeout_); !s.ok()) {
-    return absl::DeadlineExceededError(absl::StrCat("copy-engine all_reduce setup: rank ", rank_, " waited ",
+    return absl::DeadlineExceededError(absl::StrCat("copy-engine all_reduce: rank ", rank_, " waited ",
                                                     timeout_.count(), " ms for rank ", 1 - rank_, "'s '", key,
                                                     "': ", s.message()));
   }
@@ -266,16 +256,20 @@ absl::StatusOr<char*> CopyEngineAllReduce::Import(const Bytes& bytes) {
   return static_cast<char*>(base);
 }
 
-bool CopyEngineAllReduce::Takes(const std::vector<Tensor>& tensors, bool sum_or_avg) const {
-  if (!sum_or_avg || tensors.empty()) return false;
-  for (const Tensor& t : tensors) {
-    if (t.dtype() != DType::kFloat32) return false;
-  }
-  return TotalNumel(tensors) * 4 >= min_bytes_;
+bool CopyEngineAllReduce::Takes(DType dtype, int64_t numel, ReduceOp op) const {
+  return dtype == DType::kFloat32 && SumOrAvg(op) && numel * 4 >= min_bytes_;
 }
 
-absl::Status CopyEngineAllReduce::Reserve(const std::vector<Tensor>& tensors) {
-  const int64_t half = Split(TotalNumel(tensors)) * 4;
+// --- The scratch -------------------------------------------------------------------------------------
+
+absl::Status CopyEngineAllReduce::Prepare(const std::vector<Tensor>& tensors, ReduceOp op) {
+  for (const Tensor& t : tensors) {
+    if (t.dtype() != DType::kFloat32 || !SumOrAvg(op)) {
+      return absl::InvalidArgumentError(absl::StrCat("the copy-engine all_reduce takes float32 SUM or AVG, not ",
+                                                     DTypeName(t.dtype()), " ", ReduceOpName(op)));
+    }
+  }
+  const int64_t half = copy_engine::SplitPoint(TotalNumel(tensors), planner_.options()) * 4;
   if (half <= half_bytes_) return absl::OkStatus();
   // Both ranks grow here, at the same call, once every write of ours into the peer's old scratch and of
   // the peer's into ours has finished.
@@ -296,16 +290,15 @@ absl::Status CopyEngineAllReduce::Reserve(const std::vector<Tensor>& tensors) {
     absl::StatusOr<Bytes> e = Export(scratch_);
     if (e.ok()) exported = *e; else error = std::string(e.status().message());
   }
-  absl::StatusOr<Bytes> peer = Exchange("scratch", exported);
-  RETURN_IF_ERROR(peer);
+  ASSIGN_OR_RETURN(const Bytes peer, Exchange("scratch", exported));
   if (!error.empty()) return absl::ResourceExhaustedError(error);
-  if (peer->empty()) return absl::ResourceExhaustedError("the peer could not allocate its copy-engine scratch");
-  absl::StatusOr<char*> p = Import(*peer);
-  RETURN_IF_ERROR(p);
-  peer_scratch_ = *p;
+  if (peer.empty()) return absl::ResourceExhaustedError("the peer could not allocate its copy-engine scratch");
+  ASSIGN_OR_RETURN(peer_scratch_, Import(peer));
   half_bytes_ = want;
   return absl::OkStatus();
 }
+
+// --- Registered buffers ------------------------------------------------------------------------------
 
 namespace {
 // One buffer as Register publishes it: mappable (1) or not (0), its allocation's IPC handle, its
@@ -333,6 +326,14 @@ Record Parse(const Bytes& in, size_t i) {
 }  // namespace
 
 absl::Status CopyEngineAllReduce::Register(const std::vector<Tensor>& buffers) {
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].device() != Device::CUDA(device_)) {
+      return absl::InvalidArgumentError(absl::StrCat("copy-engine buffer registration: buffer ", i, " is on ",
+                                                     buffers[i].device().ToString(), ", not on this rank's cuda:",
+                                                     device_));
+    }
+  }
+  const DeviceGuard on_device(device_);
   // Calls in flight may still read or write the buffers registered so far (ours, and through our
   // copies the peer's).
   RETURN_IF_ERROR(WaitForCallsInFlight("registering buffers"));
@@ -398,133 +399,92 @@ absl::Status CopyEngineAllReduce::Register(const std::vector<Tensor>& buffers) {
   return absl::OkStatus();
 }
 
-cudaError_t CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, float scale, cudaStream_t stream,
-                                         cudaEvent_t done) {
-  const int64_t n = TotalNumel(tensors);
-  const int64_t split = Split(n);
-  const int64_t my_lo = rank_ == 0 ? 0 : split, my_hi = rank_ == 0 ? split : n;
-  const int64_t peer_lo = rank_ == 0 ? split : 0, peer_hi = rank_ == 0 ? n : split;
-  if (split * 4 > half_bytes_) return cudaErrorInvalidValue;  // Reserve was not called
-  const Chunks mine = ChunksOf(my_hi - my_lo, kMaxChunks), theirs = ChunksOf(peer_hi - peer_lo, kMaxChunks);
-  float* in = reinterpret_cast<float*>(scratch_);
-  float* out = reinterpret_cast<float*>(scratch_ + half_bytes_);
-  float* peer_in = reinterpret_cast<float*>(peer_scratch_);
-  float* peer_out = reinterpret_cast<float*>(peer_scratch_ + half_bytes_);
-  const uint32_t seq = ++seq_;
+float* CopyEngineAllReduce::RegisteredPeer(const std::vector<Tensor>& tensors) const {
+  // The peer finds the same entry at the same position (both register the same list and call on
+  // corresponding buffers), so both plan a direct call.
+  if (tensors.size() != 1) return nullptr;
+  for (const Registered& r : registered_) {
+    if (r.mine.data_ptr() == tensors[0].data_ptr() && r.mine.numel() == tensors[0].numel()) return r.peer;
+  }
+  return nullptr;
+}
+
+// --- The executor -------------------------------------------------------------------------------------
+
+float* CopyEngineAllReduce::Address(Memory memory, int64_t at, float* peer_buffer) const {
+  switch (memory) {
+    case Memory::kIn: return reinterpret_cast<float*>(scratch_) + at;
+    case Memory::kOut: return reinterpret_cast<float*>(scratch_ + half_bytes_) + at;
+    case Memory::kPeerIn: return reinterpret_cast<float*>(peer_scratch_) + at;
+    case Memory::kPeerOut: return reinterpret_cast<float*>(peer_scratch_ + half_bytes_) + at;
+    case Memory::kPeerTensors: return peer_buffer + at;
+    case Memory::kTensors: break;  // ForRange: the tensors may be several
+  }
+  return nullptr;
+}
+
+cudaError_t CopyEngineAllReduce::Run(const Op& op, const std::vector<Tensor>& tensors, float scale,
+                                     const cudaStream_t streams[], cudaEvent_t done, float* peer_buffer) {
+  const cudaStream_t s = streams[static_cast<int>(op.stream)];
+  const cudaEvent_t event = op.index == copy_engine::kDoneEvent ? done : events_[op.index];
   const DriverApi& d = Driver();
-  auto signal = [&](cudaStream_t on, int index) {
-    return d.write_value(reinterpret_cast<CUstream>(on), reinterpret_cast<CUdeviceptr>(peer_flags_) + index * 4, seq,
-                         CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS
-               ? cudaSuccess
-               : cudaErrorUnknown;
-  };
-  auto wait = [&](cudaStream_t on, int index, uint32_t value) {
-    return d.wait_value(reinterpret_cast<CUstream>(on), reinterpret_cast<CUdeviceptr>(flags_ + index), value,
-                        CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS
-               ? cudaSuccess
-               : cudaErrorUnknown;
-  };
-  // [lo, hi) of chunk j of a half starting at `base`.
-  auto chunk = [](int64_t base, int64_t end, const Chunks& c, int64_t j) {
-    return std::pair<int64_t, int64_t>(base + j * c.size, std::min(end, base + (j + 1) * c.size));
-  };
-  cudaStream_t copies = stream, helper = helper_, drain = drain_;
-  cudaError_t err = cudaSuccess;
-  // A registered buffer: the reduced half goes straight into the peer's paired buffer (the peer finds
-  // the same entry at the same position, so both take this branch).
-  float* peer_buffer = nullptr;
-  if (tensors.size() == 1) {
-    for (const Registered& r : registered_) {
-      if (r.mine.data_ptr() == tensors[0].data_ptr() && r.mine.numel() == n) peer_buffer = r.peer;
-    }
+  switch (op.kind) {
+    case Op::Kind::kRecord:
+      return cudaEventRecord(event, s);
+    case Op::Kind::kWaitEvent:
+      return cudaStreamWaitEvent(s, event, 0);
+    case Op::Kind::kWaitFlag:
+      return d.wait_value(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(flags_ + op.index), op.value,
+                          CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS
+                 ? cudaSuccess
+                 : cudaErrorUnknown;
+    case Op::Kind::kSignal:
+      return d.write_value(reinterpret_cast<CUstream>(s),
+                           reinterpret_cast<CUdeviceptr>(peer_flags_) + op.index * sizeof(uint32_t), op.value,
+                           CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS
+                 ? cudaSuccess
+                 : cudaErrorUnknown;
+    case Op::Kind::kCopy:
+      // The plan copies between the tensors and a scratch area or the peer's buffer, one side each.
+      if (op.src == Memory::kTensors) {
+        return ForRange(tensors, op.src_at, op.src_at + op.count, [&](float* p, int64_t at, int64_t count) {
+          return cudaMemcpyAsync(Address(op.dst, op.dst_at + at, peer_buffer), p, count * 4, cudaMemcpyDeviceToDevice, s);
+        });
+      }
+      return ForRange(tensors, op.dst_at, op.dst_at + op.count, [&](float* p, int64_t at, int64_t count) {
+        return cudaMemcpyAsync(p, Address(op.src, op.src_at + at, peer_buffer), count * 4, cudaMemcpyDeviceToDevice, s);
+      });
+    case Op::Kind::kReduce:
+      return ForRange(tensors, op.dst_at, op.dst_at + op.count, [&](float* p, int64_t at, int64_t count) {
+        return copy_engine::LaunchAddScale(p, Address(op.src, op.src_at + at, peer_buffer), count, scale, s);
+      });
   }
-  if (peer_buffer != nullptr) ++direct_calls_;
-  // The previous call may still be draining into its tensors; a call on any of the same memory waits.
-  bool overlaps = false;
-  for (const Tensor& t : tensors) {
-    const uintptr_t lo = reinterpret_cast<uintptr_t>(t.data_ptr()), hi = lo + t.numel() * 4;
-    for (const auto& [plo, phi] : last_ranges_) overlaps = overlaps || (lo < phi && plo < hi);
+  return cudaErrorInvalidValue;
+}
+
+absl::Status CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, ReduceOp op, CUstream_st* stream,
+                                          CUevent_st* done) {
+  const int64_t n = TotalNumel(tensors);
+  if (copy_engine::SplitPoint(n, planner_.options()) * 4 > half_bytes_) {
+    return absl::InvalidArgumentError("copy-engine all_reduce: Enqueue without a successful Prepare (nothing enqueued)");
   }
-  last_ranges_.clear();  // keeps its capacity: no allocation per call
+  float* peer_buffer = RegisteredPeer(tensors);
+  ranges_.clear();
   for (const Tensor& t : tensors) {
     const uintptr_t lo = reinterpret_cast<uintptr_t>(t.data_ptr());
-    last_ranges_.emplace_back(lo, lo + t.numel() * 4);
+    ranges_.emplace_back(lo, lo + t.numel() * sizeof(float));
   }
-  // At most two calls in flight: this one and the previous one, maybe still draining. So a call waits
-  // for the end of the one before the previous (usually long over), and for the previous one's end only
-  // when its tensors overlap.
-  cudaEvent_t& my_end = ends_[seq % 2];
-  const cudaEvent_t previous_end = ends_[(seq + 1) % 2];
-  if (seq > 2) err = cudaStreamWaitEvent(copies, my_end, 0);
-  if (err == cudaSuccess && overlaps && seq > 1) err = cudaStreamWaitEvent(copies, previous_end, 0);
-  // The helper and drain streams start after everything the group's stream waits for (the gradients).
-  if (err == cudaSuccess) err = cudaEventRecord(start_, copies);
-  if (err == cudaSuccess) err = cudaStreamWaitEvent(helper, start_, 0);
-  if (err == cudaSuccess) err = cudaStreamWaitEvent(drain, start_, 0);
-
-  // 1. Copy engines: my values of the peer's half into its IN, chunk by chunk, each announced. The
-  //    peer's IN is free once it has reduced all of the previous call: its last DONE of that call.
-  if (err == cudaSuccess && seq > 1 && last_peer_chunks_ > 0) {
-    err = wait(copies, kDone + last_peer_chunks_ - 1, seq - 1);
-  }
-  for (int64_t j = 0; err == cudaSuccess && j < theirs.count; ++j) {
-    const std::pair<int64_t, int64_t> range = chunk(peer_lo, peer_hi, theirs, j);
-    const int64_t lo = range.first, hi = range.second;
-    err = ForRange(tensors, lo, hi, [&](float* p, int64_t at, int64_t count) {
-      return cudaMemcpyAsync(peer_in + (lo - peer_lo) + at, p, count * 4, cudaMemcpyDeviceToDevice, copies);
-    });
-    if (err == cudaSuccess) err = signal(copies, kData + static_cast<int>(j));
-  }
-  last_peer_chunks_ = static_cast<int>(theirs.count);
-  // 2-3. Helper stream: as each chunk of the peer's values of my half arrives, reduce it.
-  for (int64_t j = 0; err == cudaSuccess && j < mine.count; ++j) {
-    const std::pair<int64_t, int64_t> range = chunk(my_lo, my_hi, mine, j);
-    const int64_t lo = range.first, hi = range.second;
-    err = wait(helper, kData + static_cast<int>(j), seq);
-    if (err == cudaSuccess) {
-      err = ForRange(tensors, lo, hi, [&](float* p, int64_t at, int64_t count) {
-        return LaunchAddScale(p, in + (lo - my_lo) + at, count, scale, helper);
-      });
-    }
-    if (err == cudaSuccess) err = cudaEventRecord(reduced_[j], helper);
-  }
-  // 4. Copy engines: each reduced chunk into the peer's OUT as soon as it is reduced, announced. The
-  //    peer's OUT is free once its drain has emptied it for the previous call (FREE). A registered
-  //    buffer's chunk goes to the same place in the peer's buffer instead, whose values there the peer
-  //    sent us (step 1, before its DATA) and no longer needs.
-  if (err == cudaSuccess && seq > 1 && peer_buffer == nullptr) err = wait(copies, kFree, seq - 1);
-  for (int64_t j = 0; err == cudaSuccess && j < mine.count; ++j) {
-    const std::pair<int64_t, int64_t> range = chunk(my_lo, my_hi, mine, j);
-    const int64_t lo = range.first, hi = range.second;
-    err = cudaStreamWaitEvent(copies, reduced_[j], 0);
-    if (err == cudaSuccess) {
-      err = ForRange(tensors, lo, hi, [&](float* p, int64_t at, int64_t count) {
-        float* to = peer_buffer != nullptr ? peer_buffer + lo + at : peer_out + (lo - my_lo) + at;
-        return cudaMemcpyAsync(to, p, count * 4, cudaMemcpyDeviceToDevice, copies);
-      });
-    }
-    if (err == cudaSuccess) err = signal(copies, kDone + static_cast<int>(j));
-  }
-  // My tensors are read by my copies until here.
-  if (err == cudaSuccess) err = cudaEventRecord(sent_, copies);
-  // 5-6. Drain stream: as each reduced chunk of the peer's half arrives in my OUT, into my tensors; then
-  //      tell the peer my OUT is free. The call is complete once my copies, which came after my
-  //      additions, are too.
-  for (int64_t j = 0; err == cudaSuccess && j < theirs.count; ++j) {
-    const std::pair<int64_t, int64_t> range = chunk(peer_lo, peer_hi, theirs, j);
-    const int64_t lo = range.first, hi = range.second;
-    err = wait(drain, kDone + static_cast<int>(j), seq);
-    if (err == cudaSuccess && peer_buffer == nullptr) {
-      err = ForRange(tensors, lo, hi, [&](float* p, int64_t at, int64_t count) {
-        return cudaMemcpyAsync(p, out + (lo - peer_lo) + at, count * 4, cudaMemcpyDeviceToDevice, drain);
-      });
+  const std::vector<Op>& plan = planner_.Next(n, ranges_, peer_buffer != nullptr);
+  ++calls_;
+  if (peer_buffer != nullptr) ++direct_calls_;
+  const cudaStream_t streams[copy_engine::kNumPlanStreams] = {stream, helper_, drain_};
+  const float scale = op == ReduceOp::kAvg ? 0.5f : 1.0f;  // two ranks
+  for (const Op& step : plan) {
+    if (cudaError_t err = Run(step, tensors, scale, streams, done, peer_buffer); err != cudaSuccess) {
+      return absl::InternalError(CudaError("enqueueing the copy-engine all_reduce", err));
     }
   }
-  if (err == cudaSuccess) err = signal(drain, kFree);
-  if (err == cudaSuccess) err = cudaStreamWaitEvent(drain, sent_, 0);
-  if (err == cudaSuccess) err = cudaEventRecord(my_end, drain);
-  if (err == cudaSuccess) err = cudaEventRecord(done, drain);
-  return err;
+  return absl::OkStatus();
 }
 
 absl::Status CopyEngineAllReduce::WaitForCallsInFlight(const char* before) {
@@ -536,19 +496,13 @@ absl::Status CopyEngineAllReduce::WaitForCallsInFlight(const char* before) {
   return absl::OkStatus();
 }
 
-cudaError_t CopyEngineAllReduce::OrderAfterLastCall(cudaStream_t stream) {
-  // The drain stream runs the calls' ends in order: the last one's end is after all the others'.
-  return seq_ == 0 ? cudaSuccess : cudaStreamWaitEvent(stream, ends_[seq_ % 2], 0);
-}
-
 void CopyEngineAllReduce::Release() {
-  // Far ahead of any sequence number this rank will reach, in the wrap-around order GEQ uses. The group
-  // calls this under the same lock as Enqueue, so seq_ is stable.
-  const uint32_t far = seq_ + (1u << 30);
-  uint32_t host[kFlagWords];
-  for (uint32_t& v : host) v = far;
+  // Far ahead of any sequence number this rank will reach, in the wrap-around order the waits use. The
+  // group calls this under the same lock as Enqueue, so the planner's sequence number is stable.
+  uint32_t host[copy_engine::kNumFlags];
+  for (uint32_t& v : host) v = planner_.ReleaseValue();
   cudaMemcpyAsync(flags_, host, sizeof(host), cudaMemcpyHostToDevice, release_stream_);
   cudaStreamSynchronize(release_stream_);
 }
 
-}  // namespace tinyddp::dist::internal
+}  // namespace tinyddp::dist

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-namespace tinyddp::dist::internal {
+namespace tinyddp::dist::copy_engine {
 namespace {
 
 // 16-byte vectors where both pointers allow it; a scalar loop handles the rest.
@@ -62,4 +62,4 @@ cudaError_t LaunchAddScale(float* dst, const float* src, int64_t n, float scale,
   return cudaGetLastError();
 }
 
-}  // namespace tinyddp::dist::internal
+}  // namespace tinyddp::dist::copy_engine

@@ -9,11 +9,11 @@
 
 #include <cstdint>
 
-namespace tinyddp::dist::internal {
+namespace tinyddp::dist::copy_engine {
 
 /// Enqueues dst[i] = (dst[i] + src[i]) * scale for i < n on `stream`. float32; any alignment.
 cudaError_t LaunchAddScale(float* dst, const float* src, int64_t n, float scale, cudaStream_t stream);
 
-}  // namespace tinyddp::dist::internal
+}  // namespace tinyddp::dist::copy_engine
 
 #endif  // TINYDDP_DIST_PROCESS_GROUP_NCCL_COPY_ENGINE_COPY_ENGINE_REDUCE_H_
