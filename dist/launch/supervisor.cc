@@ -89,6 +89,20 @@ std::string Describe(const WorkerExit& e) {
 
 int ExitCodeOf(const WorkerExit& e) { return e.signaled ? 128 + e.value : e.value; }
 
+// What a signal that ended a worker on its own usually means, for the job's one-line verdict.
+std::string SignalHint(const WorkerExit& e) {
+  if (!e.signaled || e.stopped) return "";
+  switch (e.value) {
+    case SIGKILL: return " (sent from outside the job: the out-of-memory killer? see dmesg)";
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL: return " (a crash: its last output above, a debugger or a core dump show where)";
+    case SIGABRT: return " (it aborted: its last lines above say why)";
+    default: return "";
+  }
+}
+
 std::vector<char*> CStrings(std::vector<std::string>& strings) {
   std::vector<char*> out;
   for (auto& s : strings) out.push_back(s.data());
@@ -340,7 +354,7 @@ void Supervisor::Blame() {
   result_.exit_code = ExitCodeOf(root->exit);
   result_.cause_kind = root_class == 0 ? FailureKind::kError : root_class == 1 ? FailureKind::kTimeout : FailureKind::kPeer;
   result_.cause_time_us = root_time;
-  result_.reason = absl::StrCat(Describe(root->exit), " failed first: ", root->exit.How());
+  result_.reason = absl::StrCat(Describe(root->exit), " failed first: ", root->exit.How(), SignalHint(root->exit));
   if (root->exit.failure) {
     absl::StrAppend(&result_.reason, " (", FailureKindName(root->exit.failure->kind), ": ",
                     FirstLine(root->exit.failure->message), ")");

@@ -49,7 +49,9 @@ TEST(DdpMlpFaults, AKilledRankUnderMaxRestartsEndsBitIdenticalToAnUninterruptedR
       RunDdpMlp(CheckpointedJob(restarted, {"--max_restarts=1"}), {{"TINYDDP_FAULT", "rank=1,step=33,action=kill"}});
   ASSERT_EQ(b.exit_code, 0) << Explain(b);
   EXPECT_NE(b.err.find("spawn: round 0 failed: rank 1 (local rank 1, pid"), std::string::npos) << b.err;
-  EXPECT_NE(b.err.find("failed first: signal SIGKILL (9); restarting all workers (restart 1 of 1"), std::string::npos)
+  EXPECT_NE(b.err.find("failed first: signal SIGKILL (9) (sent from outside the job: the out-of-memory killer? see "
+                       "dmesg); restarting all workers (restart 1 of 1"),
+            std::string::npos)
       << b.err;
   EXPECT_NE(b.out.find("elastic restart 1 (TINYDDP_RESTART_COUNT=1): resuming from the last good checkpoint"),
             std::string::npos)
