@@ -35,8 +35,8 @@ std::string RoundKey(int round, const char* what) { return absl::StrCat("tinyddp
 void Say(const std::string& line) { std::fprintf(stderr, "launch: %s\n", line.c_str()); }
 
 std::chrono::milliseconds RendezvousTimeout(const LaunchOptions& o) {
-  return o.rendezvous_timeout_seconds > 0 ? std::chrono::milliseconds(std::chrono::seconds(o.rendezvous_timeout_seconds))
-                                          : o.timeout;
+  if (o.rendezvous_timeout_seconds <= 0) return o.timeout;
+  return std::chrono::seconds(o.rendezvous_timeout_seconds);
 }
 
 // Step 2: every launcher claims its node_rank and publishes its worker count; all must agree.
@@ -154,7 +154,9 @@ absl::StatusOr<RoundVerdict> AgreeOnRound(Store& store, const LaunchOptions& o, 
   if (read == o.nnodes) RETURN_IF_ERROR(store.Set(RoundKey(round, "all_read"), std::string("1")));
   if (o.node_rank == 0) {
     absl::Status all = store.Wait({RoundKey(round, "all_read")}, timeout);
-    if (!all.ok()) Say(absl::StrCat("not every node read the round's outcome before the store closes: ", all.message()));
+    if (!all.ok()) {
+      Say(absl::StrCat("not every node read the round's outcome before the store closes: ", all.message()));
+    }
   }
   return verdict;
 }

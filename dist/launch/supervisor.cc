@@ -352,7 +352,9 @@ void Supervisor::Blame() {
   if (root_class == 2 && stop_requested_) return;  // the cause is elsewhere (another node), as requested
   result_.first_failure = root->exit;
   result_.exit_code = ExitCodeOf(root->exit);
-  result_.cause_kind = root_class == 0 ? FailureKind::kError : root_class == 1 ? FailureKind::kTimeout : FailureKind::kPeer;
+  result_.cause_kind = root_class == 0   ? FailureKind::kError
+                       : root_class == 1 ? FailureKind::kTimeout
+                                         : FailureKind::kPeer;
   result_.cause_time_us = root_time;
   result_.reason = absl::StrCat(Describe(root->exit), " failed first: ", root->exit.How(), SignalHint(root->exit));
   if (root->exit.failure) {

@@ -50,7 +50,8 @@ absl::Status CheckWritableFile(const std::string& path, const std::string& flag)
   if (fs::is_directory(p, ec)) return CannotWrite(flag, path, "write it", "it is a folder", kFix);
   // An existing file is opened for writing without truncating it; a new one is created and removed.
   const bool exists = fs::exists(p, ec);
-  const int fd = ::open(path.c_str(), exists ? (O_WRONLY | O_CLOEXEC) : (O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC), 0644);
+  const int flags = exists ? (O_WRONLY | O_CLOEXEC) : (O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) return CannotWrite(flag, path, "write it", std::strerror(errno), kFix);
   ::close(fd);
   if (!exists) ::unlink(path.c_str());

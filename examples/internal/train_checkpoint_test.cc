@@ -208,7 +208,9 @@ TEST(TrainCheckpoint, KeepsOnlyTheNewestAndReplacesTheSameStep) {
 TEST(TrainCheckpoint, AnEditedTrainerStateIsRefusedLikeADamagedFileAndThePreviousOneIsChosen) {
   const std::string dir = FreshDir("edited_state");
   Trained a = MakeTrained(7, 2);
-  for (int64_t step : {50, 100}) ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(step), kSettings, 5).ok());
+  for (int64_t step : {50, 100}) {
+    ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(step), kSettings, 5).ok());
+  }
   // The example: one byte of trainer_state.json, "epoch": 2 -> 3 (a resume would skip an epoch).
   const std::string newest = dir + "/step-00000100";
   std::string text = ReadWholeFile(newest + "/trainer_state.json").value();

@@ -62,7 +62,8 @@ TEST(DdpMlpFaults, AKilledRankUnderMaxRestartsEndsBitIdenticalToAnUninterruptedR
 }
 
 TEST(DdpMlpFaults, ARankThatDiesIsBlamedWithItsExitCode) {
-  const RunResult r = RunDdpMlp(Tiny({"--epochs=1", "--timeout=20s"}), {{"TINYDDP_FAULT", "rank=1,step=7,action=exit,code=7"}});
+  const RunResult r =
+      RunDdpMlp(Tiny({"--epochs=1", "--timeout=20s"}), {{"TINYDDP_FAULT", "rank=1,step=7,action=exit,code=7"}});
   EXPECT_EQ(r.exit_code, 7) << Explain(r);
   EXPECT_NE(r.err.find("fault injection (TINYDDP_FAULT=rank=1,step=7,action=exit,code=7): rank 1, step 7: exit"),
             std::string::npos)
