@@ -254,6 +254,7 @@ int Run(const Options& o) {
     if (absl::Status s = pg->Barrier()->Wait(); !s.ok()) return Fail("barrier", s);
   }
   if (device.is_cuda()) cuda::Stream::Current(device.index).Synchronize();
+  if (ddp && !ddp->status().ok()) return Fail("warm-up", ddp->status());  // a bucket's all_reduce failed
   if (ddp && rank == 0) {
     std::printf("%s", ddp->BucketTable().c_str());
     std::fflush(stdout);
@@ -272,6 +273,7 @@ int Run(const Options& o) {
   timer.Start();
   for (int i = 0; i < o.steps; ++i) step();
   const double burst = timer.StopMs() / o.steps;
+  if (ddp && !ddp->status().ok()) return Fail("timed steps", ddp->status());
   std::sort(synced.begin(), synced.end());
   const double median = synced[synced.size() / 2];
 

@@ -352,7 +352,7 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
 // One optimizer step on one batch, the five lines of every PyTorch training loop. DDP works inside two
 // of them: its Forward starts the iteration, and Backward all_reduces the gradient buckets while it runs.
 // Returns the loss, left on the device (reading it would wait for the GPU).
-Tensor TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
+absl::StatusOr<Tensor> TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
   // Failure tests make a rank hang, exit or die here (TINYDDP_FAULT); "nan" poisons this batch.
   const bool poison = MaybeInjectFault("step", step) == FaultAction::kNonFinite;
   s.optimizer->set_lr(s.schedule->LrAt(step));
@@ -363,6 +363,9 @@ Tensor TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
     dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "backward", step);
     autograd::Backward(loss);
   }
+  // A bucket whose all_reduce failed (a peer died, or froze past --timeout) left gradients that are not
+  // averages: stop with its error rather than step on them (PyTorch raises from backward()).
+  RETURN_IF_ERROR(s.ddp->status());
   {
     dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "optimizer", step);
     s.optimizer->Step();
@@ -427,7 +430,8 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
     StartEpoch(o, job, epoch, s, at, report);
     while (std::optional<data::Batch> batch = s.loader->Next()) {
-      window.Add(TrainStep(s, *batch, at.global_step), at.global_step);
+      ASSIGN_OR_RETURN(const Tensor loss, TrainStep(s, *batch, at.global_step));
+      window.Add(loss, at.global_step);
       ++at.global_step;
       ++at.batch_in_epoch;
       stop = o.max_steps > 0 && at.global_step >= o.max_steps;
