@@ -46,6 +46,7 @@
 #include "nlohmann/json.hpp"
 #include "nn/mlp.h"
 #include "nn/sgd.h"
+#include "tensor/cpu_isa.h"
 #include "tensor/cuda_device.h"
 #include "tensor/ops.h"
 #include "tensor/stream.h"
@@ -261,6 +262,7 @@ int Run(const Options& o) {
   }
 
   if (rank == 0) {
+    if (device.is_cpu()) std::printf("# %s\n", CpuIsaSummary().c_str());
     const std::string dims = absl::StrJoin(o.dims, ",");
     const char* backend = pg ? pg->backend_name() : (device.is_cuda() ? "cuda" : "cpu");
     const int buckets = ddp ? ddp->reducer().num_buckets() : 0;
@@ -287,7 +289,8 @@ int Run(const Options& o) {
                           {"bucket_view", o.bucket_view},
                           {"fused_optimizer", fused},
                           {"hook", o.bf16_hook ? "bf16" : "allreduce"},
-                          {"all_reduce", pg ? dist::BucketAllReducePath(*pg) : ""}};
+                          {"all_reduce", pg ? dist::BucketAllReducePath(*pg) : ""},
+                          {"cpu_isa", device.is_cpu() ? CpuIsaName(ActiveCpuIsa()) : ""}};
     std::printf("%s\n", row.dump().c_str());
     std::fflush(stdout);
   }
