@@ -19,7 +19,12 @@
 //                          the host waiting for each step to finish before starting the next;
 //   step_ms_burst          --steps steps back to back without waiting, total / steps (the host runs ahead,
 //                          as in a real training loop).
-// On CPU (Gloo) the host clock replaces the events. Rank 0 prints a readable line and one JSON line.
+//   cpu_ms_per_step        CPU time of rank 0's process (every thread) over the burst, per step: on a
+//                          shared machine the wall clock also counts other jobs, this does not.
+// On CPU (Gloo) the host clock replaces the events; the line starting with '#' names the CPU kernels'
+// instruction set (tensor/cpu_isa.h). Rank 0 prints a readable line and one JSON line.
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -143,6 +148,14 @@ class StepTimer {
   std::chrono::steady_clock::time_point t0_;
 };
 
+// CPU time of this process, all threads (compute, and Gloo's on CPU): on a machine other jobs share, the
+// wall clock measures them too, this does not.
+double ProcessCpuMs() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
 int Fail(const std::string& what, const absl::Status& s) {
   std::fprintf(stderr, "ddp_step_bench: %s: %s\n", what.c_str(), std::string(s.message()).c_str());
   return 1;
@@ -245,9 +258,11 @@ int Run(const Options& o) {
   if (pg) {
     if (absl::Status s = pg->Barrier()->Wait(); !s.ok()) return Fail("barrier", s);
   }
+  const double cpu_start_ms = ProcessCpuMs();
   timer.Start();
   for (int i = 0; i < o.steps; ++i) step();
   const double burst = timer.StopMs() / o.steps;
+  const double cpu_ms = (ProcessCpuMs() - cpu_start_ms) / o.steps;
   std::sort(synced.begin(), synced.end());
   const double median = synced[synced.size() / 2];
 
@@ -266,14 +281,15 @@ int Run(const Options& o) {
     const std::string dims = absl::StrJoin(o.dims, ",");
     const char* backend = pg ? pg->backend_name() : (device.is_cuda() ? "cuda" : "cpu");
     const int buckets = ddp ? ddp->reducer().num_buckets() : 0;
-    std::printf("tinyddp %s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), burst %.3f ms/step\n",
+    std::printf("tinyddp %s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), burst %.3f ms/step, "
+                "CPU %.3f ms/step\n",
                 ddp ? "DDP" : (device.is_cuda() ? "1-GPU" : "1-CPU"), dims.c_str(), static_cast<long long>(o.batch),
                 world, backend,
                 ddp ? absl::StrCat(" buckets=", buckets, o.bucket_view ? " layout=views" : " layout=coalesced",
                                    fused ? " fused_optimizer" : "", o.bf16_hook ? " hook=bf16" : "",
                                    " all_reduce=", dist::BucketAllReducePath(*pg)).c_str()
                     : "",
-                median, burst);
+                median, burst, cpu_ms);
     auto round4 = [](double v) { return std::round(v * 1e4) / 1e4; };
     nlohmann::json row = {{"impl", "tinyddp"},
                           {"dims", dims},
@@ -283,6 +299,7 @@ int Run(const Options& o) {
                           {"ddp", ddp != nullptr},
                           {"step_ms_median_synced", round4(median)},
                           {"step_ms_burst", round4(burst)},
+                          {"cpu_ms_per_step", round4(cpu_ms)},
                           {"samples_per_s", std::round(o.batch * world * 10000.0 / burst) / 10.0},
                           {"params", model->NumParameters()},
                           {"buckets", buckets},

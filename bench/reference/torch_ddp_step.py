@@ -100,10 +100,12 @@ def main():
         times.append(elapsed_ms(start, now_ms()))
     if distributed:
         dist.barrier()
+    cpu_start = time.process_time()  # this process, all threads: what other jobs on the machine do not change
     start = now_ms()
     for _ in range(args.steps):
         step()
     burst = elapsed_ms(start, now_ms()) / args.steps
+    cpu_ms = (time.process_time() - cpu_start) * 1e3 / args.steps
     med = statistics.median(times)
     params = sum(p.numel() for p in model.parameters())
     if rank == 0:
@@ -111,11 +113,12 @@ def main():
             "impl": "pytorch", "device": args.device, "torch": torch.__version__, "dims": args.dims,
             "batch": args.batch, "world": world, "blas": loaded_blas() if on_cpu else [],
             "step_ms_median_synced": round(med, 4), "step_ms_burst": round(burst, 4),
+            "cpu_ms_per_step": round(cpu_ms, 4),
             "samples_per_s": round(args.batch * world * 1000.0 / burst, 1), "params": params,
         }
         what = "DDP" if distributed else ("1-CPU" if on_cpu else "1-GPU")
         print(f"pytorch {what} dims={args.dims} batch={args.batch} world={world}: "
-              f"median {med:.3f} ms/step (synced), burst {burst:.3f} ms/step", flush=True)
+              f"median {med:.3f} ms/step (synced), burst {burst:.3f} ms/step, CPU {cpu_ms:.3f} ms/step", flush=True)
         print(json.dumps(result), flush=True)
     if distributed:
         dist.destroy_process_group()
