@@ -51,6 +51,7 @@
 #include "nn/lr_schedule.h"                      // ConstantLr, StepLr, CosineWithWarmupLr
 #include "nn/mlp.h"                              // MLP: Sequential(Linear, ReLU, ..., Linear)
 #include "nn/sgd.h"                              // SGD
+#include "tensor/cpu_isa.h"                      // CpuIsaSummary: which CPU kernels run
 #include "tensor/cuda_device.h"                  // CurrentDevice
 #include "tensor/ops.h"                          // AddInto (loss accumulation on the device)
 #include "tensor/stream.h"                       // Stream: a compute stream of our own on the GPU
@@ -303,6 +304,7 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
     progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s, lr %s", o.epochs,
                                    steps_per_epoch, o.batch_size, o.batch_size * world, o.optimizer,
                                    schedule.ToString()));
+    if (job.device.is_cpu()) progress.Print("  " + CpuIsaSummary());  // which CPU kernels run (tensor/cpu_isa.h)
   }
 
   // 4. The loop.
