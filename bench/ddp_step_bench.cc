@@ -281,8 +281,8 @@ int Run(const Options& o) {
     const std::string dims = absl::StrJoin(o.dims, ",");
     const char* backend = pg ? pg->backend_name() : (device.is_cuda() ? "cuda" : "cpu");
     const int buckets = ddp ? ddp->reducer().num_buckets() : 0;
-    std::printf("tinyddp %s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), burst %.3f ms/step, "
-                "CPU %.3f ms/step\n",
+    std::printf("tinyddp %s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), "
+                "burst %.3f ms/step, CPU %.3f ms/step\n",
                 ddp ? "DDP" : (device.is_cuda() ? "1-GPU" : "1-CPU"), dims.c_str(), static_cast<long long>(o.batch),
                 world, backend,
                 ddp ? absl::StrCat(" buckets=", buckets, o.bucket_view ? " layout=views" : " layout=coalesced",

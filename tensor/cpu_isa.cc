@@ -80,7 +80,12 @@ std::string CpuIsaSummary() {
   const CpuIsa active = ActiveCpuIsa(), detected = DetectedCpuIsa();
   std::string line = absl::StrCat("CPU kernels: ", CpuIsaName(active), " (", BuildLevel(active),
                                   "; this CPU runs ", CpuIsaName(detected));
-  if (active != detected) absl::StrAppend(&line, "; capped by TINYDDP_CPU_ISA=", std::getenv("TINYDDP_CPU_ISA"));
+  const char* cap = std::getenv("TINYDDP_CPU_ISA");
+  if (active != detected) {
+    absl::StrAppend(&line, "; capped by TINYDDP_CPU_ISA=", cap);
+  } else if (cap != nullptr && *cap != '\0' && std::string(cap) != CpuIsaName(active)) {
+    absl::StrAppend(&line, "; TINYDDP_CPU_ISA=", cap, " is more than this CPU runs");
+  }
   return line + ")";
 }
 

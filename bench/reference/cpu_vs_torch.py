@@ -131,14 +131,15 @@ def main():
         for name in rows:
             rows[name].append(got[name])
         t, q = got["tinyddp"], got["pytorch"]
-        print(f"  {r + 1:>5}  {t['step_ms_median_synced']:8.3f} {t['step_ms_burst']:8.3f} {t['cpu_ms_per_step']:8.3f}  "
-              f"{q['step_ms_median_synced']:8.3f} {q['step_ms_burst']:8.3f} {q['cpu_ms_per_step']:8.3f}  "
-              f"{q['step_ms_median_synced'] / t['step_ms_median_synced']:7.2f}x "
-              f"{q['cpu_ms_per_step'] / t['cpu_ms_per_step']:7.2f}x"
+        t_cpu = t.get("cpu_ms_per_step", float("nan"))  # nan for a binary too old to report it
+        q_cpu = q.get("cpu_ms_per_step", float("nan"))
+        print(f"  {r + 1:>5}  {t['step_ms_median_synced']:8.3f} {t['step_ms_burst']:8.3f} {t_cpu:8.3f}  "
+              f"{q['step_ms_median_synced']:8.3f} {q['step_ms_burst']:8.3f} {q_cpu:8.3f}  "
+              f"{q['step_ms_median_synced'] / t['step_ms_median_synced']:7.2f}x {q_cpu / t_cpu:7.2f}x"
               f"{'  idle before: ' + ', '.join(f'{x:.0%}' for x in idle) if idle else ''}", flush=True)
 
-    def med(name, key):
-        return statistics.median(row[key] for row in rows[name])
+    def med(name, key):  # nan for a binary too old to report `key`
+        return statistics.median(row.get(key, float("nan")) for row in rows[name])
 
     t_med, q_med = med("tinyddp", "step_ms_median_synced"), med("pytorch", "step_ms_median_synced")
     t_burst, q_burst = med("tinyddp", "step_ms_burst"), med("pytorch", "step_ms_burst")
