@@ -2,7 +2,8 @@
 # Checks that each instruction-set variant of the CPU kernels (tensor/BUILD: cpu_isa_sse2, _avx2,
 # _avx512) defines no global or weak symbol outside its own namespaces, tinyddp::cpu::<variant> and
 # eigen_<variant> (tensor/internal/cpu_isa_kernels.h explains why: the linker keeps one copy of each
-# weak symbol, so a shared one could run AVX-512 code on a CPU without it).
+# weak symbol, so a shared one could run AVX-512 code on a CPU without it), and that the sse2 variant
+# uses no 256- or 512-bit register.
 # Arguments: the variants' static archives (libcpu_isa_<variant>.a).
 set -euo pipefail
 
@@ -26,6 +27,15 @@ for archive in "$@"; do
     exit 1
   fi
   echo "ok: $variant: all $count global or weak symbols are its own ($own)"
+  if [[ $variant == sse2 ]]; then
+    # The portable variant must stay portable: no 256- or 512-bit register anywhere in its code.
+    wide=$(objdump -d "$archive" | grep -cE '%[yz]mm' || true)
+    if (( wide != 0 )); then
+      echo "FAIL: sse2 uses $wide instructions on ymm/zmm registers; it must run on every x86-64 CPU" >&2
+      exit 1
+    fi
+    echo "ok: sse2 uses no ymm/zmm register"
+  fi
   checked=$((checked + 1))
 done
 if (( checked != 3 )); then
