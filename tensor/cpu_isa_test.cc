@@ -57,6 +57,18 @@ TEST(CpuIsa, TheActiveVariantIsTheDetectedOneCappedByTinyddpCpuIsa) {
   std::printf("%s; TINYDDP_CPU_ISA=%s\n", summary.c_str(), cap == nullptr ? "(unset)" : cap);
 }
 
+TEST(CpuIsaDeathTest, AMalformedTinyddpCpuIsaStopsTheProgramNamingTheChoices) {
+  // "threadsafe" re-executes this binary for the statement, so ActiveCpuIsa() decides afresh there.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("TINYDDP_CPU_ISA", "avx3", /*overwrite=*/1);
+        ActiveCpuIsa();
+      },
+      testing::ExitedWithCode(2),
+      "TINYDDP_CPU_ISA: unknown CPU instruction set 'avx3'; the choices are sse2, avx2 and avx512");
+}
+
 TEST(CpuIsa, OnlyVariantsThisCpuRunsAreOffered) {
   for (CpuIsa isa : {CpuIsa::kSse2, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
     const IsaKernelTable* table = IsaKernelsFor(isa);
