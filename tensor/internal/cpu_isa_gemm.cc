@@ -1,6 +1,6 @@
 // GEMM and Linear on Eigen, compiled once per instruction-set variant (see cpu_isa_kernels.h): with
 // -march=x86-64-v3 Eigen's kernels use 256-bit AVX2 registers and FMA, with x86-64-v4 512-bit AVX-512,
-// with the baseline 128-bit SSE2. That one flag is most of the CPU speed: ~1.5-2x per step.
+// with the baseline 128-bit SSE2. That one flag is most of the CPU speed: ~2x per step on an AVX2 machine.
 //
 // Our tensors are row-major and contiguous, so each operand is wrapped in an Eigen::Map of a RowMajor
 // matrix: no copy, and a transpose flag becomes Eigen's .transpose() view, which its GEMM reads in
