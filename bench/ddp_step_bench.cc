@@ -22,7 +22,10 @@
 //                          the host waiting for each step to finish before starting the next;
 //   step_ms_burst          --steps steps back to back without waiting, total / steps (the host runs ahead,
 //                          as in a real training loop).
-// On CPU (Gloo) the host clock replaces the events. Rank 0 prints DDP's bucket table after the warm-up (the
+//   cpu_ms_per_step        CPU time of rank 0's process (every thread) over the burst, per step: on a
+//                          shared machine the wall clock also counts other jobs, this does not.
+// On CPU (Gloo) the host clock replaces the events; the line starting with '#' names the CPU kernels'
+// instruction set (tensor/cpu_isa.h). Rank 0 prints DDP's bucket table after the warm-up (the
 // buckets as measured, after the one-time rebuild: index, bytes, parameters, and the path each takes,
 // "NCCL all_reduce" or "copy engines"), then a readable line and one JSON line.
 // Without DDP (--no_ddp) the two halves of the step are also timed alone, each as a burst of --steps:
@@ -31,6 +34,8 @@
 //                       lower bound on what the GEMMs achieve;
 //   optimizer_ms_burst  the SGD step alone; optimizer_gbps is its compulsory traffic (float32 p, g, momentum
 //                       read, p and momentum written: 20 bytes per parameter, +2 for the bf16 copy) over it.
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -58,6 +63,7 @@
 #include "nn/mlp.h"
 #include "nn/precision.h"
 #include "nn/sgd.h"
+#include "tensor/cpu_isa.h"
 #include "tensor/cuda_device.h"
 #include "tensor/ops.h"
 #include "tensor/stream.h"
@@ -156,6 +162,14 @@ class StepTimer {
   cuda::Event start_{/*enable_timing=*/true}, stop_{/*enable_timing=*/true};
   std::chrono::steady_clock::time_point t0_;
 };
+
+// CPU time of this process, all threads (compute, and Gloo's on CPU): on a machine other jobs share, the
+// wall clock measures them too, this does not.
+double ProcessCpuMs() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
 
 int Fail(const std::string& what, const absl::Status& s) {
   std::fprintf(stderr, "ddp_step_bench: %s: %s\n", what.c_str(), std::string(s.message()).c_str());
@@ -272,10 +286,12 @@ int Run(const Options& o) {
   if (pg) {
     if (absl::Status s = pg->Barrier()->Wait(); !s.ok()) return Fail("barrier", s);
   }
+  const double cpu_start_ms = ProcessCpuMs();
   timer.Start();
   for (int i = 0; i < o.steps; ++i) step();
   const double burst = timer.StopMs() / o.steps;
   if (ddp && !ddp->status().ok()) return Fail("timed steps", ddp->status());
+  const double cpu_ms = (ProcessCpuMs() - cpu_start_ms) / o.steps;
   std::sort(synced.begin(), synced.end());
   const double median = synced[synced.size() / 2];
 
@@ -315,6 +331,7 @@ int Run(const Options& o) {
   }
 
   if (rank == 0) {
+    if (device.is_cpu()) std::printf("# %s\n", CpuIsaSummary().c_str());
     const std::string dims = absl::StrJoin(o.dims, ",");
     const char* backend = pg ? pg->backend_name() : (device.is_cuda() ? "cuda" : "cpu");
     const int buckets = ddp ? ddp->reducer().num_buckets() : 0;
@@ -331,7 +348,7 @@ int Run(const Options& o) {
       for (const auto& [path, n] : counts) absl::StrAppend(&paths, paths.empty() ? "" : ", ", path, " ", n, "/", buckets);
     }
     std::printf("tinyddp %s %s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), burst %.3f "
-                "ms/step\n",
+                "ms/step, CPU %.3f ms/step\n",
                 ddp ? "DDP" : (device.is_cuda() ? "1-GPU" : "1-CPU"), nn::PrecisionName(o.precision), dims.c_str(),
                 static_cast<long long>(o.batch),
                 world, backend,
@@ -339,7 +356,7 @@ int Run(const Options& o) {
                                    fused ? " fused_optimizer" : "", o.bf16_hook ? " hook=bf16" : "",
                                    " all_reduce=", paths).c_str()
                     : "",
-                median, burst);
+                median, burst, cpu_ms);
     if (!ddp) {
       std::printf("  %s: forward+backward %.3f ms (%.3g TFLOP of GEMMs: %.4g TFLOP/s or more), optimizer %.3f ms "
                   "(%.3g GB: %.4g GB/s)\n",
@@ -355,6 +372,7 @@ int Run(const Options& o) {
                           {"ddp", ddp != nullptr},
                           {"step_ms_median_synced", round4(median)},
                           {"step_ms_burst", round4(burst)},
+                          {"cpu_ms_per_step", round4(cpu_ms)},
                           {"samples_per_s", std::round(o.batch * world * 10000.0 / burst) / 10.0},
                           {"params", model->NumParameters()},
                           {"buckets", buckets},
@@ -362,7 +380,8 @@ int Run(const Options& o) {
                           {"fused_optimizer", fused},
                           {"hook", o.bf16_hook ? "bf16" : "allreduce"},
                           {"all_reduce", paths},
-                          {"precision", nn::PrecisionName(o.precision)}};
+                          {"precision", nn::PrecisionName(o.precision)},
+                          {"cpu_isa", device.is_cpu() ? CpuIsaName(ActiveCpuIsa()) : ""}};
     if (!ddp) {
       row["fwd_bwd_ms_burst"] = round4(fwd_bwd);
       row["gemm_tflops"] = std::round(gemm_flop / (fwd_bwd * 1e9) * 100) / 100;

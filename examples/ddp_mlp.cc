@@ -60,6 +60,7 @@
 #include "nn/mlp.h"                              // MLP: Sequential(Linear, ReLU, ..., Linear)
 #include "nn/precision.h"                        // ParsePrecision (--precision=fp32|bf16)
 #include "nn/sgd.h"                              // SGD
+#include "tensor/cpu_isa.h"                      // CpuIsaSummary: which CPU kernels run
 #include "tensor/cuda_device.h"                  // CurrentDevice
 #include "tensor/ops.h"                          // AddInto (loss accumulation on the device)
 #include "tensor/stream.h"                       // Stream: a compute stream of our own on the GPU
@@ -259,6 +260,7 @@ void PrintHeader(const TrainOptions& o, const Job& job, const Setup& s, Progress
   progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s, lr %s%s", o.epochs,
                                  s.loader->num_batches(), o.batch_size, o.batch_size * job.pg->size(), o.optimizer,
                                  s.schedule->ToString(), o.precision == "bf16" ? ", bf16 mixed precision" : ""));
+  if (job.device.is_cpu()) progress.Print("  " + CpuIsaSummary());  // which CPU kernels run (tensor/cpu_isa.h)
 }
 
 // Collective: rank 0 opens --metrics_out (appending when a resumed run continues); every rank learns

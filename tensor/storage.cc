@@ -10,6 +10,7 @@
 #include "tensor/cuda_allocator.h"
 #include "tensor/cuda_device.h"
 #include "tensor/internal/check.h"
+#include "tensor/internal/host_heap.h"
 #include "tensor/stream.h"
 
 namespace tinyddp {
@@ -44,6 +45,7 @@ void CheckCudaDevice(Device device, const char* op) {
 }
 
 std::shared_ptr<Storage> AllocateHost(size_t nbytes, const char* op) {
+  internal::KeepFreedHostMemoryMapped();  // once: freed tensors stay mapped for the next step to reuse
   // aligned_alloc wants a multiple of the alignment; at least one block so data() is never null.
   const size_t rounded = (nbytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
   void* p = std::aligned_alloc(kHostAlignment, rounded == 0 ? kHostAlignment : rounded);

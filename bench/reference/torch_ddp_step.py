@@ -12,6 +12,9 @@ PyTorch at its best, for the comparisons the benchmarks make:
     --zero                    torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO-1) around SGD, with DDP
     --fused_sgd               torch.optim.SGD(fused=True): one fused CUDA kernel for the whole step instead of
                               the default foreach kernels
+On CPU (--device=cpu: the gloo backend, one thread per rank, host clock), as bench/reference/cpu_vs_torch.sh
+runs it beside //bench:ddp_step_bench:
+    torchrun --nproc_per_node=2 bench/reference/torch_ddp_step.py --device=cpu
 Prints one readable line and one JSON line with the fields ddp_step_bench prints (step_ms_median_synced,
 step_ms_burst, samples_per_s, params, world), so a script can put the two side by side.
 """
@@ -20,6 +23,7 @@ import contextlib
 import json
 import os
 import statistics
+import time
 
 import torch
 import torch.distributed as dist
@@ -35,6 +39,14 @@ def build_mlp(dims):
     return nn.Sequential(*layers)
 
 
+def loaded_blas():
+    """The BLAS library this process mapped (Debian's torch calls whichever libblas.so.3 the alternatives
+    system points to: netlib's reference BLAS unless OpenBLAS is installed)."""
+    with open("/proc/self/maps") as f:
+        paths = {line.split()[-1] for line in f if "blas" in line.lower() and "/" in line}
+    return sorted(os.path.realpath(p) for p in paths)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--dims", default="784,512,512,10")
@@ -47,21 +59,27 @@ def main():
     p.add_argument("--cuda_graph", action="store_true")
     p.add_argument("--zero", action="store_true")
     p.add_argument("--fused_sgd", action="store_true")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     args = p.parse_args()
     dims = [int(d) for d in args.dims.split(",")]
 
     distributed = not args.no_ddp and "RANK" in os.environ
+    on_cpu = args.device == "cpu"
     rank, world = 0, 1
     if distributed:
-        dist.init_process_group("nccl")
+        dist.init_process_group("gloo" if on_cpu else "nccl")
         rank, world = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local_rank)
-    dev = torch.device("cuda", local_rank)
+    if on_cpu:
+        torch.set_num_threads(1)  # one process per core, as each tinyddp rank computes on one thread
+        dev = torch.device("cpu")
+    else:
+        torch.cuda.set_device(local_rank)
+        dev = torch.device("cuda", local_rank)
     torch.manual_seed(0)
     model = build_mlp(dims).to(dev)
     if distributed:
-        model = nn.parallel.DistributedDataParallel(model, device_ids=[local_rank],
+        model = nn.parallel.DistributedDataParallel(model, device_ids=None if on_cpu else [local_rank],
                                                     static_graph=args.cuda_graph)
     if args.compile:
         model = torch.compile(model, mode=None if args.compile == "default" else args.compile)
@@ -75,7 +93,7 @@ def main():
     loss_fn = nn.CrossEntropyLoss()
     x = torch.randn(args.batch, dims[0], device=dev)
     y = torch.randint(0, dims[-1], (args.batch,), device=dev)
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if args.precision == "bf16" \
+    autocast = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if args.precision == "bf16" \
         else contextlib.nullcontext
 
     def eager_step():
@@ -107,26 +125,36 @@ def main():
             graph.replay()
             return static_loss
 
+    def now_ms():  # the host clock on CPU (every op has finished when it returns); CUDA events on a GPU
+        if on_cpu:
+            return time.perf_counter() * 1e3
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+
+    def elapsed_ms(start, end):
+        if on_cpu:
+            return end - start
+        end.synchronize()
+        return start.elapsed_time(end)
+
     for _ in range(args.warmup):
         step()
-    torch.cuda.synchronize()
+    if not on_cpu:
+        torch.cuda.synchronize()
     times = []
     for _ in range(args.steps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+        start = now_ms()
         step()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+        times.append(elapsed_ms(start, now_ms()))
     if distributed:
         dist.barrier()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
+    cpu_start = time.process_time()  # this process, all threads: what other jobs on the machine do not change
+    start = now_ms()
     for _ in range(args.steps):
         step()
-    end.record()
-    end.synchronize()
-    burst = start.elapsed_time(end) / args.steps
+    burst = elapsed_ms(start, now_ms()) / args.steps
+    cpu_ms = (time.process_time() - cpu_start) * 1e3 / args.steps
     med = statistics.median(times)
     params = sum(p.numel() for p in model.parameters())
     variant = args.precision + (f" compile={args.compile}" if args.compile else "") + \
@@ -134,12 +162,15 @@ def main():
         (" fused_sgd" if args.fused_sgd else "")
     if rank == 0:
         result = {
-            "impl": "pytorch", "variant": variant, "dims": args.dims, "batch": args.batch, "world": world,
+            "impl": "pytorch", "variant": variant, "device": args.device, "torch": torch.__version__,
+            "dims": args.dims, "batch": args.batch, "world": world, "blas": loaded_blas() if on_cpu else [],
             "step_ms_median_synced": round(med, 4), "step_ms_burst": round(burst, 4),
+            "cpu_ms_per_step": round(cpu_ms, 4),
             "samples_per_s": round(args.batch * world * 1000.0 / burst, 1), "params": params,
         }
-        print(f"pytorch {'DDP' if distributed else '1-GPU'} [{variant}] dims={args.dims} batch={args.batch} "
-              f"world={world}: median {med:.3f} ms/step (synced), burst {burst:.3f} ms/step", flush=True)
+        what = "DDP" if distributed else ("1-CPU" if on_cpu else "1-GPU")
+        print(f"pytorch {what} [{variant}] dims={args.dims} batch={args.batch} world={world}: "
+              f"median {med:.3f} ms/step (synced), burst {burst:.3f} ms/step, CPU {cpu_ms:.3f} ms/step", flush=True)
         print(json.dumps(result), flush=True)
     if distributed:
         dist.destroy_process_group()

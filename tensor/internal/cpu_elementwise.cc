@@ -1,9 +1,8 @@
 // CPU elementwise kernels: add/sub/mul/div, alpha*a + beta*b, the broadcast bias add, ReLU and GELU with
-// their backwards. Each is a plain loop over contiguous memory that the compiler vectorises; the
-// (rare) aliasing of out with an input is handled by its runtime overlap check.
-#include <cmath>
-
+// their backwards. The loops are in tensor/internal/cpu_isa_elementwise.cc, built for each instruction-set
+// variant; here the tensors are unpacked into pointers and lengths.
 #include "tensor/internal/cpu_common.h"
+#include "tensor/internal/cpu_isa_kernels.h"
 #include "tensor/internal/kernels.h"
 
 namespace tinyddp::cpu {
@@ -11,16 +10,9 @@ namespace tinyddp::cpu {
 void BinaryOp(BinaryKind op, const Tensor& a, const Tensor& b, Tensor& out) {
   DispatchFloat(a.dtype(), "BinaryOp", [&](auto tag) {
     using T = decltype(tag);
-    const T* x = a.data<T>();
-    const T* y = b.data<T>();
-    T* o = out.data<T>();
-    const int64_t n = out.numel();
-    switch (op) {
-      case BinaryKind::kAdd: for (int64_t i = 0; i < n; ++i) o[i] = x[i] + y[i]; break;
-      case BinaryKind::kSub: for (int64_t i = 0; i < n; ++i) o[i] = x[i] - y[i]; break;
-      case BinaryKind::kMul: for (int64_t i = 0; i < n; ++i) o[i] = x[i] * y[i]; break;
-      case BinaryKind::kDiv: for (int64_t i = 0; i < n; ++i) o[i] = x[i] / y[i]; break;
-    }
+    const IsaKernels<T>& k = ActiveIsaKernels<T>();
+    auto* fn = op == BinaryKind::kAdd ? k.add : op == BinaryKind::kSub ? k.sub : op == BinaryKind::kMul ? k.mul : k.div;
+    fn(a.data<T>(), b.data<T>(), out.data<T>(), out.numel());
   });
 }
 
@@ -28,94 +20,43 @@ void Axpby(double alpha, const Tensor& a, double beta, const Tensor& b, Tensor& 
   DispatchFloat(a.dtype(), "Axpby", [&](auto tag) {
     using T = decltype(tag);
     // Scalars are rounded to the tensor's type first, as PyTorch does for add(alpha=...) and mul.
-    const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
-    const T* x = a.data<T>();
-    T* o = out.data<T>();
-    const int64_t n = out.numel();
-    if (!b.defined()) {
-      for (int64_t i = 0; i < n; ++i) o[i] = al * x[i];
-    } else if (alpha == 1.0) {  // AddInto: dst += beta * src, the gradient-accumulation case
-      const T* y = b.data<T>();
-      for (int64_t i = 0; i < n; ++i) o[i] = x[i] + be * y[i];
-    } else {
-      const T* y = b.data<T>();
-      for (int64_t i = 0; i < n; ++i) o[i] = al * x[i] + be * y[i];
-    }
+    ActiveIsaKernels<T>().axpby(static_cast<T>(alpha), a.data<T>(), static_cast<T>(beta),
+                                b.defined() ? b.data<T>() : nullptr, out.data<T>(), out.numel());
   });
 }
 
 void AddRowVector(const Tensor& x, const Tensor& row, Tensor& out) {
   DispatchFloat(x.dtype(), "AddRowVector", [&](auto tag) {
     using T = decltype(tag);
-    const int64_t rows = x.size(0), cols = x.size(1);
-    const T* in = x.data<T>();
-    const T* r = row.data<T>();
-    T* o = out.data<T>();
-    for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t j = 0; j < cols; ++j) o[i * cols + j] = in[i * cols + j] + r[j];
-    }
+    ActiveIsaKernels<T>().add_row_vector(x.data<T>(), row.data<T>(), out.data<T>(), x.size(0), x.size(1));
   });
 }
 
 void Relu(const Tensor& x, Tensor& out) {
   DispatchFloat(x.dtype(), "Relu", [&](auto tag) {
     using T = decltype(tag);
-    const T* in = x.data<T>();
-    T* o = out.data<T>();
-    const int64_t n = out.numel();
-    // `v < 0 ? 0 : v` rather than max(v, 0): NaN stays NaN, as in torch.relu.
-    for (int64_t i = 0; i < n; ++i) o[i] = in[i] < T(0) ? T(0) : in[i];
+    ActiveIsaKernels<T>().relu(x.data<T>(), out.data<T>(), out.numel());
   });
 }
 
 void ReluBackward(const Tensor& grad, const Tensor& y, Tensor& out) {
   DispatchFloat(grad.dtype(), "ReluBackward", [&](auto tag) {
     using T = decltype(tag);
-    const T* g = grad.data<T>();
-    const T* v = y.data<T>();
-    T* o = out.data<T>();
-    const int64_t n = out.numel();
-    for (int64_t i = 0; i < n; ++i) o[i] = v[i] <= T(0) ? T(0) : g[i];  // PyTorch's threshold_backward
+    ActiveIsaKernels<T>().relu_backward(grad.data<T>(), y.data<T>(), out.data<T>(), out.numel());
   });
 }
-
-namespace {
-// GELU, tanh approximation (PyTorch's approximate='tanh'): kBeta = sqrt(2/pi), kKappa = 0.044715.
-constexpr double kBeta = 0.7978845608028654;
-constexpr double kKappa = 0.044715;
-}  // namespace
 
 void Gelu(const Tensor& x, Tensor& out) {
   DispatchFloat(x.dtype(), "Gelu", [&](auto tag) {
     using T = decltype(tag);
-    const T* in = x.data<T>();
-    T* o = out.data<T>();
-    const int64_t n = out.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      const T v = in[i];
-      const T inner = T(kBeta) * (v + T(kKappa) * v * v * v);
-      o[i] = T(0.5) * v * (T(1) + std::tanh(inner));
-    }
+    ActiveIsaKernels<T>().gelu(x.data<T>(), out.data<T>(), out.numel());
   });
 }
 
 void GeluBackward(const Tensor& grad, const Tensor& x, Tensor& out) {
   DispatchFloat(grad.dtype(), "GeluBackward", [&](auto tag) {
     using T = decltype(tag);
-    const T* g = grad.data<T>();
-    const T* in = x.data<T>();
-    T* o = out.data<T>();
-    const int64_t n = out.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      // d/dx [0.5 x (1 + tanh(u))] with u = kBeta (x + kKappa x^3):
-      //   0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) kBeta (1 + 3 kKappa x^2)
-      const T v = in[i];
-      const T v2 = v * v;
-      const T t = std::tanh(T(kBeta) * (v + T(kKappa) * v2 * v));
-      const T left = T(0.5) * (T(1) + t);
-      const T right = T(0.5) * v * (T(1) - t * t) * T(kBeta) * (T(1) + T(3 * kKappa) * v2);
-      o[i] = g[i] * (left + right);
-    }
+    ActiveIsaKernels<T>().gelu_backward(grad.data<T>(), x.data<T>(), out.data<T>(), out.numel());
   });
 }
 
