@@ -15,6 +15,7 @@
 #include "dist/ddp/comm_stream.h"
 #include "dist/ddp/copy_engine_hook.h"
 #include "dist/ddp/reducer.h"
+#include "dist/process_group/exit_on_failure.h"
 #include "dist/ddp/trace.h"
 #include "dist/ddp/traced_comm_hook.h"
 #include "nn/module.h"
@@ -189,15 +190,23 @@ absl::Status DistributedDataParallel::RegisterBucketsIfRebuilt() {
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
+void DistributedDataParallel::ExitOnFailure(const absl::Status& status) const {
+  ExitOnCollectiveFailure(absl::StrCat("DistributedDataParallel (rank ", pg_->rank(), ")"), status);
+}
+
 autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& input) {
   Tracer::Span span = Tracer::MaybeScope(options_.tracer, "forward");
+  // A failed collective (status()) leaves gradients that are not averages and a broken group: training
+  // cannot go on, and this is the first place after Backward where DDP can say so.
+  if (!reducer_->status().ok()) ExitOnFailure(reducer_->status());
   const bool grad = autograd::GradModeEnabled();
   // The one-time rebuild happens here, between iterations, when no bucket is in flight; every rank then
   // pairs its new bucket buffers with the others' (collective, like the rebuild).
   if (grad) {
     reducer_->RebuildBucketsIfNeeded();
+    if (!reducer_->status().ok()) ExitOnFailure(reducer_->status());
     const absl::Status registered = RegisterBucketsIfRebuilt();
-    TINYDDP_CHECK_OP(registered.ok(), "DistributedDataParallel", registered.message());
+    if (!registered.ok()) ExitOnFailure(registered);
   }
   if (fused_factory_ && fused_generation_ != reducer_->layout_generation()) RebuildFusedOptimizers();
   autograd::Variable output = module_.Forward(input);

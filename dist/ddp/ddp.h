@@ -22,6 +22,10 @@
 //   * find_unused_parameters: parameters the forward did not use are found from the output's graph and
 //     count as ready (their gradient is zero for the average). Without it, a backward that never reaches
 //     some parameter stops the program with a message naming them and this option.
+//   * Failures: when a bucket's all_reduce fails (a peer died, the group's timeout passed), Backward still
+//     returns (it has no way to report; PyTorch raises there) and status() holds the error. A loop that
+//     checks it after Backward can stop through its own error path; otherwise the next Forward ends the
+//     process: the error on stderr, exit status 3 (exit_on_failure.h), never an abort.
 // Not thread-safe: one training thread per rank, as in PyTorch.
 #ifndef TINYDDP_DIST_DDP_DDP_H_
 #define TINYDDP_DIST_DDP_DDP_H_
@@ -114,6 +118,10 @@ class DistributedDataParallel {
   /// Sets the learning rate of every fused optimizer (an LR schedule calls it before each step).
   void SetFusedOptimizerLr(double lr);
 
+  /// OK, or the first failed collective of DDP (a bucket's all_reduce, naming the bucket and the rank).
+  /// After a failure DDP cannot continue: the next Forward exits the process (see the header comment).
+  const absl::Status& status() const { return reducer_->status(); }
+
   nn::Module& module() { return module_; }
   ProcessGroup& process_group() { return *pg_; }
   /// The buckets, their order and per-iteration state (for tests, docs and the trace).
@@ -136,6 +144,8 @@ class DistributedDataParallel {
                           std::unique_ptr<Reducer> reducer, std::shared_ptr<CopyEngineHook> copy_engines);
   // Collective: after the buckets were (re)built, offers their flat buffers to the copy engines.
   absl::Status RegisterBucketsIfRebuilt();
+  // Ends the process after a collective failure (exit_on_failure.h).
+  [[noreturn]] void ExitOnFailure(const absl::Status& status) const;
 
   nn::Module& module_;
   std::shared_ptr<ProcessGroup> pg_;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "dist/launch/env.h"
+#include "dist/launch/job_flight_recorder.h"
 #include "dist/launch/supervisor.h"
 #include "dist/store/store_secret.h"
 #include "dist/store/tcp_store.h"
@@ -143,12 +144,14 @@ int RunLauncher(const LaunchOptions& o) {
     store = std::move(*client);
   }
 
-  // Step 3: the workers.
+  // Step 3: the workers. Each group's flight recorder writes its ring file into one directory.
+  const JobFlightRecorder flight_recorder = JobFlightRecorder::ForThisJob();
   std::vector<WorkerProcessSpec> specs;
   for (int local = 0; local < *nproc; ++local) {
     const int rank = o.node_rank * *nproc + local;
     specs.push_back({rank, local, o.program,
                      WorkerEnvironment(rank, world_size, local, *nproc, o.node_rank, store_addr, port, secret)});
+    for (auto& kv : flight_recorder.WorkerEnvironment()) specs.back().env.push_back(kv);
   }
   Say(absl::StrCat("node ", o.node_rank, "/", o.nnodes, ": starting ", *nproc, " worker(s), ranks ",
                    o.node_rank * *nproc, "-", (o.node_rank + 1) * *nproc - 1, " of ", world_size, "; store at ",
@@ -191,6 +194,7 @@ int RunLauncher(const LaunchOptions& o) {
       if (!all.ok()) Say(absl::StrCat("not every node reported back before closing the store: ", all.message()));
     }
   }
+  flight_recorder.Report(result.exit_code != 0, "launch: ", o.nnodes);
   if (result.exit_code == 0) return 0;
   Say(absl::StrCat("job failed: ", result.reason, "; exiting with ", result.exit_code));
   return result.exit_code;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dist/launch/env.h"
+#include "dist/launch/job_flight_recorder.h"
 #include "dist/launch/launch_options.h"
 #include "dist/launch/launcher.h"
 #include "dist/launch/supervisor.h"
@@ -55,9 +56,11 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
   RETURN_IF_ERROR(server);
   const int port = (*server)->port();
 
+  const JobFlightRecorder flight_recorder = JobFlightRecorder::ForThisJob();
   std::vector<WorkerProcessSpec> specs;
   for (int rank = 0; rank < nproc; ++rank) {
     specs.push_back({rank, rank, args, WorkerEnvironment(rank, nproc, rank, nproc, 0, "127.0.0.1", port, secret)});
+    for (auto& kv : flight_recorder.WorkerEnvironment()) specs.back().env.push_back(kv);
   }
   std::fprintf(stderr, "%s: starting %d worker(s) (%s; set TINYDDP_NPROC to change), store at 127.0.0.1:%d\n",
                args[0].c_str(), nproc, why.c_str(), port);
@@ -66,6 +69,7 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
     Supervisor supervisor({.prefix_output = options.prefix_output, .name = "spawn"});
     RETURN_IF_ERROR(supervisor.Start(specs));
     JobResult result = supervisor.Wait();
+    flight_recorder.Report(result.exit_code != 0, "spawn: ", 1);
     if (result.exit_code != 0) {
       std::fprintf(stderr, "spawn: job failed: %s; exiting with %d\n", result.reason.c_str(), result.exit_code);
     }

@@ -1,0 +1,59 @@
+// JobFlightRecorder: a directory for the workers' rings, and the analyzer's verdict after a failure.
+#include "dist/launch/job_flight_recorder.h"
+
+#include <stdlib.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "dist/process_group/flight_record.h"
+#include "dist/process_group/flight_recorder_analysis.h"
+
+namespace tinyddp::dist {
+
+JobFlightRecorder JobFlightRecorder::ForThisJob() {
+  JobFlightRecorder j;
+  const char* set = std::getenv(kFlightRecorderDirEnv);
+  if (set != nullptr && *set != '\0') {
+    j.dir_ = set;  // the workers inherit it
+    return j;
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/tinyddp-flight-recorder-XXXXXX");
+  if (::mkdtemp(path.data()) != nullptr) {
+    j.dir_ = path;
+    j.made_here_ = true;
+  }
+  return j;
+}
+
+std::vector<std::pair<std::string, std::string>> JobFlightRecorder::WorkerEnvironment() const {
+  if (!made_here_) return {};  // a directory the user set reaches the workers by inheritance
+  return {{kFlightRecorderDirEnv, dir_}};
+}
+
+void JobFlightRecorder::Report(bool job_failed, const std::string& prefix, int nnodes) const {
+  if (dir_.empty()) return;
+  if (!job_failed) {
+    std::error_code ec;
+    if (made_here_) std::filesystem::remove_all(dir_, ec);
+    return;
+  }
+  auto verdicts = AnalyzeFlightRecorderDir(dir_);
+  if (!verdicts.ok()) {
+    std::fprintf(stderr, "%sflight recorder: %s\n", prefix.c_str(), std::string(verdicts.status().message()).c_str());
+    return;
+  }
+  std::string text = FormatFlightVerdicts(*verdicts, prefix);
+  if (nnodes > 1) {
+    absl::StrAppend(&text, prefix, "  note: this node's directory holds only its own ranks' records; the ranks "
+                               "of other nodes left theirs on their machines\n");
+  }
+  absl::StrAppend(&text, prefix, "  the records are in ", dir_, " (flight_recorder_analyze ", dir_, ")\n");
+  std::fputs(text.c_str(), stderr);
+}
+
+}  // namespace tinyddp::dist
