@@ -15,9 +15,9 @@
 #include "dist/ddp/comm_stream.h"
 #include "dist/ddp/copy_engine_hook.h"
 #include "dist/ddp/reducer.h"
-#include "dist/process_group/exit_on_failure.h"
 #include "dist/ddp/trace.h"
 #include "dist/ddp/traced_comm_hook.h"
+#include "dist/process_group/exit_on_failure.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
 #include "tensor/internal/check.h"
@@ -143,6 +143,7 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
                                                    params[i].first, "' from rank 0 failed: ", s.message()));
       }
     }
+    module.RefreshComputeCopies();  // bf16 precision: the compute copies follow rank 0's weights too
   }
 
   // How each bucket is communicated: the user's hook, or the default one, which decides between the
@@ -190,23 +191,21 @@ absl::Status DistributedDataParallel::RegisterBucketsIfRebuilt() {
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
-void DistributedDataParallel::ExitOnFailure(const absl::Status& status) const {
-  ExitOnCollectiveFailure(absl::StrCat("DistributedDataParallel (rank ", pg_->rank(), ")"), status);
-}
-
 autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& input) {
   Tracer::Span span = Tracer::MaybeScope(options_.tracer, "forward");
-  // A failed collective (status()) leaves gradients that are not averages and a broken group: training
-  // cannot go on, and this is the first place after Backward where DDP can say so.
-  if (!reducer_->status().ok()) ExitOnFailure(reducer_->status());
+  // A loop that did not stop on status() would train on gradients that are not averages, over a broken
+  // group: the process ends here instead, cleanly (exit_on_failure.h).
+  if (const absl::Status failed = status(); !failed.ok()) {
+    ExitOnCollectiveFailure(absl::StrCat("DistributedDataParallel (rank ", pg_->rank(), ")"), failed);
+  }
   const bool grad = autograd::GradModeEnabled();
   // The one-time rebuild happens here, between iterations, when no bucket is in flight; every rank then
   // pairs its new bucket buffers with the others' (collective, like the rebuild).
   if (grad) {
     reducer_->RebuildBucketsIfNeeded();
-    if (!reducer_->status().ok()) ExitOnFailure(reducer_->status());
-    const absl::Status registered = RegisterBucketsIfRebuilt();
-    if (!registered.ok()) ExitOnFailure(registered);
+    if (const absl::Status registered = RegisterBucketsIfRebuilt(); !registered.ok() && status_.ok()) {
+      status_ = registered;
+    }
   }
   if (fused_factory_ && fused_generation_ != reducer_->layout_generation()) RebuildFusedOptimizers();
   autograd::Variable output = module_.Forward(input);

@@ -22,10 +22,6 @@
 //   * find_unused_parameters: parameters the forward did not use are found from the output's graph and
 //     count as ready (their gradient is zero for the average). Without it, a backward that never reaches
 //     some parameter stops the program with a message naming them and this option.
-//   * Failures: when a bucket's all_reduce fails (a peer died, the group's timeout passed), Backward still
-//     returns (it has no way to report; PyTorch raises there) and status() holds the error. A loop that
-//     checks it after Backward can stop through its own error path; otherwise the next Forward ends the
-//     process: the error on stderr, exit status 3 (exit_on_failure.h), never an abort.
 // Not thread-safe: one training thread per rank, as in PyTorch.
 #ifndef TINYDDP_DIST_DDP_DDP_H_
 #define TINYDDP_DIST_DDP_DDP_H_
@@ -118,14 +114,15 @@ class DistributedDataParallel {
   /// Sets the learning rate of every fused optimizer (an LR schedule calls it before each step).
   void SetFusedOptimizerLr(double lr);
 
-  /// OK, or the first failed collective of DDP (a bucket's all_reduce, naming the bucket and the rank).
-  /// After a failure DDP cannot continue: the next Forward exits the process (see the header comment).
-  const absl::Status& status() const { return reducer_->status(); }
-
   nn::Module& module() { return module_; }
   ProcessGroup& process_group() { return *pg_; }
   /// The buckets, their order and per-iteration state (for tests, docs and the trace).
   const Reducer& reducer() const { return *reducer_; }
+  /// OK, or the first communication error of this DDP (a bucket's all_reduce that failed because a peer
+  /// died, froze past the timeout or lost its link; the rebuild's collectives). Check it after every
+  /// Backward: once it is an error the gradients are not averages and the loop must stop with it (a loop
+  /// that calls Forward again instead ends the process there: exit status 3, exit_on_failure.h).
+  absl::Status status() const { return !status_.ok() ? status_ : reducer_->status(); }
   const DdpOptions& options() const { return options_; }
 
   /// How bucket `b` is communicated: "NCCL all_reduce", "Gloo all_reduce", "copy engines", or the name a
@@ -144,8 +141,6 @@ class DistributedDataParallel {
                           std::unique_ptr<Reducer> reducer, std::shared_ptr<CopyEngineHook> copy_engines);
   // Collective: after the buckets were (re)built, offers their flat buffers to the copy engines.
   absl::Status RegisterBucketsIfRebuilt();
-  // Ends the process after a collective failure (exit_on_failure.h).
-  [[noreturn]] void ExitOnFailure(const absl::Status& status) const;
 
   nn::Module& module_;
   std::shared_ptr<ProcessGroup> pg_;
@@ -154,6 +149,7 @@ class DistributedDataParallel {
   std::shared_ptr<CopyEngineHook> copy_engines_;  // null with a custom comm hook
   int64_t registered_generation_ = -1;            // the bucket layout the copy engines know
   bool sync_enabled_ = true;  // false inside NoSync()
+  absl::Status status_;       // the buckets' registration failed (status())
 
   // Fused optimizers: one per bucket, rebuilt (with their state) when the reducer rebuilds its buckets.
   void RebuildFusedOptimizers();

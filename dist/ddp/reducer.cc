@@ -24,6 +24,11 @@ bool IsView(const Tensor& grad, const Tensor& view) {
   return grad.defined() && grad.storage() == view.storage() && grad.byte_offset() == view.byte_offset();
 }
 
+// Names the step of DDP a collective's error came from: "all_reduce of bucket 2 failed on rank 1: ...".
+absl::Status Annotate(const absl::Status& status, const std::string& what) {
+  return absl::Status(status.code(), absl::StrCat(kOp, ": ", what, " failed: ", status.message()));
+}
+
 }  // namespace
 
 Reducer::Reducer(std::vector<std::pair<std::string, autograd::Variable>> params, std::shared_ptr<ProcessGroup> pg,
@@ -119,8 +124,9 @@ void Reducer::RebuildBucketsIfNeeded() {
   // produced gradients in different orders.
   std::vector<int64_t> order64(ready_order_.begin(), ready_order_.end());
   Tensor order = Tensor::FromVector<int64_t>(order64, {static_cast<int64_t>(order64.size())}, device_);
-  if (!WaitOrRecord(pg_->Broadcast(order, /*root=*/0), "broadcasting rank 0's gradient order for the bucket rebuild")) {
-    return;  // the buckets stay as they are; DDP's Forward stops on the failure
+  if (const absl::Status s = pg_->Broadcast(order, /*root=*/0)->Wait(); !s.ok()) {
+    Fail(Annotate(s, "broadcasting rank 0's gradient order for the bucket rebuild"));
+    return;
   }
   order64 = order.ToVector<int64_t>();
   const std::vector<size_t> observed(order64.begin(), order64.end());
@@ -231,11 +237,15 @@ void Reducer::LaunchReadyBuckets() {
 }
 
 void Reducer::Launch(Bucket& bucket) {
-  // The group's flight recorder files the hook's collectives under this bucket (what the analyzer names).
+  // The group's flight recorder files the hook's collectives under this bucket (what its analyzer names).
   CollectiveBucketScope scope(bucket.grad_bucket.index);
   bucket.future = comm_hook_.run(*pg_, bucket.grad_bucket);
   TINYDDP_CHECK_OP(bucket.future.work != nullptr, kOp, "the comm hook returned no Work for bucket ",
                    bucket.grad_bucket.index, "; hint: a hook must return the collective it started");
+}
+
+void Reducer::Fail(absl::Status status) {
+  if (status_.ok()) status_ = std::move(status);
 }
 
 void Reducer::FinalizeBackward() {
@@ -258,15 +268,15 @@ void Reducer::FinalizeBackward() {
   if (options_.find_unused_parameters) RestoreGloballyUnused();
 
   for (Bucket& bucket : buckets_) {
-    // After a failure the later buckets are completed too (they fail fast: the group is broken), so that
-    // no Work outlives this backward; nothing is stepped on gradients that are not averages.
     const absl::Status status = bucket.future.Complete();
     bucket.future = CommFuture{};  // drop the Work (and the tensors it holds)
     if (!status.ok()) {
-      RecordFailure(absl::Status(status.code(), absl::StrCat("all_reduce of bucket ", bucket.grad_bucket.index,
-                                                             " failed on rank ", pg_->rank(), ": ", status.message())));
+      // A peer died, froze past the timeout, or the link broke: the gradients are not averages. Keep the
+      // error for the training loop (status()), step nothing, and let the remaining futures drain.
+      Fail(Annotate(status, absl::StrCat("all_reduce of bucket ", bucket.grad_bucket.index, " on rank ", pg_->rank())));
+      continue;
     }
-    if (status_.ok() && on_bucket_reduced_) on_bucket_reduced_(bucket.grad_bucket.index);
+    if (on_bucket_reduced_ && status_.ok()) on_bucket_reduced_(bucket.grad_bucket.index);
   }
   if (!options_.gradient_as_bucket_view) {
     for (Bucket& bucket : buckets_) {
@@ -290,22 +300,14 @@ void Reducer::RestoreGloballyUnused() {
   std::vector<int32_t> used(params_.size(), 1);
   for (size_t i : unused_) used[i] = 0;
   Tensor map = Tensor::FromVector<int32_t>(used, {static_cast<int64_t>(used.size())}, device_);
-  if (!WaitOrRecord(pg_->AllReduce(map, ReduceOp::kMax), "exchanging the map of used parameters")) return;
+  if (const absl::Status s = pg_->AllReduce(map, ReduceOp::kMax)->Wait(); !s.ok()) {
+    Fail(Annotate(s, "exchanging the map of used parameters"));
+    return;
+  }
   used = map.ToVector<int32_t>();
   for (size_t i : unused_) {
     if (used[i] == 0 && !had_grad_[i]) params_[i].set_grad(Tensor());
   }
-}
-
-bool Reducer::WaitOrRecord(const std::shared_ptr<Work>& work, const char* what) {
-  const absl::Status status = work->Wait();
-  if (status.ok()) return true;
-  RecordFailure(absl::Status(status.code(), absl::StrCat(what, " failed on rank ", pg_->rank(), ": ", status.message())));
-  return false;
-}
-
-void Reducer::RecordFailure(absl::Status status) {
-  if (status_.ok()) status_ = std::move(status);
 }
 
 // --- Introspection -------------------------------------------------------------------------------

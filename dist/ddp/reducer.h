@@ -17,10 +17,6 @@
 //               option that fixes it. Then each bucket's CommFuture is completed: on GPU the compute
 //               stream waits for the NCCL stream (an event, no host blocking), on CPU the thread waits for
 //               Gloo. When Backward returns, every .grad holds the average over ranks.
-//   Failure     a collective that fails (a peer died, the group's timeout passed) cannot be returned from
-//               inside autograd::Backward: the reducer keeps the first failure (status()), steps no fused
-//               optimizer on the unreduced gradients, and DDP's next Forward ends the process cleanly
-//               with it (ddp.h). Nothing aborts: a dead peer is an expected failure, not a bug.
 //
 // Buckets. Parameters that require grad are assigned by size (bucket_assignment.h), first in reverse
 // registration order; after the first synchronised iteration they are re-assigned once in the order
@@ -105,6 +101,12 @@ class Reducer {
   /// buckets may still be in flight. DDP steps fused optimizers here. Empty: nothing.
   void SetBucketReducedCallback(std::function<void(int bucket)> callback) { on_bucket_reduced_ = std::move(callback); }
 
+  /// OK, or the first communication error (a bucket's all_reduce, the rebuild's broadcast, the used-map
+  /// exchange) since construction: a peer that died or froze past the group's timeout, a broken link.
+  /// Once set, the gradients of that backward are not averages and per-bucket callbacks no longer run;
+  /// the training loop must stop (DistributedDataParallel::status()). PyTorch raises from backward().
+  const absl::Status& status() const { return status_; }
+
   // --- Introspection (tests, docs, logs) --------------------------------------------------------------
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
   /// Dotted names of the parameters of each bucket, in launch order.
@@ -129,9 +131,6 @@ class Reducer {
   bool buckets_rebuilt() const { return rebuilt_; }
   /// Number of backwards that all-reduced.
   int64_t num_synced_backwards() const { return num_synced_backwards_; }
-  /// OK, or the first collective failure (a bucket's all_reduce, the rebuild's broadcast, the used-map
-  /// exchange), naming what failed on which rank. Once set, the gradients are not averages any more.
-  const absl::Status& status() const { return status_; }
 
  private:
   struct Bucket {
@@ -165,11 +164,6 @@ class Reducer {
   void FinalizeBackward();
   // find_unused_parameters: parameters whose gradient stayed undefined on every rank keep no gradient.
   void RestoreGloballyUnused();
-  // Waits for a collective the reducer issued outside the buckets; on failure keeps it (status_) and
-  // returns false.
-  bool WaitOrRecord(const std::shared_ptr<Work>& work, const char* what);
-  // Keeps the first failure.
-  void RecordFailure(absl::Status status);
 
   std::vector<autograd::Variable> params_;  // only those that require grad
   std::vector<std::string> names_;
@@ -195,9 +189,10 @@ class Reducer {
   bool rebuilt_ = false;
   bool rebuild_pending_ = false;
   int64_t num_synced_backwards_ = 0;
+  absl::Status status_;  // the first communication error (status())
+  void Fail(absl::Status status);
   int64_t layout_generation_ = 0;
   std::function<void(int)> on_bucket_reduced_;
-  absl::Status status_;  // the first failure; sticky
 };
 
 }  // namespace tinyddp::dist

@@ -8,7 +8,6 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "dist/process_group/flight_record.h"
 #include "dist/process_group/flight_recorder_analysis.h"
 
@@ -30,19 +29,19 @@ JobFlightRecorder JobFlightRecorder::ForThisJob() {
   return j;
 }
 
-std::vector<std::pair<std::string, std::string>> JobFlightRecorder::WorkerEnvironment() const {
-  if (!made_here_) return {};  // a directory the user set reaches the workers by inheritance
-  return {{kFlightRecorderDirEnv, dir_}};
+std::string JobFlightRecorder::RoundDir(int round) const {
+  return dir_.empty() ? "" : absl::StrCat(dir_, "/round", round);
 }
 
-void JobFlightRecorder::Report(bool job_failed, const std::string& prefix, int nnodes) const {
+std::vector<std::pair<std::string, std::string>> JobFlightRecorder::WorkerEnvironment(int round) const {
+  if (dir_.empty()) return {};
+  return {{kFlightRecorderDirEnv, RoundDir(round)}};
+}
+
+void JobFlightRecorder::ReportFailedRound(int round, const std::string& prefix, int nnodes) const {
   if (dir_.empty()) return;
-  if (!job_failed) {
-    std::error_code ec;
-    if (made_here_) std::filesystem::remove_all(dir_, ec);
-    return;
-  }
-  auto verdicts = AnalyzeFlightRecorderDir(dir_);
+  const std::string dir = RoundDir(round);
+  auto verdicts = AnalyzeFlightRecorderDir(dir);
   if (!verdicts.ok()) {
     std::fprintf(stderr, "%sflight recorder: %s\n", prefix.c_str(), std::string(verdicts.status().message()).c_str());
     return;
@@ -52,8 +51,13 @@ void JobFlightRecorder::Report(bool job_failed, const std::string& prefix, int n
     absl::StrAppend(&text, prefix, "  note: this node's directory holds only its own ranks' records; the ranks "
                                "of other nodes left theirs on their machines\n");
   }
-  absl::StrAppend(&text, prefix, "  the records are in ", dir_, " (flight_recorder_analyze ", dir_, ")\n");
+  absl::StrAppend(&text, prefix, "  the records: ", dir, " (flight_recorder_analyze ", dir, ")\n");
   std::fputs(text.c_str(), stderr);
+}
+
+void JobFlightRecorder::Finish(bool job_succeeded) const {
+  std::error_code ec;
+  if (job_succeeded && made_here_) std::filesystem::remove_all(dir_, ec);
 }
 
 }  // namespace tinyddp::dist

@@ -19,19 +19,23 @@ namespace tinyddp::dist {
 class JobFlightRecorder {
  public:
   /// The job's directory: $TINYDDP_FLIGHT_RECORDER_DIR when the user set it (kept afterwards), else a
-  /// fresh one under $TMPDIR (removed after a job that succeeds). Empty when none can be made: workers
+  /// fresh one under $TMPDIR (removed once the job has succeeded). Empty when none can be made: workers
   /// then keep their records in memory and dump to the default directory.
   static JobFlightRecorder ForThisJob();
 
-  /// What to add to every worker's environment.
-  std::vector<std::pair<std::string, std::string>> WorkerEnvironment() const;
+  /// What to add to the environment of every worker of round `round` (an elastic job's restarts each get
+  /// a folder of their own, <dir>/round<N>, so that a round's verdict reads only its own files).
+  std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int round) const;
 
-  /// After the job: if it failed, prints the verdict on stderr, each line starting with `prefix`
-  /// ("launch: "), and says where the files are; if it succeeded, removes a directory it made. With
-  /// several nodes, only this node's ranks left their files here, which the verdict notes.
-  void Report(bool job_failed, const std::string& prefix, int nnodes) const;
+  /// After round `round` failed: prints the verdict on stderr, each line starting with `prefix`
+  /// ("launch: "), and where the files are. With several nodes, only this node's ranks left their files
+  /// here, which the verdict notes.
+  void ReportFailedRound(int round, const std::string& prefix, int nnodes) const;
 
-  const std::string& dir() const { return dir_; }
+  /// After the job: removes a directory made here if the job succeeded.
+  void Finish(bool job_succeeded) const;
+
+  std::string RoundDir(int round) const;
 
  private:
   std::string dir_;
