@@ -38,19 +38,16 @@ std::vector<std::pair<std::string, std::string>> JobFlightRecorder::WorkerEnviro
   return {{kFlightRecorderDirEnv, RoundDir(round)}};
 }
 
-void JobFlightRecorder::ReportFailedRound(int round, const std::string& prefix, int nnodes) const {
+void JobFlightRecorder::ReportFailedRound(int round, const std::string& prefix,
+                                          const std::vector<int>& ranks_here) const {
   if (dir_.empty()) return;
   const std::string dir = RoundDir(round);
-  auto verdicts = AnalyzeFlightRecorderDir(dir);
+  auto verdicts = AnalyzeFlightRecorderDir(dir, ranks_here);
   if (!verdicts.ok()) {
     std::fprintf(stderr, "%sflight recorder: %s\n", prefix.c_str(), std::string(verdicts.status().message()).c_str());
     return;
   }
   std::string text = FormatFlightVerdicts(*verdicts, prefix);
-  if (nnodes > 1) {
-    absl::StrAppend(&text, prefix, "  note: this node's directory holds only its own ranks' records; the ranks "
-                               "of other nodes left theirs on their machines\n");
-  }
   absl::StrAppend(&text, prefix, "  the records: ", dir, " (flight_recorder_analyze ", dir, ")\n");
   std::fputs(text.c_str(), stderr);
 }

@@ -28,9 +28,9 @@ class JobFlightRecorder {
   std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int round) const;
 
   /// After round `round` failed: prints the verdict on stderr, each line starting with `prefix`
-  /// ("launch: "), and where the files are. With several nodes, only this node's ranks left their files
-  /// here, which the verdict notes.
-  void ReportFailedRound(int round, const std::string& prefix, int nnodes) const;
+  /// ("launch: "), and where the files are. `ranks_here`: this node's ranks; with several nodes the
+  /// others' files are on their machines (unless the directory is shared), and they are not blamed here.
+  void ReportFailedRound(int round, const std::string& prefix, const std::vector<int>& ranks_here) const;
 
   /// After the job: removes a directory made here if the job succeeded.
   void Finish(bool job_succeeded) const;

@@ -303,7 +303,11 @@ int RunLauncher(const LaunchOptions& o) {
       for (auto& kv : flight_recorder.WorkerEnvironment(round)) specs.back().env.push_back(kv);
     }
     const JobResult result = RunRound(o, round, specs, store.get());
-    if (result.exit_code != 0) flight_recorder.ReportFailedRound(round, "launch: ", o.nnodes);
+    if (result.exit_code != 0) {
+      std::vector<int> ranks_here;
+      for (const WorkerProcessSpec& spec : specs) ranks_here.push_back(spec.rank);
+      flight_recorder.ReportFailedRound(round, "launch: ", ranks_here);
+    }
     flight_recorder.Finish(result.exit_code == 0);
 
     // Step 4: how the round went everywhere (several nodes agree on it), and what follows.

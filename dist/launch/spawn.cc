@@ -81,7 +81,7 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
     RETURN_IF_ERROR(supervisor.Start(specs));
     const JobResult result = supervisor.Wait();
     exit_code = result.exit_code;
-    if (exit_code != 0) flight_recorder.ReportFailedRound(round, "spawn: ", 1);
+    if (exit_code != 0) flight_recorder.ReportFailedRound(round, "spawn: ", {});
     flight_recorder.Finish(exit_code == 0);
     if (exit_code == 0) break;
     if (result.interrupted || round >= options.max_restarts) {

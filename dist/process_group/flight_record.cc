@@ -15,7 +15,7 @@
 
 namespace tinyddp::dist {
 
-static_assert(sizeof(RingHeader) == 112, "the ring file layout changed: bump kRingVersion");
+static_assert(sizeof(RingHeader) == 160, "the ring file layout changed: bump kRingVersion");
 static_assert(sizeof(RingSlot) == 456, "the ring file layout changed: bump kRingVersion");
 
 const char* FlightStateName(FlightState state) {
@@ -70,6 +70,13 @@ FlightEntry EntryFromSlot(const RingSlot& slot) {
   return e;
 }
 
+std::string ThisBootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
 std::string RingFilePath(absl::string_view dir, absl::string_view group, int rank) {
   return absl::StrCat(dir, "/", group, ".rank", rank, ".ring");
 }
@@ -110,6 +117,8 @@ std::string FlightRecordToJson(const RankFlightRecord& r) {
                         {"reason", r.reason},
                         {"error", r.error},
                         {"written_us", r.written_us},
+                        {"boot_id", r.boot_id},
+                        {"heartbeat_us", r.heartbeat_us},
                         {"entries", std::move(entries)}};
   // One entry per line: a person can read the file, and grep finds a sequence number.
   std::string out = "{\n";
@@ -145,6 +154,8 @@ absl::StatusOr<RankFlightRecord> ParseFlightDump(absl::string_view json, const s
     r.reason = doc.value("reason", "");
     r.error = doc.value("error", "");
     r.written_us = doc.value("written_us", int64_t{0});
+    r.boot_id = doc.value("boot_id", "");
+    r.heartbeat_us = doc.value("heartbeat_us", r.written_us);
     r.source = "dump";
     r.path = path;
     for (const nlohmann::json& j : doc.at("entries")) {
@@ -204,6 +215,8 @@ absl::StatusOr<RankFlightRecord> ReadFlightRing(const std::string& path) {
   r.pid = h.pid;
   r.timeout_ms = h.timeout_ms;
   r.written_us = h.updated_us;
+  r.boot_id = FieldText(h.boot_id, sizeof(h.boot_id));
+  r.heartbeat_us = h.heartbeat_us;
   r.source = "ring";
   r.path = path;
   std::vector<RingSlot> slots(h.capacity);

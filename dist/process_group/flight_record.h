@@ -12,6 +12,8 @@
 // place through a shared mapping: it survives its process (SIGKILL) and can be read while the process
 // is frozen (SIGSTOP), which is exactly when a dump cannot be written. Plain structs of fixed size, so the
 // file is the memory; the magic, version and sizes in the header guard against reading another layout.
+// The header also says whether its process still lives: its pid and machine (the kernel's boot id), and a
+// heartbeat the process writes every second, which stops when it dies or freezes.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_FLIGHT_RECORD_H_
 #define TINYDDP_DIST_PROCESS_GROUP_FLIGHT_RECORD_H_
 
@@ -64,13 +66,15 @@ struct RankFlightRecord {
   std::string reason;     // why it dumped ("timeout", "SIGUSR1", ...); empty for a ring
   std::string error;      // the failure that made it dump, if any
   int64_t written_us = 0; // when the dump was written, or the ring last changed
+  std::string boot_id;    // the machine it ran on (/proc/sys/kernel/random/boot_id); empty if unknown
+  int64_t heartbeat_us = 0;  // the last sign of life (the ring's heartbeat, or the dump's time)
   std::vector<FlightEntry> entries;  // ascending seq, oldest first
 };
 
 // --- The ring file's layout ----------------------------------------------------------------------------
 
 inline constexpr char kRingMagic[8] = {'T', 'D', 'D', 'P', 'F', 'R', 'E', 'C'};
-inline constexpr uint32_t kRingVersion = 1;
+inline constexpr uint32_t kRingVersion = 2;
 
 struct RingHeader {
   char magic[8];
@@ -87,6 +91,8 @@ struct RingHeader {
   int64_t updated_us;     // the last write to any slot
   char group[32];
   char backend[16];
+  char boot_id[40];
+  int64_t heartbeat_us;   // written every second by a thread of the process (flight_recorder.cc)
 };
 
 /// One slot; collective #seq lives in slot seq % capacity until #seq + capacity replaces it.
@@ -114,6 +120,10 @@ std::string FieldText(const char* field, size_t size);
 FlightEntry EntryFromSlot(const RingSlot& slot);
 
 // --- Files ---------------------------------------------------------------------------------------------
+
+/// This machine's boot id (changes with every boot; equal for every process of one running kernel,
+/// network namespaces included), or "" when unreadable.
+std::string ThisBootId();
 
 /// "<dir>/<group>.rank<rank>.ring" and ".json".
 std::string RingFilePath(absl::string_view dir, absl::string_view group, int rank);

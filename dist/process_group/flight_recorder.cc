@@ -3,6 +3,7 @@
 #include "dist/process_group/flight_recorder.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -31,14 +32,14 @@ int64_t NowMicros() {
 
 thread_local int current_bucket = -1;
 
-// --- SIGUSR1: every live recorder of the process dumps, from a thread of its own ---------------------
+// --- One thread per process for every recorder: a heartbeat each second, and dumps on SIGUSR1 ----------
 
 std::mutex& RegistryMutex() {
   static std::mutex mu;
   return mu;
 }
 std::vector<FlightRecorder*>& Registry() {
-  static auto* recorders = new std::vector<FlightRecorder*>();  // never destroyed: the dumper may outlive main
+  static auto* recorders = new std::vector<FlightRecorder*>();  // never destroyed: the thread may outlive main
   return *recorders;
 }
 int signal_pipe[2] = {-1, -1};
@@ -46,34 +47,39 @@ int signal_pipe[2] = {-1, -1};
 void OnSigusr1(int) {
   const int saved = errno;
   const char byte = 1;
-  (void)!::write(signal_pipe[1], &byte, 1);  // async-signal-safe; the dumper thread does the rest
+  (void)!::write(signal_pipe[1], &byte, 1);  // async-signal-safe; the recorder thread does the rest
   errno = saved;
 }
 
-void DumpOnSignalLoop() {
+void RecorderThreadLoop() {
   for (;;) {
-    char byte;
-    const ssize_t n = ::read(signal_pipe[0], &byte, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    pollfd wake{signal_pipe[0], POLLIN, 0};
+    const int n = ::poll(&wake, 1, /*timeout_ms=*/1000);
+    bool dump = false;
+    if (n > 0) {
+      char bytes[16];
+      dump = ::read(signal_pipe[0], bytes, sizeof(bytes)) > 0;
+    }
     std::lock_guard<std::mutex> lock(RegistryMutex());
     for (FlightRecorder* r : Registry()) {
+      r->Heartbeat();
+      if (!dump) continue;
       const std::string path = r->Dump("SIGUSR1");
       if (!path.empty()) std::fprintf(stderr, "flight recorder: SIGUSR1: wrote %s\n", path.c_str());
     }
   }
 }
 
-// Takes SIGUSR1 only if nobody has: its default action ends the process, so a program (or a launcher)
-// that sends it to a worker without this handler installed would kill it.
-void InstallSignalDumpOnce() {
+// Starts the thread, and takes SIGUSR1 only if nobody has: its default action ends the process, so a
+// program (or a launcher) that sends it to a worker without this handler installed would kill it.
+void StartRecorderThreadOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
+    if (::pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
+    std::thread(RecorderThreadLoop).detach();
     struct sigaction current {};
     if (::sigaction(SIGUSR1, nullptr, &current) != 0) return;
     if ((current.sa_flags & SA_SIGINFO) != 0 || current.sa_handler != SIG_DFL) return;  // the program's own
-    if (::pipe2(signal_pipe, O_CLOEXEC) != 0) return;
-    std::thread(DumpOnSignalLoop).detach();
     struct sigaction sa {};
     sa.sa_handler = OnSigusr1;
     sigemptyset(&sa.sa_mask);
@@ -150,11 +156,13 @@ FlightRecorder::FlightRecorder(std::string group, std::string backend, int rank,
   header_->world_size = world_size;
   header_->pid = static_cast<int32_t>(::getpid());
   header_->timeout_ms = timeout.count();
-  header_->created_us = header_->updated_us = NowMicros();
+  header_->created_us = header_->updated_us = header_->heartbeat_us = NowMicros();
   CopyToField(group_, header_->group, sizeof(header_->group));
   CopyToField(backend, header_->backend, sizeof(header_->backend));
+  static const std::string boot_id = ThisBootId();
+  CopyToField(boot_id, header_->boot_id, sizeof(header_->boot_id));
 
-  InstallSignalDumpOnce();
+  StartRecorderThreadOnce();
   std::lock_guard<std::mutex> lock(RegistryMutex());
   Registry().push_back(this);
 }
@@ -168,7 +176,7 @@ FlightRecorder::~FlightRecorder() {
   ::munmap(mapping_, mapping_bytes_);  // a ring file stays behind, for the analyzer
 }
 
-void FlightRecorder::Touch() { header_->updated_us = NowMicros(); }
+void FlightRecorder::Heartbeat() { header_->heartbeat_us = NowMicros(); }
 
 void FlightRecorder::Enqueued(int64_t seq, const CollectiveInfo& info) {
   const int bucket = current_bucket;
@@ -229,7 +237,8 @@ RankFlightRecord FlightRecorder::Snapshot() const {
   r.pid = header_->pid;
   r.timeout_ms = header_->timeout_ms;
   r.source = "memory";
-  r.written_us = NowMicros();
+  r.written_us = r.heartbeat_us = NowMicros();  // a snapshot is a sign of life
+  r.boot_id = FieldText(header_->boot_id, sizeof(header_->boot_id));
   for (uint32_t i = 0; i < capacity_; ++i) {
     if (slots_[i].seq >= 0 && slots_[i].state > 0) r.entries.push_back(EntryFromSlot(slots_[i]));
   }

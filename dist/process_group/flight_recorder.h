@@ -13,6 +13,8 @@
 // When it dumps (a JSON file per rank and group, <dir>/<group>.rank<R>.json, written atomically): on the
 // group's first failed collective (a timeout, a dead peer, an abort), and on SIGUSR1 (every group of the
 // process; installed only when the program has not claimed SIGUSR1 itself), while the job runs on.
+// One thread per process serves every recorder: it writes their heartbeats each second (so the analyzer
+// can tell a rank still waiting from one that froze or died) and dumps them on SIGUSR1.
 // The analyzer (flight_recorder_analysis.h, binary flight_recorder_analyze) reads a directory of rings
 // and dumps and prints one verdict: which rank did not start which collective.
 //
@@ -80,12 +82,13 @@ class FlightRecorder {
   RankFlightRecord Snapshot() const;
   /// One sentence for error messages: where the records are and how to get the verdict.
   std::string WhereToLook() const;
+  /// Writes the ring's heartbeat (the process's thread for recorders calls it every second).
+  void Heartbeat();
 
   const std::string& group() const { return group_; }
 
  private:
   RingSlot& SlotOf(int64_t seq) const { return slots_[static_cast<uint64_t>(seq) % capacity_]; }
-  void Touch();  // header's updated_us
 
   const std::string group_;
   const int rank_;

@@ -3,7 +3,9 @@
 #include "dist/process_group/flight_recorder_analysis.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
@@ -28,6 +30,21 @@ std::string HumanBytes(int64_t bytes) {
 }
 
 namespace {
+
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+const char* LivenessText(Liveness l) {
+  switch (l) {
+    case Liveness::kAlive: return "alive";
+    case Liveness::kStopped: return "stopped (SIGSTOP)";
+    case Liveness::kGone: return "gone";
+    case Liveness::kUnknown: return "liveness unknown";
+  }
+  return "?";
+}
 
 std::string RankSet(const std::vector<int>& ranks) { return absl::StrCat("{", absl::StrJoin(ranks, ","), "}"); }
 
@@ -69,9 +86,9 @@ std::string Short(const std::string& error, size_t max_chars = 160) {
 }
 
 // One line per rank: where it was, as its record shows.
-std::string DetailOf(const RankFlightRecord& r, int64_t seq) {
+std::string DetailOf(const RankFlightRecord& r, int64_t seq, int64_t now_us) {
   std::string line = absl::StrCat("rank ", r.rank, " (", r.source, " ", r.path.empty() ? "" : r.path, ", pid ",
-                                  r.pid, "): ");
+                                  r.pid, ", ", LivenessText(LivenessOf(r, now_us)), "): ");
   const int64_t last = LastSeq(r);
   if (last < 0) return line + "no collective recorded";
   const int64_t done = LastCompletedBefore(r, seq);
@@ -88,7 +105,25 @@ std::string DetailOf(const RankFlightRecord& r, int64_t seq) {
 
 }  // namespace
 
-FlightVerdict JudgeFlightRecords(const std::vector<RankFlightRecord>& input) {
+Liveness LivenessOf(const RankFlightRecord& r, int64_t now_us) {
+  if (!r.boot_id.empty() && r.boot_id == ThisBootId() && r.pid > 0) {
+    // This machine: the kernel knows. Field 3 of /proc/<pid>/stat is the state (T: stopped, Z: zombie).
+    std::ifstream in(absl::StrCat("/proc/", r.pid, "/stat"));
+    std::string stat;
+    if (!std::getline(in, stat)) return Liveness::kGone;
+    const size_t paren = stat.rfind(')');
+    const char state = paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
+    if (state == 'T' || state == 't') return Liveness::kStopped;
+    if (state == 'Z' || state == 'X') return Liveness::kGone;
+    return Liveness::kAlive;
+  }
+  if (r.heartbeat_us <= 0) return Liveness::kUnknown;
+  return now_us - r.heartbeat_us > kHeartbeatSilenceUs ? Liveness::kGone : Liveness::kAlive;
+}
+
+FlightVerdict JudgeFlightRecords(const std::vector<RankFlightRecord>& input, const std::vector<int>& ranks_here,
+                                 int64_t now_us) {
+  if (now_us == 0) now_us = NowMicros();
   FlightVerdict v;
   if (input.empty()) {
     v.verdict = "no flight records";
@@ -110,15 +145,23 @@ FlightVerdict JudgeFlightRecords(const std::vector<RankFlightRecord>& input) {
     }
     by_rank[r.rank] = &r;
   }
-  std::vector<int> without_record;
+  // Ranks without a record: missing (their files should be here) or elsewhere (another machine's).
+  std::vector<int> without_record, elsewhere;
   std::vector<const RankFlightRecord*> present;
   for (int r = 0; r < world; ++r) {
-    if (by_rank[r] == nullptr) {
+    if (by_rank[r] != nullptr) {
+      present.push_back(by_rank[r]);
+    } else if (ranks_here.empty() || std::find(ranks_here.begin(), ranks_here.end(), r) != ranks_here.end()) {
       without_record.push_back(r);
     } else {
-      present.push_back(by_rank[r]);
+      elsewhere.push_back(r);
     }
   }
+  const std::string elsewhere_note =
+      elsewhere.empty() ? ""
+                        : absl::StrCat("; ranks ", RankSet(elsewhere), " ran on other machines and their records are "
+                                       "there (flight_recorder_analyze over every machine's files names the one "
+                                       "that is missing)");
 
   // 1. A disagreement: the first sequence number two ranks recorded with different fingerprints.
   std::map<int64_t, std::map<std::string, std::vector<int>>> calls;  // seq -> fingerprint -> ranks
@@ -144,12 +187,12 @@ FlightVerdict JudgeFlightRecords(const std::vector<RankFlightRecord>& input) {
         if (ranks.size() != most) v.culprits.insert(v.culprits.end(), ranks.begin(), ranks.end());
       }
     }
-    for (const auto* r : present) v.details.push_back(DetailOf(*r, seq));
+    for (const auto* r : present) v.details.push_back(DetailOf(*r, seq, now_us));
     return v;
   }
 
   if (present.empty()) {
-    v.verdict = absl::StrCat("no rank of ", v.group, " left a record");
+    v.verdict = absl::StrCat("no rank of ", v.group, " left a record here");
     return v;
   }
   // 2. Where the job stopped: the oldest collective some rank has not finished.
@@ -171,18 +214,19 @@ FlightVerdict JudgeFlightRecords(const std::vector<RankFlightRecord>& input) {
     switch (e->state) {
       case FlightState::kEnqueued: queued.push_back(rank); break;
       case FlightState::kStarted:
-        // Started with no end: waiting when it dumped or is still alive to say so; a bare ring whose
-        // process wrote no dump froze or died inside it.
-        (r->source == "ring" && r->reason.empty() ? gone_inside : waiting).push_back(rank);
+        // Started with no end: still waiting in it if its process lives (a dump alone says it lived when it
+        // dumped); froze or died inside it otherwise.
+        (r->source == "dump" || LivenessOf(*r, now_us) == Liveness::kAlive ? waiting : gone_inside).push_back(rank);
         break;
       case FlightState::kFailed: failed.push_back(rank); break;
       default: completed.push_back(rank); break;
     }
   }
   for (int rank = 0; rank < world; ++rank) {
-    if (by_rank[rank] != nullptr) v.details.push_back(DetailOf(*by_rank[rank], stuck));
+    if (by_rank[rank] != nullptr) v.details.push_back(DetailOf(*by_rank[rank], stuck, now_us));
   }
   for (int rank : without_record) v.details.push_back(absl::StrCat("rank ", rank, ": no ring file and no dump"));
+  for (int rank : elsewhere) v.details.push_back(absl::StrCat("rank ", rank, ": on another machine"));
 
   if (what == nullptr) {
     // Every rank finished everything it issued and the numbers agree: the failure was not in a collective.
@@ -192,6 +236,7 @@ FlightVerdict JudgeFlightRecords(const std::vector<RankFlightRecord>& input) {
       absl::StrAppend(&v.verdict, "; ranks ", RankSet(without_record), " left no record");
       v.culprits = without_record;
     }
+    v.verdict += elsewhere_note;
     return v;
   }
   const std::string head = absl::StrCat("collective #", stuck, " ", Describe(*what), ": ");
@@ -218,22 +263,23 @@ FlightVerdict JudgeFlightRecords(const std::vector<RankFlightRecord>& input) {
                                  " started it and recorded no end (they died or froze inside it)"));
     if (absent.empty()) v.culprits = gone_inside;
   }
-  if (!waiting.empty()) parts.push_back(absl::StrCat("ranks ", RankSet(waiting), " started it and waited"));
+  if (!waiting.empty()) parts.push_back(absl::StrCat("ranks ", RankSet(waiting), " started it and are waiting in it"));
   if (!failed.empty()) {
     // The status code is enough here ("DEADLINE_EXCEEDED"); the details show the whole message.
     const std::string& error = Find(*by_rank[failed[0]], stuck)->error;
     parts.push_back(absl::StrCat("ranks ", RankSet(failed), " failed in it (", error.substr(0, error.find(':')), ")"));
   }
-  if (absent.empty() && gone_inside.empty()) {
+  if (absent.empty() && gone_inside.empty() && elsewhere.empty()) {
     // Everyone was in it: no rank is missing, the ranks could not reach each other.
     parts.push_back("every rank started it, so none was missing: the ranks could not reach each other (a network "
                     "problem, e.g. a cut link) or one of them stalled inside it");
   }
-  v.verdict = head + absl::StrJoin(parts, "; ");
+  v.verdict = head + absl::StrJoin(parts, "; ") + elsewhere_note;
   return v;
 }
 
-absl::StatusOr<std::vector<FlightVerdict>> AnalyzeFlightRecorderDir(const std::string& dir) {
+absl::StatusOr<std::vector<FlightVerdict>> AnalyzeFlightRecorderDir(const std::string& dir,
+                                                                    const std::vector<int>& ranks_here) {
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec);
   if (ec) return absl::NotFoundError(absl::StrCat("cannot read ", dir, ": ", ec.message()));
@@ -270,7 +316,7 @@ absl::StatusOr<std::vector<FlightVerdict>> AnalyzeFlightRecorderDir(const std::s
   for (auto& [group, ranks] : groups) {
     std::vector<RankFlightRecord> records;
     for (auto& [rank, record] : ranks) records.push_back(std::move(record));
-    verdicts.push_back(JudgeFlightRecords(records));
+    verdicts.push_back(JudgeFlightRecords(records, ranks_here));
   }
   if (!notes.empty()) verdicts.front().notes.insert(verdicts.front().notes.end(), notes.begin(), notes.end());
   return verdicts;

@@ -31,14 +31,27 @@ struct FlightVerdict {
   std::vector<std::string> notes;    // files skipped and why
 };
 
+/// Whether a rank's process still runs, as seen from here at `now_us`: on this machine (same boot id) from
+/// /proc (running, stopped by SIGSTOP, or gone); on another, from its heartbeat (silent for more than
+/// kHeartbeatSilence: gone or frozen).
+enum class Liveness { kAlive, kStopped, kGone, kUnknown };
+inline constexpr int64_t kHeartbeatSilenceUs = 5'000'000;
+Liveness LivenessOf(const RankFlightRecord& record, int64_t now_us);
+
 /// Judges one group from its ranks' records (any order; at most one per rank; the world size is the
-/// newest record's). Pure: the tests feed it records directly.
-FlightVerdict JudgeFlightRecords(const std::vector<RankFlightRecord>& records);
+/// newest record's). `ranks_here`: the ranks whose files should be here (one node's, when each machine
+/// keeps its own directory); a rank outside it without a record is not blamed, only said to be
+/// elsewhere. Empty: every rank's. A rank that started the collective and recorded no end is blamed only
+/// if its process is gone or frozen (LivenessOf at `now_us`; 0: now); alive, it is still waiting in it.
+/// Pure but for LivenessOf: the tests feed it records directly.
+FlightVerdict JudgeFlightRecords(const std::vector<RankFlightRecord>& records, const std::vector<int>& ranks_here = {},
+                                 int64_t now_us = 0);
 
 /// Reads every *.ring and *.json in `dir` and judges each group found. For a rank with both, the ring
 /// gives the collectives (it is the newest) and the dump the reason and error. NotFound when `dir` holds
 /// no records (e.g. the job never created a process group, or the directory is not the job's).
-absl::StatusOr<std::vector<FlightVerdict>> AnalyzeFlightRecorderDir(const std::string& dir);
+absl::StatusOr<std::vector<FlightVerdict>> AnalyzeFlightRecorderDir(const std::string& dir,
+                                                                    const std::vector<int>& ranks_here = {});
 
 /// The verdicts as the launcher and flight_recorder_analyze print them: for each group its verdict, then
 /// the details indented, each line starting with `prefix`.

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/fault_injection.h"
 #include "base/status_macros.h"
 #include "dist/process_group/debug_check.h"
 
@@ -155,6 +156,11 @@ ProcessGroup::Prepared ProcessGroup::Prepare(const char* op_name, absl::Span<con
   return p;
 }
 
+std::shared_ptr<Work> ProcessGroup::Issued(std::shared_ptr<Work> work, int64_t seq) {
+  MaybeInjectFault("collective", seq);  // one branch unless TINYDDP_FAULT is set
+  return work;
+}
+
 absl::Status ProcessGroup::NoteFailure(const absl::Status& status, absl::string_view reason) {
   if (status.ok() || !FirstFailure()) return status;
   const absl::Status annotated = WithFlightRecorderHint(status);
@@ -183,13 +189,13 @@ ProcessGroup::Prepared ProcessGroup::PrepareExternalAllReduce(absl::Span<const T
 std::shared_ptr<Work> ProcessGroup::AllReduce(const Tensor& tensor, ReduceOp op) {
   Prepared p = PrepareAllReduce("AllReduce", {tensor}, op, nullptr);
   if (p.failed) return p.failed;
-  return RunAllReduce({tensor}, p.call);
+  return Issued(RunAllReduce({tensor}, p.call), p.call.seq);
 }
 
 std::shared_ptr<Work> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op) {
   Prepared p = PrepareAllReduce("AllReduceCoalesced", tensors, op, nullptr);
   if (p.failed) return p.failed;
-  return RunAllReduce(std::vector<Tensor>(tensors.begin(), tensors.end()), p.call);
+  return Issued(RunAllReduce(std::vector<Tensor>(tensors.begin(), tensors.end()), p.call), p.call.seq);
 }
 
 std::shared_ptr<Work> ProcessGroup::Broadcast(const Tensor& tensor, int root) {
@@ -199,7 +205,7 @@ std::shared_ptr<Work> ProcessGroup::Broadcast(const Tensor& tensor, int root) {
   Prepared p = Prepare("Broadcast", {tensor}, absl::StrCat(TensorSignature(tensor), ", root=", root),
                        ReduceOp::kSum, root, ok);
   if (p.failed) return p.failed;
-  return RunBroadcast(tensor, p.call);
+  return Issued(RunBroadcast(tensor, p.call), p.call.seq);
 }
 
 std::shared_ptr<Work> ProcessGroup::AllGather(const Tensor& output, const Tensor& input) {
@@ -212,7 +218,7 @@ std::shared_ptr<Work> ProcessGroup::AllGather(const Tensor& output, const Tensor
   Prepared p = Prepare("AllGather", {output, input},
                        absl::StrCat(TensorSignature(output), " <- ", TensorSignature(input)), ReduceOp::kSum, 0, ok);
   if (p.failed) return p.failed;
-  return RunAllGather(output, input, p.call);
+  return Issued(RunAllGather(output, input, p.call), p.call.seq);
 }
 
 std::shared_ptr<Work> ProcessGroup::ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op) {
@@ -227,7 +233,7 @@ std::shared_ptr<Work> ProcessGroup::ReduceScatter(const Tensor& output, const Te
                                     ReduceOpName(op)),
                        op, 0, ok);
   if (p.failed) return p.failed;
-  return RunReduceScatter(output, input, p.call);
+  return Issued(RunReduceScatter(output, input, p.call), p.call.seq);
 }
 
 std::shared_ptr<Work> ProcessGroup::Reduce(const Tensor& tensor, int root, ReduceOp op) {
@@ -238,13 +244,13 @@ std::shared_ptr<Work> ProcessGroup::Reduce(const Tensor& tensor, int root, Reduc
                        absl::StrCat(TensorSignature(tensor), ", root=", root, ", ", ReduceOpName(op)), op, root,
                        ok);
   if (p.failed) return p.failed;
-  return RunReduce(tensor, p.call);
+  return Issued(RunReduce(tensor, p.call), p.call.seq);
 }
 
 std::shared_ptr<Work> ProcessGroup::Barrier() {
   Prepared p = Prepare("Barrier", {}, "", ReduceOp::kSum, 0, absl::OkStatus());
   if (p.failed) return p.failed;
-  return RunBarrier(p.call);
+  return Issued(RunBarrier(p.call), p.call.seq);
 }
 
 }  // namespace tinyddp::dist

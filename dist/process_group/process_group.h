@@ -127,6 +127,10 @@ class ProcessGroup {
   /// debug fingerprint, so that ranks taking different paths for the same collective are reported.
   Prepared PrepareExternalAllReduce(absl::Span<const Tensor> tensors, ReduceOp op, const char* via);
 
+  /// Every call's last step: the fault-injection point "collective" (base/fault_injection.h, for failure
+  /// tests: TINYDDP_FAULT=...,point=collective,step=<seq>), then `work` back to the caller.
+  std::shared_ptr<Work> Issued(std::shared_ptr<Work> work, int64_t seq);
+
   /// For a backend's failure path: the first time a collective of this group fails (not for bad
   /// arguments), dumps the flight recorder (`reason`: "timeout", "error", "abort") and returns `status`
   /// with where to look appended; afterwards returns `status` unchanged. Thread-safe.

@@ -367,9 +367,9 @@ std::shared_ptr<Work> ProcessGroupNCCL::AllReduceExternal(std::shared_ptr<Extern
     }
   }
   ExternalAllReduce* raw = impl.get();
-  return LaunchOnStream(p.call, list, std::move(impl), [&](cudaStream_t stream, cudaEvent_t end) {
-    return raw->Enqueue(list, op, stream, end);
-  });
+  return Issued(LaunchOnStream(p.call, list, std::move(impl),
+                               [&](cudaStream_t stream, cudaEvent_t end) { return raw->Enqueue(list, op, stream, end); }),
+                p.call.seq);
 }
 
 std::shared_ptr<Store> ProcessGroupNCCL::SubStore(const std::string& purpose) {
