@@ -91,7 +91,10 @@ std::string DetailOf(const RankFlightRecord& r, int64_t seq, int64_t now_us) {
                                   r.pid, ", ", LivenessText(LivenessOf(r, now_us)), "): ");
   const int64_t last = LastSeq(r);
   if (last < 0) return line + "no collective recorded";
-  const int64_t done = LastCompletedBefore(r, seq);
+  int64_t done = -1;
+  for (const FlightEntry& e : r.entries) {
+    if (e.state == FlightState::kCompleted) done = e.seq;
+  }
   absl::StrAppend(&line, "last completed #", done, ", last issued #", last);
   if (const FlightEntry* e = Find(r, seq)) {
     absl::StrAppend(&line, "; #", seq, " ", FlightStateName(e->state));
@@ -264,6 +267,7 @@ FlightVerdict JudgeFlightRecords(const std::vector<RankFlightRecord>& input, con
     if (absent.empty()) v.culprits = gone_inside;
   }
   if (!waiting.empty()) parts.push_back(absl::StrCat("ranks ", RankSet(waiting), " started it and are waiting in it"));
+  if (!completed.empty()) parts.push_back(absl::StrCat("ranks ", RankSet(completed), " completed it"));
   if (!failed.empty()) {
     // The status code is enough here ("DEADLINE_EXCEEDED"); the details show the whole message.
     const std::string& error = Find(*by_rank[failed[0]], stuck)->error;

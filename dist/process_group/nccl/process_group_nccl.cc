@@ -231,7 +231,9 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
                                      unfinished.get());
     }
   }
-  if (!externals.empty() || (comm_ != nullptr && !broken_.ok())) {
+  // A group that failed (or whose last launch asked for an abort the watchdog had no time to make) is
+  // aborted, never finalized: finalizing waits for collectives that will never complete.
+  if (!externals.empty() || (comm_ != nullptr && (!broken_.ok() || !abort_request_.ok()))) {
     AbortCommunicatorLocked(externals);
   } else if (comm_ != nullptr) {
     ncclResult_t r = Settle(ncclCommFinalize(comm_), comm_, Clock::now() + timeout());
