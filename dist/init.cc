@@ -6,8 +6,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "dist/launch/error_file.h"
 #include "dist/launch/job_timeout.h"
 #include "dist/process_group/debug_check.h"
+#include "dist/process_group/exit_on_failure.h"
 #include "dist/store/prefix_store.h"
 #include "dist/process_group/gloo/process_group_gloo.h"
 #include "dist/rendezvous.h"
@@ -144,6 +146,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const WorkerEnv& 
                                                             env.DebugString(), ": ", group.status().message()));
   }
   holder->group = std::move(*group);
+  // A process ended by a collective failure nobody could be told about (exit_on_failure.h) still tells
+  // the launcher why, so that its blame sees a timeout or a dead peer rather than an unexplained exit.
+  SetLastWordsBeforeCollectiveExit([rank = env.rank](const absl::Status& status) { RecordWorkerFailure(rank, status); });
   if (CollectiveFingerprintCheck::RequestedByEnvironment()) {
     holder->group->EnableDebugCheck(std::make_unique<CollectiveFingerprintCheck>(
         std::make_shared<PrefixStore>(absl::StrCat("debug_", BackendName(backend)), holder->store), env.rank,

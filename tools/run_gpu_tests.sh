@@ -10,6 +10,7 @@
 #   TEST_TMPDIR      OUT/NAME/tmp, a fresh folder (removed afterwards when the test passed)
 #   DDP_MLP_BINARY   BUNDLE/bin/ddp_mlp (what tests/ddp_mlp/run_ddp_mlp.cc starts); the demos are found
 #                    beside demos_test in BUNDLE/bin
+#   LAUNCH_BINARY    BUNDLE/bin/launch (what tests/faults/ start ddp_mlp with)
 #   LD_LIBRARY_PATH  BUNDLE/lib, then /usr/local/cuda/lib64
 #   NCCL_NVLS_ENABLE=0 (NVLink multicast stays off on shared machines)
 # and no launcher variables (RANK, WORLD_SIZE, ...) or Bazel runfiles variables from this shell. Its output
@@ -32,6 +33,7 @@ out=$(cd "$out" && pwd)
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0
 [[ -x $bundle/bin/ddp_mlp ]] && export DDP_MLP_BINARY="$bundle/bin/ddp_mlp"
+[[ -x $bundle/bin/launch ]] && export LAUNCH_BINARY="$bundle/bin/launch"
 unset TEST_SRCDIR TEST_WORKSPACE RUNFILES_DIR RUNFILES_MANIFEST_FILE XML_OUTPUT_FILE GTEST_OUTPUT GTEST_FILTER
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK MASTER_ADDR MASTER_PORT TINYDDP_NPROC \
   TINYDDP_LAUNCHER_STORE SLURM_PROCID OMPI_COMM_WORLD_RANK

@@ -17,6 +17,7 @@
 #include "dist/ddp/reducer.h"
 #include "dist/ddp/trace.h"
 #include "dist/ddp/traced_comm_hook.h"
+#include "dist/process_group/exit_on_failure.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
 #include "tensor/internal/check.h"
@@ -192,6 +193,11 @@ DistributedDataParallel::~DistributedDataParallel() = default;
 
 autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& input) {
   Tracer::Span span = Tracer::MaybeScope(options_.tracer, "forward");
+  // A loop that did not stop on status() would train on gradients that are not averages, over a broken
+  // group: the process ends here instead, cleanly (exit_on_failure.h).
+  if (const absl::Status failed = status(); !failed.ok()) {
+    ExitOnCollectiveFailure(absl::StrCat("DistributedDataParallel (rank ", pg_->rank(), ")"), failed);
+  }
   const bool grad = autograd::GradModeEnabled();
   // The one-time rebuild happens here, between iterations, when no bucket is in flight; every rank then
   // pairs its new bucket buffers with the others' (collective, like the rebuild).

@@ -120,7 +120,8 @@ class DistributedDataParallel {
   const Reducer& reducer() const { return *reducer_; }
   /// OK, or the first communication error of this DDP (a bucket's all_reduce that failed because a peer
   /// died, froze past the timeout or lost its link; the rebuild's collectives). Check it after every
-  /// Backward: once it is an error the gradients are not averages and the loop must stop with it.
+  /// Backward: once it is an error the gradients are not averages and the loop must stop with it (a loop
+  /// that calls Forward again instead ends the process there: exit status 3, exit_on_failure.h).
   absl::Status status() const { return !status_.ok() ? status_ : reducer_->status(); }
   const DdpOptions& options() const { return options_; }
 

@@ -10,6 +10,7 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "dist/ddp/bucket_assignment.h"
+#include "dist/process_group/flight_recorder.h"
 #include "tensor/internal/check.h"
 #include "tensor/ops.h"
 
@@ -236,6 +237,8 @@ void Reducer::LaunchReadyBuckets() {
 }
 
 void Reducer::Launch(Bucket& bucket) {
+  // The group's flight recorder files the hook's collectives under this bucket (what its analyzer names).
+  CollectiveBucketScope scope(bucket.grad_bucket.index);
   bucket.future = comm_hook_.run(*pg_, bucket.grad_bucket);
   TINYDDP_CHECK_OP(bucket.future.work != nullptr, kOp, "the comm hook returned no Work for bucket ",
                    bucket.grad_bucket.index, "; hint: a hook must return the collective it started");

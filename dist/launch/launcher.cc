@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "dist/launch/env.h"
+#include "dist/launch/job_flight_recorder.h"
 #include "dist/launch/job_timeout.h"
 #include "dist/launch/supervisor.h"
 #include "dist/launch/worker_limits.h"
@@ -289,6 +290,8 @@ int RunLauncher(const LaunchOptions& o) {
                    store_addr, ":", port, server ? absl::StrCat(" (listening on ", server->listening_on(), ")") : "",
                    "; timeout ", FormatTimeout(o.timeout),
                    o.max_restarts > 0 ? absl::StrCat(", up to ", o.max_restarts, " restart(s)") : ""));
+  // Each group's flight recorder writes its ring file into one directory per round.
+  const JobFlightRecorder flight_recorder = JobFlightRecorder::ForThisJob();
   for (int round = 0;; ++round) {
     std::vector<WorkerProcessSpec> specs;
     for (int local = 0; local < *nproc; ++local) {
@@ -297,8 +300,15 @@ int RunLauncher(const LaunchOptions& o) {
                        WorkerEnvironment(rank, world_size, local, *nproc, o.node_rank, store_addr, port, secret,
                                          round)});
       if (o.timeout_given) specs.back().env.emplace_back(kTimeoutEnv, FormatTimeout(o.timeout));
+      for (auto& kv : flight_recorder.WorkerEnvironment(round)) specs.back().env.push_back(kv);
     }
     const JobResult result = RunRound(o, round, specs, store.get());
+    if (result.exit_code != 0) {
+      std::vector<int> ranks_here;
+      for (const WorkerProcessSpec& spec : specs) ranks_here.push_back(spec.rank);
+      flight_recorder.ReportFailedRound(round, "launch: ", ranks_here);
+    }
+    flight_recorder.Finish(result.exit_code == 0);
 
     // Step 4: how the round went everywhere (several nodes agree on it), and what follows.
     RoundVerdict verdict{result.exit_code != 0 ? 1 : 0, result.interrupted ? 1 : 0, result.reason};

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dist/launch/env.h"
+#include "dist/launch/job_flight_recorder.h"
 #include "dist/launch/launch_options.h"
 #include "dist/launch/launcher.h"
 #include "dist/launch/supervisor.h"
@@ -68,16 +69,20 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
                args[0].c_str(), nproc, why.c_str(), port,
                options.max_restarts > 0 ? absl::StrCat(", up to ", options.max_restarts, " restart(s)").c_str() : "");
   int exit_code = 0;
+  const JobFlightRecorder flight_recorder = JobFlightRecorder::ForThisJob();
   for (int round = 0;; ++round) {
     std::vector<WorkerProcessSpec> specs;
     for (int rank = 0; rank < nproc; ++rank) {
       specs.push_back(
           {rank, rank, args, WorkerEnvironment(rank, nproc, rank, nproc, 0, "127.0.0.1", port, secret, round)});
+      for (auto& kv : flight_recorder.WorkerEnvironment(round)) specs.back().env.push_back(kv);
     }
     Supervisor supervisor({.prefix_output = options.prefix_output, .name = "spawn"});
     RETURN_IF_ERROR(supervisor.Start(specs));
     const JobResult result = supervisor.Wait();
     exit_code = result.exit_code;
+    if (exit_code != 0) flight_recorder.ReportFailedRound(round, "spawn: ", {});
+    flight_recorder.Finish(exit_code == 0);
     if (exit_code == 0) break;
     if (result.interrupted || round >= options.max_restarts) {
       std::fprintf(stderr, "spawn: job failed: %s%s; exiting with %d\n", result.reason.c_str(),

@@ -1,6 +1,7 @@
 // The fingerprint exchange: one Set, one Wait for the other ranks' keys, one Get per rank.
 #include "dist/process_group/debug_check.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <vector>
 
@@ -35,8 +36,17 @@ absl::Status CollectiveFingerprintCheck::Check(int64_t seq, const std::string& f
   for (int r = 0; r < size_; ++r) {
     if (r != rank_) others.push_back(Key(seq, r));
   }
+  const auto started = std::chrono::steady_clock::now();
   if (absl::Status s = store_->Wait(others, timeout_); !s.ok()) {
-    // Name the ranks that never arrived: the user's question is "which rank is stuck?".
+    // A store that did not answer within the timeout (its host, rank 0 or the launcher, is frozen or gone)
+    // would make every probe below wait as long again: report that instead of asking it more.
+    if (std::chrono::steady_clock::now() - started > timeout_ + std::chrono::seconds(1) || !absl::IsDeadlineExceeded(s)) {
+      return absl::Status(s.code(), absl::StrCat("debug check: rank ", rank_, " called ", fingerprint,
+                                                 " as collective #", seq, " but the store did not answer: ",
+                                                 s.message()));
+    }
+    // Name the ranks that never arrived: the user's question is "which rank is stuck?". The store answers
+    // each probe at once (it just answered the Wait).
     std::vector<int> missing;
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;

@@ -2,12 +2,14 @@
 // debug-mode fingerprint check, then hand the call to the backend's Run* method.
 #include "dist/process_group/process_group.h"
 
+#include <atomic>
 #include <functional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/fault_injection.h"
 #include "base/status_macros.h"
 #include "dist/process_group/debug_check.h"
 
@@ -66,6 +68,25 @@ std::string WithoutDeviceIndex(std::string signature) {
   return signature;
 }
 
+// What this rank contributes to a collective, for the flight recorder: its input (AllGather and
+// ReduceScatter pass {output, input}), else every tensor.
+void Contribution(const char* op_name, absl::Span<const Tensor> tensors, int64_t* numel, int64_t* bytes) {
+  const std::string op = op_name;
+  if ((op == "AllGather" || op == "ReduceScatter") && tensors.size() == 2) tensors = tensors.subspan(1);
+  *numel = *bytes = 0;
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    *numel += t.numel();
+    *bytes += static_cast<int64_t>(t.nbytes());
+  }
+}
+
+// Every group of this process gets the next number: "pg0", "pg1", ...
+std::string NextGroupName() {
+  static std::atomic<int64_t> created{0};
+  return absl::StrCat("pg", created.fetch_add(1));
+}
+
 bool AllEmpty(absl::Span<const Tensor> tensors) {
   for (const Tensor& t : tensors) {
     if (t.defined() && t.numel() > 0) return false;
@@ -75,8 +96,9 @@ bool AllEmpty(absl::Span<const Tensor> tensors) {
 
 }  // namespace
 
-ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), timeout_(timeout) {}
+ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout, const char* backend)
+    : rank_(rank), size_(size), timeout_(timeout), group_name_(NextGroupName()),
+      recorder_(std::make_unique<FlightRecorder>(group_name_, backend, rank, size, timeout)) {}
 
 ProcessGroup::~ProcessGroup() = default;
 
@@ -89,31 +111,65 @@ ProcessGroup::Prepared ProcessGroup::Prepare(const char* op_name, absl::Span<con
                                              const char* via) {
   const int64_t seq = sequence_number_++;
   Prepared p;
+  p.call.seq = seq;
   p.call.op = op;
   p.call.root = root;
   const std::string path = via != nullptr ? absl::StrCat(" via ", via) : "";
   p.call.description =
       absl::StrCat(op_name, "(", signature, ") #", seq, " on ", backend_name(), " rank ", rank_, "/", size_, path);
+  // Recorded as every rank issues it (no device index: ranks of an NCCL group use different GPUs), so
+  // the analyzer can compare ranks' calls at each sequence number.
+  const std::string portable = WithoutDeviceIndex(signature);
+  int64_t numel = 0, bytes = 0;
+  Contribution(op_name, tensors, &numel, &bytes);
+  const Tensor* first = nullptr;
+  for (const Tensor& t : tensors) {
+    if (t.defined() && first == nullptr) first = &t;
+  }
+  recorder_->Enqueued(seq, {.op = op_name,
+                            .signature = portable,
+                            .dtype = first != nullptr ? DTypeName(first->dtype()) : "",
+                            .via = via != nullptr ? via : "",
+                            .numel = numel,
+                            .bytes = bytes});
+  // Ends the call here: recorded, and for a failure of the group (not bad arguments) noted, which dumps.
+  auto done = [&](absl::Status status, const char* failure_reason = nullptr) {
+    recorder_->Finished(seq, status);
+    if (failure_reason != nullptr) status = NoteFailure(status, failure_reason);
+    p.failed = CompletionWork::Done(std::move(status), p.call.description, timeout_);
+  };
   // The fingerprint exchange comes first, even for bad arguments, so the other ranks get a report
   // instead of waiting for a collective this rank will never start.
   if (debug_check_) {
-    const std::string what = absl::StrCat(op_name, "(", WithoutDeviceIndex(signature), ")", path);
+    const std::string what = absl::StrCat(op_name, "(", portable, ")", path);
     if (absl::Status s = debug_check_->Check(seq, what); !s.ok()) {
-      p.failed = CompletionWork::Done(std::move(s), p.call.description, timeout_);
+      done(std::move(s), "debug check");
       return p;
     }
   }
   if (!args_ok.ok()) {
-    p.failed = CompletionWork::Done(
-        absl::InvalidArgumentError(absl::StrCat(p.call.description, ": ", args_ok.message())),
-        p.call.description, timeout_);
+    done(absl::InvalidArgumentError(absl::StrCat(p.call.description, ": ", args_ok.message())));
     return p;
   }
   // No elements: nothing to move, completes at once on every rank.
-  if (op_name != std::string("Barrier") && AllEmpty(tensors)) {
-    p.failed = CompletionWork::Done(absl::OkStatus(), p.call.description, timeout_);
-  }
+  if (op_name != std::string("Barrier") && AllEmpty(tensors)) done(absl::OkStatus());
   return p;
+}
+
+std::shared_ptr<Work> ProcessGroup::Issued(std::shared_ptr<Work> work, int64_t seq) {
+  MaybeInjectFault("collective", seq);  // one branch unless TINYDDP_FAULT is set
+  return work;
+}
+
+absl::Status ProcessGroup::NoteFailure(const absl::Status& status, absl::string_view reason) {
+  if (status.ok() || !FirstFailure()) return status;
+  const absl::Status annotated = WithFlightRecorderHint(status);
+  recorder_->Dump(reason, annotated);
+  return annotated;
+}
+
+absl::Status ProcessGroup::WithFlightRecorderHint(const absl::Status& status) const {
+  return absl::Status(status.code(), absl::StrCat(status.message(), "\n", recorder_->WhereToLook()));
 }
 
 ProcessGroup::Prepared ProcessGroup::PrepareAllReduce(const char* op_name, absl::Span<const Tensor> tensors,
@@ -133,13 +189,13 @@ ProcessGroup::Prepared ProcessGroup::PrepareExternalAllReduce(absl::Span<const T
 std::shared_ptr<Work> ProcessGroup::AllReduce(const Tensor& tensor, ReduceOp op) {
   Prepared p = PrepareAllReduce("AllReduce", {tensor}, op, nullptr);
   if (p.failed) return p.failed;
-  return RunAllReduce({tensor}, p.call);
+  return Issued(RunAllReduce({tensor}, p.call), p.call.seq);
 }
 
 std::shared_ptr<Work> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op) {
   Prepared p = PrepareAllReduce("AllReduceCoalesced", tensors, op, nullptr);
   if (p.failed) return p.failed;
-  return RunAllReduce(std::vector<Tensor>(tensors.begin(), tensors.end()), p.call);
+  return Issued(RunAllReduce(std::vector<Tensor>(tensors.begin(), tensors.end()), p.call), p.call.seq);
 }
 
 std::shared_ptr<Work> ProcessGroup::Broadcast(const Tensor& tensor, int root) {
@@ -149,7 +205,7 @@ std::shared_ptr<Work> ProcessGroup::Broadcast(const Tensor& tensor, int root) {
   Prepared p = Prepare("Broadcast", {tensor}, absl::StrCat(TensorSignature(tensor), ", root=", root),
                        ReduceOp::kSum, root, ok);
   if (p.failed) return p.failed;
-  return RunBroadcast(tensor, p.call);
+  return Issued(RunBroadcast(tensor, p.call), p.call.seq);
 }
 
 std::shared_ptr<Work> ProcessGroup::AllGather(const Tensor& output, const Tensor& input) {
@@ -162,7 +218,7 @@ std::shared_ptr<Work> ProcessGroup::AllGather(const Tensor& output, const Tensor
   Prepared p = Prepare("AllGather", {output, input},
                        absl::StrCat(TensorSignature(output), " <- ", TensorSignature(input)), ReduceOp::kSum, 0, ok);
   if (p.failed) return p.failed;
-  return RunAllGather(output, input, p.call);
+  return Issued(RunAllGather(output, input, p.call), p.call.seq);
 }
 
 std::shared_ptr<Work> ProcessGroup::ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op) {
@@ -177,7 +233,7 @@ std::shared_ptr<Work> ProcessGroup::ReduceScatter(const Tensor& output, const Te
                                     ReduceOpName(op)),
                        op, 0, ok);
   if (p.failed) return p.failed;
-  return RunReduceScatter(output, input, p.call);
+  return Issued(RunReduceScatter(output, input, p.call), p.call.seq);
 }
 
 std::shared_ptr<Work> ProcessGroup::Reduce(const Tensor& tensor, int root, ReduceOp op) {
@@ -188,13 +244,13 @@ std::shared_ptr<Work> ProcessGroup::Reduce(const Tensor& tensor, int root, Reduc
                        absl::StrCat(TensorSignature(tensor), ", root=", root, ", ", ReduceOpName(op)), op, root,
                        ok);
   if (p.failed) return p.failed;
-  return RunReduce(tensor, p.call);
+  return Issued(RunReduce(tensor, p.call), p.call.seq);
 }
 
 std::shared_ptr<Work> ProcessGroup::Barrier() {
   Prepared p = Prepare("Barrier", {}, "", ReduceOp::kSum, 0, absl::OkStatus());
   if (p.failed) return p.failed;
-  return RunBarrier(p.call);
+  return Issued(RunBarrier(p.call), p.call.seq);
 }
 
 }  // namespace tinyddp::dist

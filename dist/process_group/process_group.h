@@ -13,9 +13,13 @@
 //   * Argument errors (unsupported dtype or device, size mismatch, bad root) come back as an already
 //     completed Work whose Wait() returns InvalidArgument naming the call: one place to check errors.
 //   * Thread-safety: calls on one group must come from one thread at a time (they define the order).
+//   * Every collective is recorded in the group's flight recorder (flight_recorder.h): when one fails
+//     (a timeout, a dead peer), the group dumps it once and the error says where, so the analyzer can
+//     name the rank the others waited for. The timeout of a collective counts from when it was issued.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_PROCESS_GROUP_H_
 #define TINYDDP_DIST_PROCESS_GROUP_PROCESS_GROUP_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -23,7 +27,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "dist/process_group/flight_recorder.h"
 #include "dist/process_group/work.h"
 #include "tensor/tensor.h"
 
@@ -57,6 +63,11 @@ class ProcessGroup {
   std::chrono::milliseconds timeout() const { return timeout_; }
   /// How many collectives this rank has issued so far (the next one gets this number).
   int64_t sequence_number() const { return sequence_number_; }
+  /// "pg0": the n-th group this process created (every rank creates its groups in the same order, so
+  /// the same n everywhere). Names the group's flight recorder files.
+  const std::string& group_name() const { return group_name_; }
+  /// The group's last collectives (always on; see flight_recorder.h).
+  FlightRecorder& flight_recorder() { return *recorder_; }
 
   // --- Collectives. Each returns at once; see the contract above. ------------------------------------
 
@@ -84,12 +95,14 @@ class ProcessGroup {
   void EnableDebugCheck(std::unique_ptr<CollectiveFingerprintCheck> check);
 
  protected:
-  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout);
+  /// `backend` is backend_name() (not callable from here while the backend is being constructed).
+  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout, const char* backend);
 
   /// What a backend is asked to do. The tensors have passed the generic checks (defined, one dtype and
   /// one device among them, CheckTensor() below, sizes consistent) and hold at least one element.
   struct Call {
     std::string description;  // "AllReduce(float32 [1000], SUM) #7 on gloo rank 0/2"
+    int64_t seq = 0;          // its sequence number: the flight recorder's key
     ReduceOp op = ReduceOp::kSum;
     int root = 0;
   };
@@ -114,6 +127,19 @@ class ProcessGroup {
   /// debug fingerprint, so that ranks taking different paths for the same collective are reported.
   Prepared PrepareExternalAllReduce(absl::Span<const Tensor> tensors, ReduceOp op, const char* via);
 
+  /// Every call's last step: the fault-injection point "collective" (base/fault_injection.h, for failure
+  /// tests: TINYDDP_FAULT=...,point=collective,step=<seq>), then `work` back to the caller.
+  std::shared_ptr<Work> Issued(std::shared_ptr<Work> work, int64_t seq);
+
+  /// For a backend's failure path: the first time a collective of this group fails (not for bad
+  /// arguments), dumps the flight recorder (`reason`: "timeout", "error", "abort") and returns `status`
+  /// with where to look appended; afterwards returns `status` unchanged. Thread-safe.
+  absl::Status NoteFailure(const absl::Status& status, absl::string_view reason);
+  /// NoteFailure in two steps, for a backend that must record the failure in between: true the first
+  /// time only (thread-safe); and `status` with where the dump is appended.
+  bool FirstFailure() { return !dumped_.exchange(true); }
+  absl::Status WithFlightRecorderHint(const absl::Status& status) const;
+
  private:
   // Numbers the call, checks it (arguments, then the debug fingerprint), and returns either the
   // description to run it under or the failed Work to hand back.
@@ -124,8 +150,11 @@ class ProcessGroup {
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
+  const std::string group_name_;
   int64_t sequence_number_ = 0;
   std::unique_ptr<CollectiveFingerprintCheck> debug_check_;
+  std::unique_ptr<FlightRecorder> recorder_;
+  std::atomic<bool> dumped_{false};
 };
 
 }  // namespace tinyddp::dist

@@ -23,6 +23,10 @@ namespace tinyddp::dist {
 
 /// Collectives and Work::Wait() use this unless the group was created with another timeout.
 inline constexpr std::chrono::milliseconds kDefaultCollectiveTimeout = std::chrono::seconds(300);
+/// How much longer than the group's timeout Work::Wait() waits. The group fails a collective itself once
+/// its timeout (counted from when it was issued) has passed, and that failure is the informative one (it
+/// dumps the flight recorder and says where); the margin lets it arrive before the waiter gives up.
+inline constexpr std::chrono::milliseconds kWaitMargin = std::chrono::seconds(5);
 
 /// One collective in flight. Thread-safe: any thread may wait on it or poll it.
 class Work {
@@ -40,8 +44,9 @@ class Work {
   /// gave up first. After OK the output tensors hold the result; for GPU work the caller's current
   /// stream is also ordered after it.
   virtual absl::Status Wait(std::chrono::milliseconds timeout) = 0;
-  /// Wait() with the group's timeout.
-  absl::Status Wait() { return Wait(default_timeout_); }
+  /// Waits for the collective's outcome: the group fails it once the group's timeout has passed since it
+  /// was issued, so this returns within that timeout (plus kWaitMargin, should the group be late).
+  absl::Status Wait() { return Wait(default_timeout_ + kWaitMargin); }
 
   /// For GPU work: makes the calling thread's current stream (of the collective's device) wait for the
   /// collective without blocking the host, so kernels queued afterwards see the result. Returns an

@@ -28,10 +28,10 @@ std::vector<char> GlooStoreAdapter::get(const std::string& key) {
   return std::vector<char>(value->begin(), value->end());
 }
 
-void GlooStoreAdapter::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
-  // Gloo passes 0 (gloo::kNoTimeout) for "no timeout"; we never wait forever, so use ours instead.
-  const std::chrono::milliseconds t = timeout.count() > 0 ? timeout : timeout_;
-  if (absl::Status s = store_->Wait(keys, t); !s.ok()) {
+void GlooStoreAdapter::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) {
+  // Always our timeout, whatever Gloo passes: 0 (gloo::kNoTimeout) would mean forever, and during the
+  // rendezvous ProcessGroupGloo::Create shortens the context's timeout for Gloo's connection setup only.
+  if (absl::Status s = store_->Wait(keys, timeout_); !s.ok()) {
     Throw("wait", keys.empty() ? std::string() : keys.front(), s);
   }
 }

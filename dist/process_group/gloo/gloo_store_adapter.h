@@ -20,7 +20,7 @@ namespace tinyddp::dist {
 class GlooStoreAdapter : public gloo::rendezvous::Store {
  public:
   /// `store` should be private to one Gloo context (a PrefixStore), since Gloo uses short keys ("rank_0").
-  /// `timeout` bounds get() and the one-argument wait().
+  /// `timeout` bounds get() and wait() (Gloo's own timeout argument is not used: see wait()).
   GlooStoreAdapter(std::shared_ptr<dist::Store> store, std::chrono::milliseconds timeout)
       : store_(std::move(store)), timeout_(timeout) {}
 

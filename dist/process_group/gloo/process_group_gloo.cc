@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -100,7 +101,12 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::
                                                " (set GLOO_SOCKET_IFNAME to a network interface, or MASTER_ADDR)"));
   }
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-  context->setTimeout(options.timeout);
+  // Gloo waits five times its context timeout for a pair to connect ("a longer timeout when waiting for
+  // initial connect"), so a rank that froze between publishing its address and connecting would cost the
+  // others 5x the job's timeout. A fifth of it during the rendezvous keeps that wait at the timeout; the
+  // store waits of the rendezvous use the adapter's own (the full timeout), and every collective passes
+  // its own budget, so nothing else sees the shortened value.
+  context->setTimeout(std::max(options.timeout / 5, std::chrono::milliseconds(1)));
   // Each group this process creates rendezvouses under its own keys: a second group over the same store (a
   // new group after an error, a test that connects twice) must not read the first one's stale addresses.
   // Every rank creates its groups in the same order, so the n-th group has the same number everywhere.
@@ -110,12 +116,13 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::
   s = CatchGloo(absl::StrCat("Gloo rendezvous of rank ", rank, "/", size), options.timeout,
                 [&] { context->connectFullMesh(adapter, device); });
   RETURN_IF_ERROR(s);
+  context->setTimeout(options.timeout);
   return std::unique_ptr<ProcessGroupGloo>(new ProcessGroupGloo(rank, size, options.timeout, std::move(context)));
 }
 
 ProcessGroupGloo::ProcessGroupGloo(int rank, int size, std::chrono::milliseconds timeout,
                                    std::shared_ptr<gloo::Context> context)
-    : ProcessGroup(rank, size, timeout), context_(std::move(context)) {
+    : ProcessGroup(rank, size, timeout, "gloo"), context_(std::move(context)) {
   worker_ = std::thread([this] { WorkerLoop(); });
 }
 
@@ -143,11 +150,11 @@ absl::Status ProcessGroupGloo::CheckTensor(const Tensor& tensor) const {
 
 // --- The worker thread ---------------------------------------------------------------------------
 
-std::shared_ptr<Work> ProcessGroupGloo::Enqueue(const Call& call, std::function<void(uint32_t tag)> run) {
+std::shared_ptr<Work> ProcessGroupGloo::Enqueue(const Call& call, Run run) {
   auto work = std::make_shared<CompletionWork>(call.description, timeout());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(Task{work, std::move(run)});
+    queue_.push_back(Task{work, std::move(run), call.seq, std::chrono::steady_clock::now() + timeout()});
   }
   queue_cv_.notify_one();
   return work;
@@ -167,7 +174,15 @@ void ProcessGroupGloo::WorkerLoop() {
       queue_.pop_front();
     }
     task.work->MarkStarted();  // for traces: when this collective really ran (Work::HostInterval)
+    flight_recorder().Started(task.seq);
     absl::Status status = RunTask(task, tag++);
+    flight_recorder().Finished(task.seq, status);
+    if (!status.ok() && broken_.ok()) {
+      // The group's first failure: the flight recorder dumps (this entry included), the error says where,
+      // and every later collective fails fast quoting it.
+      status = NoteFailure(status, absl::IsDeadlineExceeded(status) ? "timeout" : "error");
+      broken_ = status;
+    }
     task.work->Complete(std::move(status));
     // `task` (and the tensors its closure holds) is released here, after completion.
   }
@@ -179,15 +194,17 @@ absl::Status ProcessGroupGloo::RunTask(Task& task, uint32_t tag) {
         task.work->description(), " not run: this gloo process group failed earlier and its connections "
         "are in an unknown state (create a new group). The first error: ", broken_.message()));
   }
-  absl::Status s = CatchGloo(task.work->description(), timeout(), [&] { task.run(tag); });
-  if (!s.ok()) broken_ = s;
-  return s;
+  // Gloo reads a timeout of 0 as "none": a collective whose deadline passed while it queued still gets
+  // 1 ms, and then fails as timed out (unless its peers are already there).
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(task.deadline - std::chrono::steady_clock::now());
+  const auto budget = std::max(left, std::chrono::milliseconds(1));
+  return CatchGloo(task.work->description(), timeout(), [&] { task.run(tag, budget); });
 }
 
 // --- Collectives: each closure runs on the worker thread ------------------------------------------
 
 std::shared_ptr<Work> ProcessGroupGloo::RunAllReduce(std::vector<Tensor> tensors, const Call& call) {
-  return Enqueue(call, [this, tensors = std::move(tensors), op = call.op](uint32_t tag) {
+  return Enqueue(call, [this, tensors = std::move(tensors), op = call.op](uint32_t tag, std::chrono::milliseconds budget) {
     const DType dtype = tensors[0].dtype();
     const size_t esize = DTypeSize(dtype);
     size_t total = 0;
@@ -209,7 +226,7 @@ std::shared_ptr<Work> ProcessGroupGloo::RunAllReduce(std::vector<Tensor> tensors
       opts.setOutput(static_cast<T*>(data), total);
       opts.setReduceFunction(GetHostReduceFn(dtype, op));
       opts.setTag(tag);
-      opts.setTimeout(timeout());
+      opts.setTimeout(budget);
       gloo::allreduce(opts);
     });
     if (op == ReduceOp::kAvg) DivideInPlace(data, total, dtype, size());
@@ -224,28 +241,28 @@ std::shared_ptr<Work> ProcessGroupGloo::RunAllReduce(std::vector<Tensor> tensors
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::RunBroadcast(const Tensor& tensor, const Call& call) {
-  return Enqueue(call, [this, tensor, root = call.root](uint32_t tag) {
+  return Enqueue(call, [this, tensor, root = call.root](uint32_t tag, std::chrono::milliseconds budget) {
     VisitCollectiveDType(tensor.dtype(), [&](auto type) {
       using T = decltype(type);
       gloo::BroadcastOptions opts(context_);
       opts.setOutput(static_cast<T*>(tensor.data_ptr()), tensor.numel());  // in place on every rank
       opts.setRoot(root);
       opts.setTag(tag);
-      opts.setTimeout(timeout());
+      opts.setTimeout(budget);
       gloo::broadcast(opts);
     });
   });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::RunAllGather(const Tensor& output, const Tensor& input, const Call& call) {
-  return Enqueue(call, [this, output, input](uint32_t tag) {
+  return Enqueue(call, [this, output, input](uint32_t tag, std::chrono::milliseconds budget) {
     VisitCollectiveDType(input.dtype(), [&](auto type) {
       using T = decltype(type);
       gloo::AllgatherOptions opts(context_);
       opts.setInput(static_cast<T*>(input.data_ptr()), input.numel());
       opts.setOutput(static_cast<T*>(output.data_ptr()), output.numel());
       opts.setTag(tag);
-      opts.setTimeout(timeout());
+      opts.setTimeout(budget);
       gloo::allgather(opts);
     });
   });
@@ -253,7 +270,7 @@ std::shared_ptr<Work> ProcessGroupGloo::RunAllGather(const Tensor& output, const
 
 std::shared_ptr<Work> ProcessGroupGloo::RunReduceScatter(const Tensor& output, const Tensor& input,
                                                          const Call& call) {
-  return Enqueue(call, [this, output, input, op = call.op](uint32_t tag) {
+  return Enqueue(call, [this, output, input, op = call.op](uint32_t tag, std::chrono::milliseconds budget) {
     RingReduceScatterArgs args;
     args.input = input.data_ptr();
     args.output = output.data_ptr();
@@ -261,14 +278,14 @@ std::shared_ptr<Work> ProcessGroupGloo::RunReduceScatter(const Tensor& output, c
     args.element_size = DTypeSize(output.dtype());
     args.reduce = GetHostReduceFn(output.dtype(), op);
     args.tag = tag;
-    args.timeout = timeout();
+    args.timeout = budget;
     RingReduceScatter(context_, args, scratch_);
     if (op == ReduceOp::kAvg) DivideInPlace(output.data_ptr(), output.numel(), output.dtype(), size());
   });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::RunReduce(const Tensor& tensor, const Call& call) {
-  return Enqueue(call, [this, tensor, op = call.op, root = call.root](uint32_t tag) {
+  return Enqueue(call, [this, tensor, op = call.op, root = call.root](uint32_t tag, std::chrono::milliseconds budget) {
     // Gloo's reduce uses its output as a scratch ring buffer on every rank; only the root's output is the
     // result. Non-roots point it at our scratch, so their tensors stay unchanged (as with NCCL).
     const bool is_root = rank() == root;
@@ -282,7 +299,7 @@ std::shared_ptr<Work> ProcessGroupGloo::RunReduce(const Tensor& tensor, const Ca
       opts.setRoot(root);
       opts.setReduceFunction(GetHostReduceFn(tensor.dtype(), op));
       opts.setTag(tag);
-      opts.setTimeout(timeout());
+      opts.setTimeout(budget);
       gloo::reduce(opts);
     });
     if (is_root && op == ReduceOp::kAvg) DivideInPlace(tensor.data_ptr(), tensor.numel(), tensor.dtype(), size());
@@ -290,10 +307,10 @@ std::shared_ptr<Work> ProcessGroupGloo::RunReduce(const Tensor& tensor, const Ca
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::RunBarrier(const Call& call) {
-  return Enqueue(call, [this](uint32_t tag) {
+  return Enqueue(call, [this](uint32_t tag, std::chrono::milliseconds budget) {
     gloo::BarrierOptions opts(context_);
     opts.setTag(tag);
-    opts.setTimeout(timeout());
+    opts.setTimeout(budget);
     gloo::barrier(opts);
   });
 }

@@ -9,10 +9,14 @@
 //                 ring on Gloo's primitives (gloo_ring_reduce_scatter.h). Reductions: host_reduce.h.
 //   * asynchrony  one worker thread runs the collectives in the order they were issued, which is also
 //                 the order every other rank runs them; the caller gets a Work at once.
+// Timeouts: one value (GlooOptions::timeout) bounds the rendezvous through the store, Gloo's connection
+// setup, and every collective, counted from when the collective was issued (so a queue of collectives
+// behind a stuck one fails together, at the stuck one's deadline, not one timeout after another).
 // Errors: Gloo throws; everything is caught on the worker thread and turned into the Work's status.
 // A timeout is DeadlineExceeded naming the collective and the timeout. After any transport error Gloo's
 // connections are in an unknown state, so the group refuses later collectives (FailedPrecondition
-// quoting the first error); make a new group to continue.
+// quoting the first error); make a new group to continue. The first error dumps the flight recorder
+// (flight_recorder.h) and says where.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_GLOO_PROCESS_GROUP_GLOO_H_
 #define TINYDDP_DIST_PROCESS_GROUP_GLOO_PROCESS_GROUP_GLOO_H_
 
@@ -78,12 +82,15 @@ class ProcessGroupGloo : public ProcessGroup {
   ProcessGroupGloo(int rank, int size, std::chrono::milliseconds timeout, std::shared_ptr<gloo::Context> context);
 
   // A queued collective: `run` does the Gloo calls on the worker thread (it may throw) and is given the
-  // tag that numbers this collective's messages.
+  // tag that numbers this collective's messages and the time it may still take (its deadline minus now).
+  using Run = std::function<void(uint32_t tag, std::chrono::milliseconds budget)>;
   struct Task {
     std::shared_ptr<CompletionWork> work;
-    std::function<void(uint32_t tag)> run;
+    Run run;
+    int64_t seq = 0;
+    std::chrono::steady_clock::time_point deadline;  // issued + the group's timeout
   };
-  std::shared_ptr<Work> Enqueue(const Call& call, std::function<void(uint32_t tag)> run);
+  std::shared_ptr<Work> Enqueue(const Call& call, Run run);
   void WorkerLoop();
   // Runs one task, converting whatever Gloo throws into a Status.
   absl::Status RunTask(Task& task, uint32_t tag);

@@ -3,12 +3,16 @@
 #include "dist/process_group/gloo/process_group_gloo.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dist/process_group/debug_check.h"
+#include "dist/process_group/flight_record.h"
+#include "dist/process_group/flight_recorder.h"
+#include "dist/process_group/flight_recorder_analysis.h"
 #include "dist/store/hash_store.h"
 #include "dist/store/prefix_store.h"
 #include "dist/testing/collective_checks.h"
@@ -155,6 +159,75 @@ TEST(ProcessGroupGloo, CollectiveAnotherRankNeverJoinsFailsWithDeadlineExceededA
     EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
     EXPECT_PRED2(Contains, std::string(after.message()), "failed earlier");
     ASSERT_TRUE(ctx.store->Set("rank0_done", "1").ok());
+  });
+}
+
+TEST(ProcessGroupGloo, FirstFailureDumpsTheFlightRecorderAndItsVerdictNamesTheRankThatNeverCame) {
+  RunOnRanks(2, [](const RankContext& ctx) {
+    // Both ranks' rings in one directory, as the launcher arranges it.
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/gloo_flight_recorder");
+    ::setenv(kFlightRecorderDirEnv, dir.c_str(), 1);
+    auto pg = Connect(ctx, std::chrono::milliseconds(1500));
+    ASSERT_NE(pg, nullptr);
+    Tensor warm = testing::MakeTensor({1.0 + ctx.rank, 2, 3}, DType::kFloat32, Device::CPU());
+    ASSERT_TRUE(pg->AllReduce(warm)->Wait().ok());  // collective #0, done by both
+    if (ctx.rank == 1) {
+      // Stays connected (rank 0 sees silence, not a closed socket) but never calls collective #1.
+      ASSERT_TRUE(ctx.store->Wait({"rank0_done"}, std::chrono::seconds(120)).ok());
+      return;
+    }
+    std::shared_ptr<Work> stuck, queued;
+    {
+      CollectiveBucketScope bucket(0);  // as DDP's reducer marks a bucket's all_reduce
+      stuck = pg->AllReduce(Tensor::Zeros({1031}), ReduceOp::kAvg);
+    }
+    queued = pg->Broadcast(Tensor::Zeros({7}));
+    const absl::Status s = stuck->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    const std::string dump = absl::StrCat(dir, "/", pg->group_name(), ".rank0.json");
+    EXPECT_PRED2(Contains, std::string(s.message()), "Flight recorder: rank 0's last collectives are in " + dump);
+    // The collective behind it fails at once, quoting the first failure and where to look.
+    const absl::Status after = queued->Wait();
+    EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
+    EXPECT_PRED2(Contains, std::string(after.message()), "Flight recorder:");
+
+    absl::StatusOr<std::vector<FlightVerdict>> verdicts = AnalyzeFlightRecorderDir(dir);
+    ASSERT_TRUE(verdicts.ok()) << verdicts.status();
+    const FlightVerdict* mine = nullptr;
+    for (const FlightVerdict& v : *verdicts) {
+      if (v.group == pg->group_name()) mine = &v;
+    }
+    ASSERT_NE(mine, nullptr);
+    EXPECT_EQ(mine->verdict,
+              "collective #1 AllReduce(float32 [1031], AVG) (bucket 0, 4.0 KiB): ranks {1} never started it; rank 1's "
+              "last completed collective is #0; ranks {0} failed in it (DEADLINE_EXCEEDED)");
+    ASSERT_TRUE(ctx.store->Set("rank0_done", "1").ok());
+  });
+}
+
+TEST(ProcessGroupGloo, APeerThatExitsFailsTheCollectiveAsUnavailable) {
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = Connect(ctx, std::chrono::seconds(60));
+    ASSERT_NE(pg, nullptr);
+    if (ctx.rank == 1) return;  // the process exits: its connections close
+    Tensor t = testing::MakeTensor({1, 2, 3}, DType::kFloat32, Device::CPU());
+    const absl::Status s = pg->AllReduce(t)->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_PRED2(Contains, std::string(s.message()), "AllReduce(float32 [3], SUM) #0");
+  });
+}
+
+TEST(ProcessGroupGloo, RendezvousWaitsForALateRankUpToTheFullTimeout) {
+  RunOnRanks(2, [](const RankContext& ctx) {
+    // Gloo's connection setup runs under a fifth of the timeout (it waits five times its own); the
+    // rendezvous through the store must still wait the whole timeout for a rank that starts late.
+    if (ctx.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    auto pg = Connect(ctx, std::chrono::milliseconds(6000));
+    ASSERT_NE(pg, nullptr);
+    Tensor x = testing::MakeTensor({1.0 + ctx.rank, -4}, DType::kFloat64, Device::CPU());
+    ASSERT_TRUE(pg->AllReduce(x, ReduceOp::kMax)->Wait().ok());
+    EXPECT_EQ(testing::ReadTensor(x), (std::vector<double>{2, -4}));
   });
 }
 

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "dist/process_group/exit_on_failure.h"
 #include "dist/process_group/host_reduce.h"
 #include "dist/store/prefix_store.h"
 #include "dist/process_group/nccl/work_nccl.h"
@@ -185,7 +186,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
 
 ProcessGroupNCCL::ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device, ncclComm* comm,
                                    std::shared_ptr<Store> store)
-    : ProcessGroup(rank, size, timeout), device_(device), events_(std::make_shared<CudaEventPool>(device)),
+    : ProcessGroup(rank, size, timeout, "nccl"), device_(device), events_(std::make_shared<CudaEventPool>(device)),
       store_(std::move(store)), comm_(comm) {
   // The highest priority the device offers: when compute and communication kernels both wait to run,
   // communication goes first, so the all-reduce of early buckets is never starved by backward kernels.
@@ -215,18 +216,26 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
   }
   watchdog_cv_.notify_all();
   watchdog_.join();
-  std::lock_guard<std::mutex> lock(comm_mu_);
-  std::shared_ptr<WorkNCCL> unfinished;
-  for (auto& w : in_flight_) {
-    if (!unfinished && !w->IsCompleted()) unfinished = w;
+  std::lock_guard<std::timed_mutex> launch(launch_mu_);
+  std::vector<std::shared_ptr<ExternalAllReduce>> externals;
+  {
+    std::lock_guard<std::mutex> lock(works_mu_);
+    std::shared_ptr<WorkNCCL> unfinished;
+    for (auto& w : in_flight_) {
+      if (!unfinished && !w->IsCompleted()) unfinished = w;
+    }
+    if (unfinished) {
+      // Cut short after all: fail it (and release external calls, so that their streams drain).
+      externals = FailInFlightLocked(absl::AbortedError(absl::StrCat(
+                                         unfinished->description(), " was still in flight when its group was destroyed")),
+                                     unfinished.get());
+    }
   }
-  if (unfinished) {
-    // Cut short after all: fail it (and release external calls, so that their streams drain).
-    AbortLocked(absl::AbortedError(absl::StrCat(unfinished->description(), " was still in flight when its group "
-                                                "was destroyed")),
-                unfinished.get());
-  }
-  if (comm_ != nullptr) {
+  // A group that failed (or whose last launch asked for an abort the watchdog had no time to make) is
+  // aborted, never finalized: finalizing waits for collectives that will never complete.
+  if (!externals.empty() || (comm_ != nullptr && (!broken_.ok() || !abort_request_.ok()))) {
+    AbortCommunicatorLocked(externals);
+  } else if (comm_ != nullptr) {
     ncclResult_t r = Settle(ncclCommFinalize(comm_), comm_, Clock::now() + timeout());
     if (r == ncclSuccess) {
       ncclCommDestroy(comm_);
@@ -262,17 +271,23 @@ template <typename Enqueue>
 std::shared_ptr<Work> ProcessGroupNCCL::LaunchOnStream(const Call& call, std::vector<Tensor> tensors,
                                                        std::shared_ptr<ExternalAllReduce> external,
                                                        Enqueue&& enqueue) {
-  std::lock_guard<std::mutex> lock(comm_mu_);
-  if (!broken_.ok()) {
-    return CompletionWork::Done(
-        absl::FailedPreconditionError(absl::StrCat(call.description, " not run: this nccl process group was "
-                                                   "aborted earlier (create a new group). The cause: ", broken_.message())),
-        call.description, timeout());
+  auto fail_now = [&](absl::Status status) {
+    flight_recorder().Finished(call.seq, status);
+    return CompletionWork::Done(std::move(status), call.description, timeout());
+  };
+  std::lock_guard<std::timed_mutex> launch(launch_mu_);
+  {
+    std::lock_guard<std::mutex> lock(works_mu_);
+    if (!broken_.ok()) {
+      return fail_now(absl::FailedPreconditionError(absl::StrCat(
+          call.description, " not run: this nccl process group was aborted earlier (create a new group). The cause: ",
+          broken_.message())));
+    }
   }
   DeviceScope scope(device_);
   cudaStream_t compute = static_cast<cudaStream_t>(cuda::Stream::Current(device_).handle());
   auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors), compute,
-                                         external);
+                                         external, call.seq);
   cudaStream_t stream = static_cast<cudaStream_t>(nccl_stream_.handle());
 
   // 1. The NCCL stream waits for everything queued on the caller's stream so far.
@@ -285,21 +300,30 @@ std::shared_ptr<Work> ProcessGroupNCCL::LaunchOnStream(const Call& call, std::ve
     err = cudaStreamWaitEvent(stream, last_external_->end_event(), 0);
   }
   if (err != cudaSuccess) {
-    return CompletionWork::Done(absl::InternalError(absl::StrCat(call.description, ": CUDA error while enqueueing: ",
-                                                                 cudaGetErrorString(err))),
-                                call.description, timeout());
+    return fail_now(
+        absl::InternalError(absl::StrCat(call.description, ": CUDA error while enqueueing: ", cudaGetErrorString(err))));
   }
   // 2-3. The collective and its end event.
   if (absl::Status s = enqueue(stream, work->end_event()); !s.ok()) {
     s = absl::Status(s.code(), absl::StrCat(call.description, ": ", s.message()));
     // InvalidArgument: nothing was enqueued. Anything else may have left a collective half-issued, which
-    // only an abort can undo.
-    if (s.code() != absl::StatusCode::kInvalidArgument) AbortLocked(s, nullptr);
-    return CompletionWork::Done(std::move(s), call.description, timeout());
+    // only an abort can undo: the watchdog does it (it alone frees the communicator).
+    if (s.code() != absl::StatusCode::kInvalidArgument) {
+      std::lock_guard<std::mutex> lock(works_mu_);
+      if (abort_request_.ok()) abort_request_ = s;
+      watchdog_cv_.notify_all();
+    }
+    return fail_now(std::move(s));
   }
   last_external_ = external != nullptr ? work : nullptr;
   {
     std::lock_guard<std::mutex> works_lock(works_mu_);
+    // The watchdog may have failed the group while this call was enqueued: this Work, which it did not
+    // see, fails too (before its kernels are aborted, so Wait can never read an aborted end as success).
+    if (!broken_.ok()) {
+      work->Fail(absl::AbortedError(
+          absl::StrCat(call.description, " was aborted with the communicator: ", broken_.message())));
+    }
     // Tight loops of small collectives outpace the watchdog's period; reaping here as well keeps the
     // list (and the events its Works hold) bounded. Amortised: one sweep per kReapEvery launches.
     if (in_flight_.size() >= kReapEvery) ReapFinishedLocked();
@@ -335,18 +359,19 @@ std::shared_ptr<Work> ProcessGroupNCCL::AllReduceExternal(std::shared_ptr<Extern
   if (p.failed) return p.failed;
   std::vector<Tensor> list(tensors.begin(), tensors.end());
   {
-    // Outside comm_mu_: preparing may wait for the implementation's earlier calls, which only the
+    // Outside launch_mu_: preparing may wait for the implementation's earlier calls, which only the
     // watchdog can release if a peer died.
     DeviceScope scope(device_);
     if (absl::Status s = impl->Prepare(list, op); !s.ok()) {
-      return CompletionWork::Done(absl::Status(s.code(), absl::StrCat(p.call.description, ": ", s.message())),
-                                  p.call.description, timeout());
+      s = absl::Status(s.code(), absl::StrCat(p.call.description, ": ", s.message()));
+      flight_recorder().Finished(p.call.seq, s);
+      return CompletionWork::Done(std::move(s), p.call.description, timeout());
     }
   }
   ExternalAllReduce* raw = impl.get();
-  return LaunchOnStream(p.call, list, std::move(impl), [&](cudaStream_t stream, cudaEvent_t end) {
-    return raw->Enqueue(list, op, stream, end);
-  });
+  return Issued(LaunchOnStream(p.call, list, std::move(impl),
+                               [&](cudaStream_t stream, cudaEvent_t end) { return raw->Enqueue(list, op, stream, end); }),
+                p.call.seq);
 }
 
 std::shared_ptr<Store> ProcessGroupNCCL::SubStore(const std::string& purpose) {
@@ -417,44 +442,72 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunBarrier(const Call& call) {
 
 // --- The watchdog ----------------------------------------------------------------------------------
 
-void ProcessGroupNCCL::AbortLocked(const absl::Status& status, const WorkNCCL* culprit) {
+std::vector<std::shared_ptr<ExternalAllReduce>> ProcessGroupNCCL::FailInFlightLocked(const absl::Status& status,
+                                                                                     const WorkNCCL* culprit) {
   if (broken_.ok()) broken_ = status;
   // Fail the Works first: aborting lets their kernels exit, and an end event that completes after an
   // abort must never read as success (WorkNCCL::Wait checks the failure after seeing the event).
-  {
-    std::lock_guard<std::mutex> lock(works_mu_);
-    for (auto& w : in_flight_) {
-      if (w.get() == culprit) {
-        w->Fail(status);
-      } else {
-        w->Fail(absl::AbortedError(
-            absl::StrCat(w->description(), " was aborted with the communicator: ", status.message())));
-      }
-    }
+  std::vector<std::shared_ptr<ExternalAllReduce>> externals;
+  for (auto& w : in_flight_) {
+    if (w->GpuFinished()) continue;
+    const absl::Status why =
+        w.get() == culprit
+            ? status
+            : absl::AbortedError(absl::StrCat(w->description(), " was aborted with the communicator: ", status.message()));
+    w->Fail(why);
+    flight_recorder().Finished(w->seq(), why);
+    const std::shared_ptr<ExternalAllReduce>& e = w->external();
+    if (e != nullptr && std::find(externals.begin(), externals.end(), e) == externals.end()) externals.push_back(e);
   }
+  return externals;
+}
+
+void ProcessGroupNCCL::AbortCommunicatorLocked(const std::vector<std::shared_ptr<ExternalAllReduce>>& externals) {
   if (comm_ != nullptr) ncclCommAbort(comm_);  // NCCL kernels exit; the streams move on
   comm_ = nullptr;
   // So do the waits of external calls on a peer that is gone: each implementation with a call in flight
   // satisfies its waits locally.
-  std::vector<std::shared_ptr<ExternalAllReduce>> released;
+  for (const auto& e : externals) e->Release();
+}
+
+void ProcessGroupNCCL::Abort(const absl::Status& cause, const WorkNCCL* culprit, const char* reason) {
+  // The Works fail with a status that says where the flight recorder's dump is; the dump follows, so that
+  // it shows them failed.
+  const bool first = FirstFailure();
+  const absl::Status status = first ? WithFlightRecorderHint(cause) : cause;
+  std::vector<std::shared_ptr<ExternalAllReduce>> externals;
   {
     std::lock_guard<std::mutex> lock(works_mu_);
-    for (auto& w : in_flight_) {
-      const std::shared_ptr<ExternalAllReduce>& e = w->external();
-      if (e != nullptr && std::find(released.begin(), released.end(), e) == released.end()) released.push_back(e);
-    }
+    externals = FailInFlightLocked(status, culprit);
   }
-  for (const auto& e : released) e->Release();
+  if (first) flight_recorder().Dump(reason, status);
+  // Every waiter has its error now. Freeing the communicator needs the launching thread out of NCCL.
+  std::unique_lock<std::timed_mutex> launch(launch_mu_, std::defer_lock);
+  if (!launch.try_lock_for(kLaunchLockWait)) {
+    ExitOnCollectiveFailure(
+        absl::StrCat("ProcessGroupNCCL watchdog (rank ", rank(), ")"),
+        absl::Status(status.code(),
+                     absl::StrCat(status.message(), "\nThe thread issuing collectives has been inside an NCCL/CUDA call "
+                                  "for over ", kLaunchLockWait.count() / 1000, " s (its launch queue is full behind the "
+                                  "hung collective), so this error cannot be returned to it.")));
+  }
+  AbortCommunicatorLocked(externals);
 }
 
 void ProcessGroupNCCL::ReapFinishedLocked() {
-  // Finished Works let go of their tensors (and, once the caller drops its handle, of their events).
+  // Finished Works let go of their tensors (and, once the caller drops its handle, of their events). The
+  // NCCL stream runs its collectives in order, so the first unfinished one has started once the stream
+  // reached its start event (approximate for external calls, which end on streams of their own).
   size_t kept = 0;
+  bool earlier_finished = true;
   for (auto& w : in_flight_) {
     if (w->GpuFinished()) {
+      flight_recorder().Finished(w->seq(), w->FailureSoFar());
       w->ReleaseTensors();
       continue;
     }
+    if (earlier_finished && w->StartReached()) flight_recorder().Started(w->seq());
+    earlier_finished = false;
     in_flight_[kept++] = std::move(w);
   }
   in_flight_.resize(kept);
@@ -463,30 +516,39 @@ void ProcessGroupNCCL::ReapFinishedLocked() {
 void ProcessGroupNCCL::WatchdogLoop() {
   const auto period = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(100), timeout() / 10 + std::chrono::milliseconds(1));
   for (;;) {
+    absl::Status failure;
     std::shared_ptr<WorkNCCL> late;
+    const char* reason = "abort";
     {
       std::unique_lock<std::mutex> lock(works_mu_);
-      watchdog_cv_.wait_for(lock, period, [this] { return stopping_; });
+      watchdog_cv_.wait_for(lock, period, [this] { return stopping_ || !abort_request_.ok(); });
       if (stopping_) return;
       ReapFinishedLocked();
-      // The oldest unfinished Work decides about the timeout.
-      if (!in_flight_.empty() && Clock::now() - in_flight_.front()->enqueued_at() > timeout()) late = in_flight_.front();
+      if (!abort_request_.ok()) {
+        failure = abort_request_;
+        abort_request_ = absl::OkStatus();
+      } else if (broken_.ok() && !in_flight_.empty() && Clock::now() - in_flight_.front()->enqueued_at() > timeout()) {
+        // The oldest unfinished Work decides about the timeout.
+        late = in_flight_.front();
+        failure = absl::DeadlineExceededError(absl::StrCat(
+            late->description(), " did not finish within ", timeout().count(),
+            " ms (the group's timeout, counted from when it was issued): another rank did not join it, is stuck, "
+            "or died. The NCCL communicator was aborted; create a new process group to continue."));
+        reason = "timeout";
+      }
     }
-    std::lock_guard<std::mutex> comm_lock(comm_mu_);
-    if (comm_ == nullptr) continue;
-    ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(comm_, &async);
-    if (async != ncclSuccess && async != ncclInProgress) {
-      AbortLocked(absl::UnavailableError(absl::StrCat("NCCL reported an asynchronous error on rank ", rank(), ": ",
-                                                      NcclError(async, comm_), " (a peer may have died)")),
-                  nullptr);
-    } else if (late) {
-      AbortLocked(absl::DeadlineExceededError(absl::StrCat(
-                      late->description(), " did not finish within ", timeout().count(),
-                      " ms (the group's timeout): another rank did not join it, is stuck, or died. The NCCL "
-                      "communicator was aborted; create a new process group to continue.")),
-                  late.get());
+    // comm_ is only ever cleared by this thread (see the header), so reading it here needs no lock; NCCL
+    // allows the query while another thread enqueues.
+    if (failure.ok() && comm_ != nullptr) {
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        failure = absl::UnavailableError(absl::StrCat("NCCL reported an asynchronous error on rank ", rank(), ": ",
+                                                      NcclError(async, comm_), " (a peer may have died)"));
+        reason = "error";
+      }
     }
+    if (!failure.ok()) Abort(failure, late.get(), reason);
   }
 }
 

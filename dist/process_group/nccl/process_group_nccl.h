@@ -18,12 +18,21 @@
 // NCCL stream are ordered after its end.
 //
 // The watchdog thread keeps every in-flight Work (and thus its tensors) alive until its end event has
-// completed, polls ncclCommGetAsyncError, and aborts the communicator (ncclCommAbort) when NCCL reports an
-// error or a collective exceeds the group's timeout. The affected Works then fail with a clear status
-// (DeadlineExceeded for a timeout) instead of hanging, the external implementations with calls in flight
-// are released, and the group refuses further collectives. A Work that was only SynchronizeStream()ed
-// when its collective was aborted leaves undefined data behind: check Wait() (or the next collective's
-// status) before trusting results after an error.
+// completed, records when each collective started and ended on the GPU (the flight recorder), polls
+// ncclCommGetAsyncError, and aborts the communicator (ncclCommAbort) when NCCL reports an error or a
+// collective exceeds the group's timeout (counted from when it was issued). The affected Works then fail
+// with a clear status (DeadlineExceeded for a timeout, naming the flight recorder's dump) instead of
+// hanging, the external implementations with calls in flight are released, and the group refuses further
+// collectives. A Work that was only SynchronizeStream()ed when its collective was aborted leaves undefined
+// data behind: check Wait() (or the next collective's status) before trusting results after an error.
+//
+// Two locks, so that the watchdog never waits on a collective being enqueued: `launch_mu_` is held by the
+// launching thread for the whole enqueue (NCCL calls, stream order, external calls); `works_mu_` guards the
+// list of Works in flight and the failure, and is held only for moments. The watchdog decides and fails
+// the Works under works_mu_ alone; it needs launch_mu_ only for ncclCommAbort itself (NCCL must not be
+// inside a call on the communicator that it frees). If the launching thread does not leave NCCL within
+// kLaunchLockWait (it can block there for good: a full CUDA launch queue behind the hung collective), no
+// Status can ever reach it, so the watchdog ends the process cleanly (exit_on_failure.h): never a hang.
 // NCCL's environment variables (NCCL_DEBUG, NCCL_SOCKET_IFNAME, ...) are read by NCCL itself, untouched;
 // NCCL_DEBUG=INFO logs NCCL's own calls only, not external ones.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_NCCL_PROCESS_GROUP_NCCL_H_
@@ -72,6 +81,9 @@ class ProcessGroupNCCL : public ProcessGroup {
   ~ProcessGroupNCCL() override;
 
   const char* backend_name() const override { return "nccl"; }
+  /// How long the watchdog waits for the launching thread to leave NCCL before it gives up on the process.
+  static constexpr std::chrono::milliseconds kLaunchLockWait = std::chrono::seconds(5);
+
   /// The GPU this group's tensors must live on.
   int device() const { return device_; }
   /// The stream NCCL kernels run on (for benchmarks and tests that time or inspect it).
@@ -116,13 +128,19 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Work> LaunchOnStream(const Call& call, std::vector<Tensor> tensors,
                                        std::shared_ptr<ExternalAllReduce> external, Enqueue&& enqueue);
   void WatchdogLoop();
-  // Drops finished Works from in_flight_, releasing their tensors. Requires works_mu_.
+  // Drops finished Works from in_flight_, releasing their tensors, and records in the flight recorder
+  // which of them started or ended on the GPU. Requires works_mu_.
   void ReapFinishedLocked();
   static constexpr size_t kReapEvery = 64;
-  // Aborts the communicator and fails every in-flight Work: `culprit` with `status`, the others with a
-  // note that they were aborted along with it; releases the external implementations among them.
-  // Requires comm_mu_.
-  void AbortLocked(const absl::Status& status, const WorkNCCL* culprit);
+  // Fails every in-flight Work (`culprit` with `status`, the others as aborted along with it), marks the
+  // group broken and returns the external implementations to release. Requires works_mu_.
+  std::vector<std::shared_ptr<ExternalAllReduce>> FailInFlightLocked(const absl::Status& status,
+                                                                     const WorkNCCL* culprit);
+  // The watchdog's abort: fails the Works, dumps the flight recorder, then (with launch_mu_, waited for
+  // at most kLaunchLockWait, else the process exits) aborts the communicator and releases the externals.
+  void Abort(const absl::Status& status, const WorkNCCL* culprit, const char* reason);
+  // ncclCommAbort and the externals' Release(). Requires launch_mu_.
+  void AbortCommunicatorLocked(const std::vector<std::shared_ptr<ExternalAllReduce>>& externals);
 
   const int device_;
   cuda::Stream nccl_stream_;
@@ -131,15 +149,20 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Store> store_;    // this group's keys
   int64_t sub_stores_ = 0;
 
-  std::mutex comm_mu_;  // guards comm_, broken_ and last_external_: calls, abort and destroy never overlap
+  // Held by the launching thread for a whole enqueue, by the watchdog only to abort, by the destructor.
+  // Guards the use of comm_ and last_external_, and orders the externals' Enqueue and Release.
+  std::timed_mutex launch_mu_;
+  // The communicator. Set to null only by the watchdog (holding launch_mu_) or by the destructor after
+  // the watchdog stopped, so the watchdog reads it without a lock.
   ncclComm* comm_ = nullptr;
-  absl::Status broken_;  // set once the communicator was aborted
   // The last call, if it was external: its end may lie beyond the NCCL stream, so the next call waits for
   // it there (unless it is a call of the same implementation).
   std::shared_ptr<WorkNCCL> last_external_;
 
-  std::mutex works_mu_;
+  std::mutex works_mu_;  // held for moments only: the watchdog must always get it
   std::vector<std::shared_ptr<WorkNCCL>> in_flight_;
+  absl::Status broken_;          // the first failure; set once, then every call fails fast with it
+  absl::Status abort_request_;   // a launch that failed half-way asks the watchdog to abort
   std::condition_variable watchdog_cv_;
   bool stopping_ = false;
   std::thread watchdog_;

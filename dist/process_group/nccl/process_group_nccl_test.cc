@@ -6,15 +6,25 @@
 
 #include <cuda_runtime.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dist/process_group/exit_on_failure.h"
+#include "dist/process_group/flight_record.h"
+#include "dist/process_group/flight_recorder.h"
+#include "dist/store/hash_store.h"
 #include "dist/testing/collective_checks.h"
 #include "dist/testing/multi_process.h"
+#include "dist/testing/process_test_util.h"
 #include "gtest/gtest.h"
 #include "tensor/cuda_allocator.h"
 #include "tensor/cuda_device.h"
@@ -270,10 +280,67 @@ TEST(ProcessGroupNcclExternal, ACallThatNeverEndsIsAbortedByTheWatchdogWhichRele
     const absl::Status s = work->Wait(std::chrono::seconds(60));
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_PRED2(Contains, std::string(s.message()), "via a gate did not finish within 2000 ms");
+    EXPECT_PRED2(Contains, std::string(s.message()), "Flight recorder: rank 0's last collectives are in");
     EXPECT_TRUE(gate->released()) << "the watchdog aborted the group without releasing the external call";
+    const RankFlightRecord record = pg->flight_recorder().Snapshot();
+    ASSERT_FALSE(record.entries.empty());
+    EXPECT_EQ(record.entries.back().state, FlightState::kFailed);
+    EXPECT_EQ(record.entries.back().Fingerprint(), "AllReduce(float32 [5] cuda, SUM) via a gate");
     const absl::Status after = pg->Barrier()->Wait(std::chrono::seconds(10));
     EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
   });
+}
+
+// The watchdog's lock problem, fixed: a launching thread stuck inside an enqueue (here an external call's
+// Enqueue that never returns, as a kernel launch blocks on a full CUDA launch queue behind a hung
+// collective) used to hold the lock the watchdog needed to abort, and the process hung forever. Now the
+// watchdog fails the hung collective without that lock, and since the stuck thread can never be told,
+// ends the process cleanly: exit status 3, the error on stderr, no abort. Runs in a child process.
+class StuckEnqueue : public GatedAllReduce {
+ public:
+  using GatedAllReduce::GatedAllReduce;
+  absl::Status Enqueue(const std::vector<Tensor>& tensors, ReduceOp op, CUstream_st* stream, CUevent_st* done) override {
+    if (calls_++ == 0) return GatedAllReduce::Enqueue(tensors, op, stream, done);  // never ends: the gate stays shut
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));                   // never returns
+  }
+
+ private:
+  int calls_ = 0;
+};
+
+TEST(ProcessGroupNcclWatchdog, EndsTheProcessCleanlyWhenTheLaunchingThreadIsStuckInsideAnEnqueue) {
+  SKIP_WITHOUT_GPU();
+  if (std::getenv("NCCL_TEST_STUCK_CHILD") != nullptr) {
+    NcclOptions options;
+    options.timeout = std::chrono::seconds(1);
+    options.device = 0;
+    auto pg = ProcessGroupNCCL::Create(std::make_shared<HashStore>(std::chrono::seconds(30)), 0, 1, options);
+    if (!pg.ok()) ::_exit(10);
+    auto stuck = std::make_shared<StuckEnqueue>(0);
+    Tensor t = Tensor::Full({5}, 1.0, DType::kFloat32, Device::CUDA(0));
+    std::shared_ptr<Work> hung = (*pg)->AllReduceExternal(stuck, {t}, ReduceOp::kSum);  // #0: never ends
+    (*pg)->AllReduceExternal(stuck, {t}, ReduceOp::kSum);  // #1: this thread never comes back
+    ::_exit(11);
+  }
+  const std::string dir = testing::MakeTempDir();
+  const pid_t child = testing::StartProcess(
+      {testing::SelfPath(),
+       "--gtest_filter=ProcessGroupNcclWatchdog.EndsTheProcessCleanlyWhenTheLaunchingThreadIsStuckInsideAnEnqueue"},
+      {{"NCCL_TEST_STUCK_CHILD", "1"}, {kFlightRecorderDirEnv, dir}}, testing::LauncherVariables(), dir + "/out.txt",
+      dir + "/err.txt");
+  const std::optional<int> status = testing::WaitFor(child, std::chrono::seconds(120));
+  const std::string err = testing::ReadFile(dir + "/err.txt");
+  ASSERT_TRUE(status.has_value()) << "the process hung: the watchdog waited for the stuck thread's lock\n" << err;
+  ASSERT_TRUE(WIFEXITED(*status)) << "killed by signal " << WTERMSIG(*status) << "\n" << err;
+  EXPECT_EQ(WEXITSTATUS(*status), kCollectiveFailureExitCode) << err;
+  EXPECT_PRED2(Contains, err, "ProcessGroupNCCL watchdog (rank 0): DEADLINE_EXCEEDED: AllReduce(float32 [5] cuda:0, SUM) #0");
+  EXPECT_PRED2(Contains, err, "The thread issuing collectives has been inside an NCCL/CUDA call");
+  // The flight recorder's dump was written before the exit, with the hung collective failed.
+  absl::StatusOr<RankFlightRecord> dump = ReadFlightDump(DumpFilePath(dir, "pg0", 0));
+  ASSERT_TRUE(dump.ok()) << dump.status();
+  ASSERT_GE(dump->entries.size(), 2u);
+  EXPECT_EQ(dump->entries[0].state, FlightState::kFailed);
+  EXPECT_EQ(dump->entries[1].state, FlightState::kEnqueued);
 }
 
 }  // namespace

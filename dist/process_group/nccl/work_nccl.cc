@@ -42,7 +42,7 @@ void CudaEventPool::Put(cudaEvent_t event) {
 
 WorkNCCL::WorkNCCL(std::string description, std::chrono::milliseconds default_timeout, int device,
                    std::shared_ptr<CudaEventPool> pool, std::vector<Tensor> tensors, cudaStream_t caller_stream,
-                   std::shared_ptr<ExternalAllReduce> external)
+                   std::shared_ptr<ExternalAllReduce> external, int64_t seq)
     : Work(std::move(description), default_timeout),
       device_(device),
       pool_(std::move(pool)),
@@ -51,6 +51,7 @@ WorkNCCL::WorkNCCL(std::string description, std::chrono::milliseconds default_ti
       enqueued_at_(Clock::now()),
       caller_stream_(caller_stream),
       external_(std::move(external)),
+      seq_(seq),
       tensors_(std::move(tensors)) {}
 
 WorkNCCL::~WorkNCCL() {
@@ -76,6 +77,8 @@ void WorkNCCL::ReleaseTensors() {
 }
 
 bool WorkNCCL::GpuFinished() const { return cudaEventQuery(end_) == cudaSuccess; }
+
+bool WorkNCCL::StartReached() const { return cudaEventQuery(start_) == cudaSuccess; }
 
 bool WorkNCCL::IsCompleted() { return !Failure().ok() || GpuFinished(); }
 

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -66,9 +67,10 @@ class WorkNCCL : public Work {
 
   /// `caller_stream`: the stream the collective was issued from (its start event is recorded there).
   /// `external`: the implementation carrying it, for an external all_reduce; null for NCCL's.
+  /// `seq`: its sequence number in the group (the flight recorder's key).
   WorkNCCL(std::string description, std::chrono::milliseconds default_timeout, int device,
            std::shared_ptr<CudaEventPool> pool, std::vector<Tensor> tensors, cudaStream_t caller_stream,
-           std::shared_ptr<ExternalAllReduce> external = nullptr);
+           std::shared_ptr<ExternalAllReduce> external, int64_t seq);
   ~WorkNCCL() override;
 
   /// Polls the end event from the host (spinning briefly, then sleeping) until it completes, the
@@ -87,8 +89,13 @@ class WorkNCCL : public Work {
   Clock::time_point enqueued_at() const { return enqueued_at_; }
   /// The implementation of an external all_reduce (the watchdog releases it on abort); null for NCCL's.
   const std::shared_ptr<ExternalAllReduce>& external() const { return external_; }
+  int64_t seq() const { return seq_; }
   /// True once the NCCL kernels behind this Work have finished on the GPU.
   bool GpuFinished() const;
+  /// True once the caller's stream has reached the call (its start event completed).
+  bool StartReached() const;
+  /// The failure set by Fail(), or OK.
+  absl::Status FailureSoFar() { return Failure(); }
   /// Marks the Work failed; Wait() and SynchronizeStream() return `status` from now on.
   void Fail(absl::Status status);
   /// Drops the references to the tensors (the watchdog calls this once the GPU is done with them).
@@ -104,6 +111,7 @@ class WorkNCCL : public Work {
   const Clock::time_point enqueued_at_;
   const cudaStream_t caller_stream_;
   const std::shared_ptr<ExternalAllReduce> external_;
+  const int64_t seq_;
   std::mutex mu_;
   std::vector<Tensor> tensors_;
   absl::Status failure_;
