@@ -10,13 +10,16 @@
 //   main       flags -> start workers if nobody else did (SpawnWorkersIfNeeded) -> RunWorker
 //   RunWorker  join the job (InitProcessGroup: NCCL on GPUs, Gloo on CPUs) -> Train
 //   Train      data -> model -> (resume) -> DDP -> for each epoch:
-//                for each batch: TrainStep (lr(step), zero grads, forward, loss, backward: DDP
-//                all_reduces the gradient buckets while it runs, optimizer step), log the loss
+//                for each batch (or --grad_accum_steps of them): TrainStep (lr(step), zero grads, forward,
+//                loss, backward: DDP all_reduces the gradient buckets while it runs, optimizer step), log
 //                then: evaluate on every rank's shard, combine with all_reduce, log, checkpoint
+// --ddp picks the DDP: the production one (full, the default) or a lower rung of the ladder that builds it
+// up (naive, flat, bucketed: dist/ddp/ladder, docs/ddp_ladder.md), all behind the same three calls.
 //
 // The pieces, and where they are defined (the includes are the table of contents):
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -36,7 +39,9 @@
 #include "data/distributed_sampler.h"            // DistributedSampler: this rank's share of each epoch
 #include "data/fashion_mnist.h"                  // LoadFashionMnist
 #include "data/synthetic.h"                      // MakeSyntheticDataset (--dataset=synthetic)
-#include "dist/ddp/ddp.h"                            // DistributedDataParallel
+#include "dist/ddp/comm_hooks.h"                     // Bf16CompressHook (--comm_hook=bf16)
+#include "dist/ddp/ddp.h"                            // DdpOptions
+#include "dist/ddp/ladder/ladder.h"                  // CreateDataParallel: --ddp=naive|flat|bucketed|full
 #include "dist/launch/env.h"                            // IsWorker
 #include "dist/init.h"                           // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/launch/spawn.h"                          // SpawnWorkersIfNeeded
@@ -113,6 +118,15 @@ std::unique_ptr<nn::LrSchedule> MakeSchedule(const TrainOptions& o, int64_t step
   return std::make_unique<nn::ConstantLr>(o.lr);
 }
 
+// An optimizer step takes --grad_accum_steps batches; an epoch's last step may take fewer.
+int64_t OptimizerStepsPerEpoch(const TrainOptions& o, const data::DataLoader& loader) {
+  return (loader.num_batches() + o.grad_accum_steps - 1) / o.grad_accum_steps;
+}
+// Optimizer steps of the epoch done once `batches` of its batches have been trained.
+int64_t StepsInEpoch(const TrainOptions& o, int64_t batches) {
+  return (batches + o.grad_accum_steps - 1) / o.grad_accum_steps;
+}
+
 // This rank's place in the job: its process group, and the device its model and batches live on.
 struct Job {
   std::shared_ptr<dist::ProcessGroup> pg;
@@ -141,7 +155,7 @@ struct Setup {
   std::unique_ptr<nn::LrSchedule> schedule;
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<dist::Tracer> tracer;                 // --trace; null when off
-  std::unique_ptr<dist::DistributedDataParallel> ddp;  // wraps `model`
+  std::unique_ptr<dist::ladder::DataParallel> ddp;  // --ddp's rung (full: DistributedDataParallel), wraps `model`
 };
 
 absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
@@ -168,7 +182,7 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
   s.model = nn::MLP(s.dims, {.device = job.device, .seed = static_cast<uint64_t>(o.seed)});
   if (!o.init_from.empty()) RETURN_IF_ERROR(nn::LoadModule(*s.model, o.init_from));
   s.optimizer = MakeOptimizer(o, s.model->Parameters());
-  s.schedule = MakeSchedule(o, s.loader->num_batches());
+  s.schedule = MakeSchedule(o, OptimizerStepsPerEpoch(o, *s.loader));
 
   // A fresh run must not mix its checkpoints with another run's: retention keeps the highest step
   // numbers, which could be the old run's, and a later --resume would continue the wrong run.
@@ -242,9 +256,15 @@ void PrintHeader(const TrainOptions& o, const Job& job, const Setup& s, Progress
       absl::StrFormat("ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
                       absl::StrJoin(s.dims, "-"), s.model->NumParameters(), job.pg->size(), job.pg->backend_name(),
                       job.device.ToString(), o.dataset, s.datasets.train->Size(), s.datasets.test->Size()));
-  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s, lr %s", o.epochs,
-                                 s.loader->num_batches(), o.batch_size, o.batch_size * job.pg->size(), o.optimizer,
-                                 s.schedule->ToString()));
+  const std::string accumulation =
+      o.grad_accum_steps == 1
+          ? ""
+          : absl::StrFormat(" x %d accumulated (%d examples per optimizer step)", o.grad_accum_steps,
+                            o.batch_size * job.pg->size() * o.grad_accum_steps);
+  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global)%s, %s, lr %s, --ddp=%s",
+                                 o.epochs, OptimizerStepsPerEpoch(o, *s.loader), o.batch_size,
+                                 o.batch_size * job.pg->size(), accumulation, o.optimizer, s.schedule->ToString(),
+                                 o.ddp));
 }
 
 // Collective: rank 0 opens --metrics_out (appending when a resumed run continues); every rank learns
@@ -288,14 +308,15 @@ class LossWindow {
 
 // Collective (every rank logs at the same steps): the loss since the last log, averaged over steps and
 // ranks, added to the epoch's tally; rank 0 prints it and records it in --metrics_out.
-absl::Status LogLoss(const Job& job, LossWindow& window, double lr, TrainingProgress& at, Report& r) {
+absl::Status LogLoss(const TrainOptions& o, const Job& job, LossWindow& window, double lr, TrainingProgress& at,
+                     Report& r) {
   const int64_t steps = window.steps();
   ASSIGN_OR_RETURN(const double sum, window.FlushSum(*job.pg));
   at.epoch_loss_sum += sum;
   at.epoch_loss_count += static_cast<double>(steps);
   if (!r.lead) return absl::OkStatus();
   const double mean = sum / static_cast<double>(steps);
-  r.progress.LogStep(at.batch_in_epoch, mean, lr);
+  r.progress.LogStep(StepsInEpoch(o, at.batch_in_epoch), mean, lr);
   if (r.metrics) {
     RETURN_IF_ERROR(r.metrics->WriteStep({at.global_step, at.epoch, mean, lr, r.progress.SamplesPerSecond()}));
   }
@@ -361,23 +382,54 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
 
 // --- Training --------------------------------------------------------------------------------------
 
-// One optimizer step on one batch, the five lines of every PyTorch training loop. DDP works inside two
-// of them: its Forward starts the iteration, and Backward all_reduces the gradient buckets while it runs.
-// Returns the loss, left on the device (reading it would wait for the GPU).
-Tensor TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
+// Up to `k` next batches of the epoch (fewer at its end): what one optimizer step trains on. Empty at
+// the end of the epoch.
+std::vector<data::Batch> NextBatches(data::DataLoader& loader, int64_t k) {
+  std::vector<data::Batch> group;
+  while (static_cast<int64_t>(group.size()) < k) {
+    std::optional<data::Batch> batch = loader.Next();
+    if (!batch) break;
+    group.push_back(*std::move(batch));
+  }
+  return group;
+}
+
+// One optimizer step, the five lines of every PyTorch training loop. DDP works inside three of them: its
+// Forward starts the iteration, Backward all_reduces the gradient buckets while it runs (bucketed, full),
+// and FinishBackward completes the average (naive, flat: all of the communication happens there).
+// With --grad_accum_steps, `batches` holds several micro-batches: all but the last run under no_sync
+// (their backwards only add into .grad), and each one's mean loss is weighted by its share of the step's
+// examples (the seed of Backward), so .grad ends as the mean over all of them - k micro-batches of b train
+// like one batch of k*b, up to the order in which float sums are added.
+// Returns the step's loss (mean over its examples), left on the device (reading it would wait for the GPU).
+absl::StatusOr<Tensor> TrainStep(Setup& s, const std::vector<data::Batch>& batches, int64_t step) {
   s.optimizer->set_lr(s.schedule->LrAt(step));
   s.optimizer->ZeroGrad();
-  const Variable logits = s.ddp->Forward(Variable(batch.inputs));
-  const Variable loss = s.loss_fn(logits, batch.labels);
-  {
-    dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "backward", step);
-    autograd::Backward(loss);
+  int64_t examples = 0;
+  for (const data::Batch& b : batches) examples += b.size();
+  Tensor step_loss;
+  for (size_t m = 0; m < batches.size(); ++m) {
+    const bool last = m + 1 == batches.size();
+    const double share = static_cast<double>(batches[m].size()) / static_cast<double>(examples);  // 1: no accumulation
+    const Variable logits = s.ddp->Forward(Variable(batches[m].inputs), /*sync=*/last);
+    const Variable loss = s.loss_fn(logits, batches[m].labels);
+    {
+      dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "backward", step);
+      autograd::Backward(loss, share == 1 ? Tensor() : Tensor::Full(loss.shape(), share, loss.dtype(), loss.device()));
+    }
+    RETURN_IF_ERROR(s.ddp->FinishBackward());
+    if (batches.size() == 1) {
+      step_loss = loss.data();
+    } else {
+      if (!step_loss.defined()) step_loss = Tensor::Zeros(loss.shape(), loss.dtype(), loss.device());
+      ops::AddInto(step_loss, loss.data(), share);
+    }
   }
   {
     dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "optimizer", step);
     s.optimizer->Step();
   }
-  return loss.data();
+  return step_loss;
 }
 
 // Starts epoch `epoch` at its first batch not trained yet (mid-epoch after a resume).
@@ -389,7 +441,8 @@ void StartEpoch(const TrainOptions& o, const Job& job, int64_t epoch, Setup& s, 
   at.epoch = epoch;
   at.batch_in_epoch = first_batch;
   if (r.lead) {
-    r.progress.BeginEpoch(epoch, o.epochs, s.loader->num_batches(), first_batch, o.batch_size * job.pg->size());
+    r.progress.BeginEpoch(epoch, o.epochs, OptimizerStepsPerEpoch(o, *s.loader), StepsInEpoch(o, first_batch),
+                          o.batch_size * job.pg->size() * o.grad_accum_steps);
   }
 }
 
@@ -411,39 +464,47 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
 
   // 3. DDP: from here on, every backward averages the gradients over the ranks.
   dist::DdpOptions ddp_options;  // PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket, grads as bucket views
+  ddp_options.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(o.bucket_cap_mb * dist::kMiB));
+  ddp_options.first_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(o.first_bucket_mb * dist::kMiB));
+  ddp_options.find_unused_parameters = o.find_unused_parameters;
+  if (o.comm_hook == "bf16") ddp_options.comm_hook = dist::Bf16CompressHook();
   if (!o.trace.empty()) {
     s.tracer = std::make_unique<dist::Tracer>(job.pg->rank(), job.device);
     ddp_options.tracer = s.tracer.get();  // DDP records forward and each bucket's all_reduce
   }
-  ASSIGN_OR_RETURN(s.ddp, dist::DistributedDataParallel::Create(*s.model, job.pg, ddp_options));
+  ASSIGN_OR_RETURN(s.ddp, dist::ladder::CreateDataParallel(o.ddp, *s.model, job.pg, ddp_options));
 
   ASSIGN_OR_RETURN(report.metrics, OpenMetrics(o, job, at));
   if (lead) PrintHeader(o, job, s, report.progress);
-  // Each bucket: bytes, parameters, and the path its all_reduce takes (NCCL, Gloo or the copy engines).
-  if (lead) report.progress.Print(std::string(absl::StripTrailingAsciiWhitespace(s.ddp->BucketTable())));
+  // Each bucket: bytes, parameters, and the path its all_reduce takes (NCCL, Gloo or the copy engines);
+  // a lower rung of the ladder says how it communicates instead.
+  if (lead) report.progress.Print(std::string(absl::StripTrailingAsciiWhitespace(s.ddp->Describe())));
 
   // 4. The loop: epochs of steps, the loss logged every --log_every steps; after each epoch, evaluate
-  //    and checkpoint. --max_steps may stop it mid-epoch.
-  const int64_t steps_per_epoch = s.loader->num_batches();
+  //    and checkpoint. --max_steps may stop it mid-epoch. A step trains on --grad_accum_steps batches.
+  const int64_t batches_per_epoch = s.loader->num_batches();
+  const int64_t k = o.grad_accum_steps;
   LossWindow window(job.device);
   bool stop = o.max_steps > 0 && at.global_step >= o.max_steps;
   EvalMetrics last_eval;
   for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
     StartEpoch(o, job, epoch, s, at, report);
-    while (std::optional<data::Batch> batch = s.loader->Next()) {
-      window.Add(TrainStep(s, *batch, at.global_step));
+    for (std::vector<data::Batch> batches; !(batches = NextBatches(*s.loader, k)).empty();) {
+      ASSIGN_OR_RETURN(const Tensor loss, TrainStep(s, batches, at.global_step));
+      window.Add(loss);
       ++at.global_step;
-      ++at.batch_in_epoch;
+      at.batch_in_epoch += static_cast<int64_t>(batches.size());
       stop = o.max_steps > 0 && at.global_step >= o.max_steps;
-      if (at.batch_in_epoch % o.log_every == 0 || at.batch_in_epoch == steps_per_epoch || stop) {
-        RETURN_IF_ERROR(LogLoss(job, window, s.optimizer->lr(), at, report));
+      const int64_t step_in_epoch = StepsInEpoch(o, at.batch_in_epoch);
+      if (step_in_epoch % o.log_every == 0 || at.batch_in_epoch == batches_per_epoch || stop) {
+        RETURN_IF_ERROR(LogLoss(o, job, window, s.optimizer->lr(), at, report));
       }
-      if (lead) report.progress.Update(at.batch_in_epoch, std::nan(""));
+      if (lead) report.progress.Update(step_in_epoch, std::nan(""));
       if (stop) break;
     }
     RETURN_IF_ERROR(s.loader->status());
     if (lead) report.progress.EndEpoch();
-    const bool epoch_done = at.batch_in_epoch == steps_per_epoch;
+    const bool epoch_done = at.batch_in_epoch == batches_per_epoch;
     if (epoch_done) {
       at.epoch = epoch + 1;  // checkpoints record where to continue: the next epoch's first batch
       at.batch_in_epoch = 0;

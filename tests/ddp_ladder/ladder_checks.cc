@@ -64,6 +64,11 @@ void Backward(const Variable& logits, const Tensor& labels, double weight) {
   autograd::Backward(loss, weight == 1.0 ? Tensor() : Tensor::Full(loss.shape(), weight, loss.dtype(), loss.device()));
 }
 
+// Float rounding allowed between two ways of computing the same weights: the GPU's GEMMs split their sums
+// differently for different batch sizes, so they get the looser bound that ddp_equivalence_gpu_test uses.
+double Atol(Device device) { return device.is_cuda() ? 1e-5 : 2e-6; }
+double Rtol(Device device) { return device.is_cuda() ? 1e-4 : 2e-5; }
+
 // A non-owning shared_ptr to `pg`, for the rungs' factories (the caller keeps pg alive).
 std::shared_ptr<ProcessGroup> Borrow(ProcessGroup& pg) { return std::shared_ptr<ProcessGroup>(&pg, [](auto*) {}); }
 
@@ -96,8 +101,9 @@ void ExpectEveryRungMatchesOneProcess(ProcessGroup& pg, Device device) {
     ref_sgd->Step();
     for (const Trainee& t : rungs) {
       const std::string when = absl::StrCat("--ddp=", t.rung, " after step ", step + 1, " on ", world, " ranks");
-      ddp_testing::ExpectParametersNear(*t.model, *reference, 2e-6, 2e-5, when);
-      ddp_testing::ExpectParametersNear(*t.model, *rungs.back().model, 2e-6, 2e-5, when + ", against --ddp=full");
+      ddp_testing::ExpectParametersNear(*t.model, *reference, Atol(device), Rtol(device), when);
+      ddp_testing::ExpectParametersNear(*t.model, *rungs.back().model, Atol(device), Rtol(device),
+                                        when + ", against --ddp=full");
       ddp_testing::ExpectBitIdenticalAcrossRanks(pg, *t.model, when);
     }
   }
@@ -135,7 +141,7 @@ void ExpectAccumulationMatchesOneLargeBatch(ProcessGroup& pg, Device device, con
     const std::string when = absl::StrCat("--ddp=", rung, " after ", step + 1, " steps of ", kMicro, " x ",
                                           kMicroRows, " accumulated vs 1 x ", kMicro * kMicroRows, " on ", world,
                                           " ranks");
-    ddp_testing::ExpectParametersNear(*accumulating.model, *large.model, 1e-6, 1e-5, when);
+    ddp_testing::ExpectParametersNear(*accumulating.model, *large.model, Atol(device) / 2, Rtol(device) / 2, when);
     ddp_testing::ExpectBitIdenticalAcrossRanks(pg, *accumulating.model, when);
   }
 }
