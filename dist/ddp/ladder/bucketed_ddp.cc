@@ -59,6 +59,7 @@ BucketedDdp::~BucketedDdp() {
 }
 
 autograd::Variable BucketedDdp::Forward(const autograd::Variable& input, bool sync) {
+  Tracer::Span span = Tracer::MaybeScope(comm_.tracer(), "forward");  // as DDP's own Forward does
   armed_ = sync;  // no_sync: the hooks stay quiet and gradients accumulate in .grad
   if (sync) {
     ready_.assign(params_.size(), false);

@@ -28,6 +28,8 @@ class CommRecorder {
 
   /// pg.AllReduce(tensor, op), recorded as all_reduce number `index` of this iteration.
   std::shared_ptr<Work> AllReduce(const Tensor& tensor, ReduceOp op, int index);
+  /// The tracer (null when none was given): the rungs record their "forward" span into it too.
+  Tracer* tracer() const { return tracer_; }
   /// CPU: files the intervals of the all_reduces launched since the last call. Call once they have been
   /// waited for (at the end of FinishBackward). GPU: nothing to do (the events were recorded at launch).
   void Flush();

@@ -38,6 +38,7 @@ FlatDdp::FlatDdp(nn::Module& module, std::shared_ptr<ProcessGroup> pg, Tracer* t
 }
 
 autograd::Variable FlatDdp::Forward(const autograd::Variable& input, bool sync) {
+  Tracer::Span span = Tracer::MaybeScope(comm_.tracer(), "forward");  // as DDP's own Forward does
   sync_ = sync;  // nothing else to prepare: all the work happens after backward
   return module_.Forward(input);
 }

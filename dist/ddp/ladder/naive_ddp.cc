@@ -19,6 +19,7 @@ NaiveDdp::NaiveDdp(nn::Module& module, std::shared_ptr<ProcessGroup> pg, Tracer*
       comm_(*pg_, tracer) {}
 
 autograd::Variable NaiveDdp::Forward(const autograd::Variable& input, bool sync) {
+  Tracer::Span span = Tracer::MaybeScope(comm_.tracer(), "forward");  // as DDP's own Forward does
   sync_ = sync;  // nothing else to prepare: all the work happens after backward
   return module_.Forward(input);
 }
