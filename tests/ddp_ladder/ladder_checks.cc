@@ -141,7 +141,9 @@ void ExpectAccumulationMatchesOneLargeBatch(ProcessGroup& pg, Device device, con
     const std::string when = absl::StrCat("--ddp=", rung, " after ", step + 1, " steps of ", kMicro, " x ",
                                           kMicroRows, " accumulated vs 1 x ", kMicro * kMicroRows, " on ", world,
                                           " ranks");
-    ddp_testing::ExpectParametersNear(*accumulating.model, *large.model, Atol(device) / 2, Rtol(device) / 2, when);
+    // Measured on CPU: a few elements differ in the last bit or two after each step; 20x tighter than the
+    // rungs' comparison with one process.
+    ddp_testing::ExpectParametersNear(*accumulating.model, *large.model, Atol(device) / 20, Rtol(device) / 20, when);
     ddp_testing::ExpectBitIdenticalAcrossRanks(pg, *accumulating.model, when);
   }
 }
