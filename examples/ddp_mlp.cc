@@ -246,6 +246,8 @@ struct Report {
   Progress progress;
   std::unique_ptr<MetricsWriter> metrics;  // --metrics_out; rank 0 only
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  double train_seconds = 0;  // in the training loops (not evaluation or checkpoints), and their steps:
+  int64_t train_steps = 0;   // the step time the done line reports, e.g. to compare --ddp rungs
   double Seconds() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
@@ -374,8 +376,9 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
     r.progress.Print(absl::StrFormat("nothing to train: the run is already at step %d (--epochs=%d, --max_steps=%d)",
                                      at.global_step, o.epochs, o.max_steps));
   } else if (r.lead) {
-    r.progress.Print(absl::StrFormat("done: %d steps, test accuracy %.2f%%, %.1fs", at.global_step,
-                                     100 * last_eval.accuracy, r.Seconds()));
+    r.progress.Print(absl::StrFormat("done: %d steps, test accuracy %.2f%%, %.1fs (%.2f ms per training step)",
+                                     at.global_step, 100 * last_eval.accuracy, r.Seconds(),
+                                     1000 * r.train_seconds / std::max<int64_t>(1, r.train_steps)));
   }
   return job.pg->Barrier()->Wait();
 }
@@ -489,6 +492,8 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   EvalMetrics last_eval;
   for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
     StartEpoch(o, job, epoch, s, at, report);
+    const auto loop_start = std::chrono::steady_clock::now();
+    const int64_t steps_before = at.global_step;
     for (std::vector<data::Batch> batches; !(batches = NextBatches(*s.loader, k)).empty();) {
       ASSIGN_OR_RETURN(const Tensor loss, TrainStep(s, batches, at.global_step));
       window.Add(loss);
@@ -503,6 +508,8 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
       if (stop) break;
     }
     RETURN_IF_ERROR(s.loader->status());
+    report.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
+    report.train_steps += at.global_step - steps_before;
     if (lead) report.progress.EndEpoch();
     const bool epoch_done = at.batch_in_epoch == batches_per_epoch;
     if (epoch_done) {

@@ -119,7 +119,7 @@ absl::Status BucketedDdp::FinishBackward() {
 }
 
 std::string BucketedDdp::Describe() const {
-  std::string out = absl::StrFormat("bucketed DDP: %d buckets all_reduced from gradient hooks during backward "
+  std::string out = absl::StrFormat("bucketed DDP: %d bucket(s) all_reduced from gradient hooks during backward "
                                     "(%d ranks, %s), in launch order:",
                                     buckets_.size(), pg_->size(), pg_->backend_name());
   for (size_t b = 0; b < buckets_.size(); ++b) {
