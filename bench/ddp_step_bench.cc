@@ -10,6 +10,8 @@
 //          --hook=allreduce|bf16  --backend=auto|nccl|gloo
 //          --fused_optimizer=true|false (DDP only, default true: one SGD per bucket stepped inside backward as
 //          each bucket's average arrives, DistributedDataParallel::RegisterFusedOptimizer)
+//          --precision=fp32|bf16 (bf16: bfloat16 compute copies and activations, float32 master weights,
+//          gradients, momentum and loss; nn/precision.h, docs/mixed_precision.md)
 //          --ddp=naive|flat|bucketed|full (default full): which rung of the DDP ladder (dist/ddp/ladder,
 //          docs/ddp_ladder.md) averages the gradients; --hook, --bucket_view and --fused_optimizer are full's
 //          --sweep_buckets: the same step with one bucket per tensor, 1 MiB buckets, DDP's default (1 MiB first,
@@ -30,6 +32,12 @@
 //   exposed_ms             with --trace or --sweep_buckets: the communication no computation hid, per step,
 //                          from rank 0's trace of --trace_steps more steps (bench/step_exposure.h: for the
 //                          naive and flat rungs, backward's end to the last all_reduce's end).
+// Without DDP (--no_ddp) the two halves of the step are also timed alone, each as a burst of --steps:
+//   fwd_bwd_ms_burst    zero_grad + forward + loss + backward: the GEMMs and what surrounds them. gemm_tflops
+//                       is the layers' GEMM work (forward, dW, dX but the first layer's) over that time, so a
+//                       lower bound on what the GEMMs achieve;
+//   optimizer_ms_burst  the SGD step alone; optimizer_gbps is its compulsory traffic (float32 p, g, momentum
+//                       read, p and momentum written: 20 bytes per parameter, +2 for the bf16 copy) over it.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -59,6 +67,7 @@
 #include "dist/ddp/trace.h"
 #include "nlohmann/json.hpp"
 #include "nn/mlp.h"
+#include "nn/precision.h"
 #include "nn/sgd.h"
 #include "tensor/cuda_device.h"
 #include "tensor/ops.h"
@@ -81,6 +90,7 @@ struct Options {
   bool bucket_view = true;
   bool bf16_hook = false;
   bool fused_optimizer = true;
+  nn::Precision precision = nn::Precision::kFloat32;
   dist::Backend backend = dist::Backend::kAuto;
   std::string ddp = "full";    // the rung of the DDP ladder
   bool sweep_buckets = false;  // time several bucket sizes
@@ -119,6 +129,8 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.fused_optimizer = !has || v == "true";
     } else if (kv[0] == "--hook" && has && (v == "allreduce" || v == "bf16")) {
       o.bf16_hook = v == "bf16";
+    } else if (kv[0] == "--precision" && has) {
+      ASSIGN_OR_RETURN(o.precision, nn::ParsePrecision(v));
     } else if (kv[0] == "--ddp" && has &&
                std::find(dist::ladder::RungNames().begin(), dist::ladder::RungNames().end(), v) !=
                    dist::ladder::RungNames().end()) {
@@ -178,6 +190,7 @@ int Fail(const std::string& what, const absl::Status& s) {
 // What one configuration measured, as rank 0 saw it.
 struct Measured {
   double median_ms = 0, burst_ms = 0;
+  double fwd_bwd_ms = 0, optimizer_ms = 0;  // without DDP: the halves of the step alone
   double comm_ms = -1, exposed_ms = -1;  // -1: no traced steps
   int collectives = 0;                   // all_reduces per step: buckets, tensors (naive) or 1 (flat)
   std::string paths;                     // full DDP: how many buckets each path carries
@@ -209,6 +222,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   nn::MlpOptions mo;
   mo.device = device;
   mo.seed = 0;
+  mo.precision = o.precision;
   std::shared_ptr<nn::Sequential> model = nn::MLP(o.dims, mo);
   std::unique_ptr<dist::Tracer> tracer;
   if (traced) {
@@ -225,10 +239,14 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   so.lr = 0.01;
   so.momentum = 0.9;
   nn::SGD optimizer(model->Parameters(), so);
+  optimizer.SetComputeCopies(model->ComputeCopies());  // bf16: the step writes them; fp32: there are none
   const bool fused = ddp && o.fused_optimizer;
   if (fused) {
-    ddp->RegisterFusedOptimizer(
-        [so](std::vector<autograd::Variable> params) { return std::make_unique<nn::SGD>(std::move(params), so); });
+    ddp->RegisterFusedOptimizer([so, model](std::vector<autograd::Variable> params) {
+      auto sgd = std::make_unique<nn::SGD>(std::move(params), so);
+      sgd->SetComputeCopies(model->ComputeCopies());  // this bucket's parameters' copies
+      return sgd;
+    });
   }
   Tensor x = Tensor::Empty({o.batch, o.dims.front()}, DType::kFloat32, device);
   ops::NormalInit(x, 0.0, 1.0, /*seed=*/1234 + rank);
@@ -239,8 +257,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
 
   dist::Tracer* trace = nullptr;  // set only for the traced steps at the end
   int64_t step_number = 0;
-  auto step = [&]() -> absl::Status {
-    dist::Tracer::Span whole = dist::Tracer::MaybeScope(trace, "step", step_number++);
+  auto forward_backward = [&]() -> absl::Status {
     optimizer.ZeroGrad(/*set_to_none=*/true);
     autograd::Variable logits;
     if (dp) {
@@ -254,7 +271,13 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
       dist::Tracer::Span b = dist::Tracer::MaybeScope(trace, "backward");
       autograd::Backward(loss);  // bucketed, full: buckets all-reduced inside; full: averaged when it returns
     }
-    if (dp) RETURN_IF_ERROR(dp->FinishBackward());  // naive, flat: all the communication; bucketed: the wait
+    // naive, flat: all the communication; bucketed: the wait; full: DDP's status (a bucket's failed all_reduce)
+    if (dp) RETURN_IF_ERROR(dp->FinishBackward());
+    return absl::OkStatus();
+  };
+  auto step = [&]() -> absl::Status {
+    dist::Tracer::Span whole = dist::Tracer::MaybeScope(trace, "step", step_number++);
+    RETURN_IF_ERROR(forward_backward());
     if (fused) return absl::OkStatus();  // the per-bucket optimizers stepped inside Backward
     dist::Tracer::Span s = dist::Tracer::MaybeScope(trace, "optimizer");
     optimizer.Step();
@@ -285,6 +308,14 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   m.burst_ms = timer.StopMs() / o.steps;
   std::sort(synced.begin(), synced.end());
   m.median_ms = synced[synced.size() / 2];
+  if (!dp) {  // the halves alone (one device only: with DDP, backward also waits for the all_reduce)
+    timer.Start();
+    for (int i = 0; i < o.steps; ++i) RETURN_IF_ERROR(forward_backward());
+    m.fwd_bwd_ms = timer.StopMs() / o.steps;
+    timer.Start();
+    for (int i = 0; i < o.steps; ++i) optimizer.Step();  // on the last backward's gradients
+    m.optimizer_ms = timer.StopMs() / o.steps;
+  }
   m.params = model->NumParameters();
   m.collectives = dp ? static_cast<int>(dp->AllReduceBytes().size()) : 0;
   if (ddp) m.paths = PathCounts(*ddp);
@@ -398,10 +429,22 @@ int Run(const Options& o) {
     const std::string exposed =
         m->exposed_ms >= 0 ? absl::StrFormat(", comm %.3f ms, exposed %.3f ms", m->comm_ms, m->exposed_ms) : "";
     const std::string label = !pg ? (device.is_cuda() ? "1-GPU" : "1-CPU") : full ? "DDP" : "DDP(" + o.ddp + ")";
-    std::printf("tinyddp %s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), burst %.3f "
+    std::printf("tinyddp %s %s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), burst %.3f "
                 "ms/step%s\n",
-                label.c_str(), dims.c_str(), static_cast<long long>(o.batch), world, backend, what.c_str(), m->median_ms,
-                m->burst_ms, exposed.c_str());
+                label.c_str(), nn::PrecisionName(o.precision), dims.c_str(), static_cast<long long>(o.batch), world,
+                backend, what.c_str(), m->median_ms, m->burst_ms, exposed.c_str());
+    double gemm_flop = 0;  // forward, dW, and dX except the first layer's (the input needs no gradient)
+    for (size_t l = 0; l + 1 < o.dims.size(); ++l) {
+      gemm_flop += 2.0 * o.batch * o.dims[l] * o.dims[l + 1] * (l == 0 ? 2 : 3);
+    }
+    const double optimizer_bytes =
+        static_cast<double>(m->params) * (o.precision == nn::Precision::kBFloat16 ? 22 : 20);
+    if (!pg) {
+      std::printf("  %s: forward+backward %.3f ms (%.3g TFLOP of GEMMs: %.4g TFLOP/s or more), optimizer %.3f ms "
+                  "(%.3g GB: %.4g GB/s)\n",
+                  nn::PrecisionName(o.precision), m->fwd_bwd_ms, gemm_flop / 1e12, gemm_flop / (m->fwd_bwd_ms * 1e9),
+                  m->optimizer_ms, optimizer_bytes / 1e9, optimizer_bytes / (m->optimizer_ms * 1e6));
+    }
     nlohmann::json row = {{"impl", "tinyddp"},
                           {"dims", dims},
                           {"batch", o.batch},
@@ -417,7 +460,14 @@ int Run(const Options& o) {
                           {"bucket_view", o.bucket_view},
                           {"fused_optimizer", fused},
                           {"hook", o.bf16_hook ? "bf16" : "allreduce"},
-                          {"all_reduce", m->paths}};
+                          {"all_reduce", m->paths},
+                          {"precision", nn::PrecisionName(o.precision)}};
+    if (!pg) {
+      row["fwd_bwd_ms_burst"] = round4(m->fwd_bwd_ms);
+      row["gemm_tflops"] = std::round(gemm_flop / (m->fwd_bwd_ms * 1e9) * 100) / 100;
+      row["optimizer_ms_burst"] = round4(m->optimizer_ms);
+      row["optimizer_gbps"] = std::round(optimizer_bytes / (m->optimizer_ms * 1e6) * 10) / 10;
+    }
     if (m->exposed_ms >= 0) {
       row["comm_ms"] = round4(m->comm_ms);
       row["exposed_ms"] = round4(m->exposed_ms);

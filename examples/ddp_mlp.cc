@@ -34,21 +34,26 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "autograd/engine.h"                     // Backward
+#include "base/fault_injection.h"                // MaybeInjectFault (TINYDDP_FAULT, for failure tests)
 #include "base/status_macros.h"
 #include "data/data_loader.h"                    // DataLoader: batches with prefetch, on the device
+#include "data/dataset_check.h"                  // CheckTrainingData: splits that can train together
 #include "data/distributed_sampler.h"            // DistributedSampler: this rank's share of each epoch
 #include "data/fashion_mnist.h"                  // LoadFashionMnist
 #include "data/synthetic.h"                      // MakeSyntheticDataset (--dataset=synthetic)
 #include "dist/ddp/comm_hooks.h"                     // Bf16CompressHook (--comm_hook=bf16)
 #include "dist/ddp/ddp.h"                            // DdpOptions
 #include "dist/ddp/ladder/ladder.h"                  // CreateDataParallel: --ddp=naive|flat|bucketed|full
-#include "dist/launch/env.h"                            // IsWorker
+#include "dist/launch/env.h"                            // IsWorker, RestartCount
+#include "dist/launch/error_file.h"                     // RecordWorkerFailure: why, for the launcher
 #include "dist/init.h"                           // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/launch/spawn.h"                          // SpawnWorkersIfNeeded
 #include "dist/ddp/trace.h"                          // Tracer (--trace)
 #include "examples/internal/evaluate.h"          // EvalShardIndices, EvaluateShard, AllReduceEvalSums
+#include "examples/internal/loss_window.h"       // LossWindow: step losses on the device, non-finite check
 #include "examples/internal/metrics_writer.h"    // MetricsWriter (--metrics_out): JSON lines + SVG plot
 #include "examples/internal/progress.h"          // Progress: the live bar, or plain lines
+#include "examples/internal/startup_checks.h"    // PrepareOutputs: writable outputs, stale temporaries
 #include "examples/internal/train_checkpoint.h"  // Save/Find/LoadTrainingCheckpoint
 #include "examples/internal/train_options.h"     // TrainOptions, ParseTrainOptions: the flags
 #include "nn/adam.h"                             // AdamW
@@ -56,6 +61,7 @@
 #include "nn/loss.h"                             // CrossEntropyLoss
 #include "nn/lr_schedule.h"                      // ConstantLr, StepLr, CosineWithWarmupLr
 #include "nn/mlp.h"                              // MLP: Sequential(Linear, ReLU, ..., Linear)
+#include "nn/precision.h"                        // ParsePrecision (--precision=fp32|bf16)
 #include "nn/sgd.h"                              // SGD
 #include "tensor/cuda_device.h"                  // CurrentDevice
 #include "tensor/ops.h"                          // AddInto (loss accumulation on the device)
@@ -87,10 +93,12 @@ absl::StatusOr<Datasets> LoadDatasets(const TrainOptions& o) {
     d.test = std::make_shared<data::TensorDataset>(*std::move(test));
     return d;
   }
+  const std::string where = "--data_dir=" + (o.data_dir.empty() ? data::kDefaultFashionMnistDir : o.data_dir);
   auto train = data::LoadFashionMnist(o.data_dir, "train");
   RETURN_IF_ERROR(train);
   auto test = data::LoadFashionMnist(o.data_dir, "test");
   RETURN_IF_ERROR(test);
+  RETURN_IF_ERROR(data::CheckTrainingData(*train, *test, where));  // before a model is built from them
   d.train = std::make_shared<data::TensorDataset>(*std::move(train));
   d.test = std::make_shared<data::TensorDataset>(*std::move(test));
   return d;
@@ -118,13 +126,10 @@ std::unique_ptr<nn::LrSchedule> MakeSchedule(const TrainOptions& o, int64_t step
   return std::make_unique<nn::ConstantLr>(o.lr);
 }
 
-// An optimizer step takes --grad_accum_steps batches; an epoch's last step may take fewer.
+// An optimizer step takes --grad_accum_steps batches; an epoch's last step may take fewer. The progress
+// of a run (TrainingProgress: batch_in_epoch, global_step, checkpoints) counts optimizer steps.
 int64_t OptimizerStepsPerEpoch(const TrainOptions& o, const data::DataLoader& loader) {
   return (loader.num_batches() + o.grad_accum_steps - 1) / o.grad_accum_steps;
-}
-// Optimizer steps of the epoch done once `batches` of its batches have been trained.
-int64_t StepsInEpoch(const TrainOptions& o, int64_t batches) {
-  return (batches + o.grad_accum_steps - 1) / o.grad_accum_steps;
 }
 
 // This rank's place in the job: its process group, and the device its model and batches live on.
@@ -155,7 +160,8 @@ struct Setup {
   std::unique_ptr<nn::LrSchedule> schedule;
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<dist::Tracer> tracer;                 // --trace; null when off
-  std::unique_ptr<dist::ladder::DataParallel> ddp;  // --ddp's rung (full: DistributedDataParallel), wraps `model`
+  std::unique_ptr<dist::ladder::DataParallel> ddp;     // --ddp's rung (full: DistributedDataParallel), wraps `model`
+  std::vector<std::string> notes;                      // rank 0's lines from PrepareOutputs
 };
 
 absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
@@ -179,21 +185,18 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
   s.dims = {s.datasets.train->input_size()};
   s.dims.insert(s.dims.end(), o.hidden.begin(), o.hidden.end());
   s.dims.push_back(s.datasets.train->num_classes());
-  s.model = nn::MLP(s.dims, {.device = job.device, .seed = static_cast<uint64_t>(o.seed)});
+  // --precision=bf16: float32 master weights with bfloat16 compute copies, which the optimizer writes
+  // in its own pass over the weights (nn/precision.h; docs/mixed_precision.md).
+  const nn::Precision precision = nn::ParsePrecision(o.precision).value();  // checked by ParseTrainOptions
+  s.model = nn::MLP(s.dims, {.device = job.device, .seed = static_cast<uint64_t>(o.seed), .precision = precision});
   if (!o.init_from.empty()) RETURN_IF_ERROR(nn::LoadModule(*s.model, o.init_from));
   s.optimizer = MakeOptimizer(o, s.model->Parameters());
+  s.optimizer->SetComputeCopies(s.model->ComputeCopies());  // none under fp32
   s.schedule = MakeSchedule(o, OptimizerStepsPerEpoch(o, *s.loader));
 
-  // A fresh run must not mix its checkpoints with another run's: retention keeps the highest step
-  // numbers, which could be the old run's, and a later --resume would continue the wrong run.
-  if (rank == 0 && !o.checkpoint_dir.empty() && !o.resume) {
-    const std::vector<int64_t> steps = CheckpointSteps(o.checkpoint_dir);
-    if (!steps.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("--checkpoint_dir=", o.checkpoint_dir,
-                       " already holds checkpoints of a run (newest: ", CheckpointPath(o.checkpoint_dir, steps.front()),
-                       "); pass --resume to continue it, or use an empty --checkpoint_dir"));
-    }
+  // Outputs writable now rather than after an epoch; no other run's checkpoints in a fresh run's folder.
+  if (rank == 0) {
+    ASSIGN_OR_RETURN(s.notes, PrepareOutputs(o, o.resume));
   }
   return absl::OkStatus();
 }
@@ -201,8 +204,8 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
 // --resume: rank 0 picks the newest good checkpoint and tells the others which one (they may not see
 // the same damaged files the same way, but they must all load the same step); every rank loads it,
 // and the ranks agree on success before anyone continues, so a failure stops all of them cleanly.
-absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOptions& o, nn::Module& model,
-                                                   nn::Optimizer& optimizer, Progress& progress) {
+absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOptions& o, int64_t steps_per_epoch,
+                                                   nn::Module& model, nn::Optimizer& optimizer, Progress& progress) {
   int64_t chosen = -1;  // -1: nothing to resume from
   absl::Status rank0_error;
   if (job.pg->rank() == 0) {
@@ -214,6 +217,11 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
       chosen = -2;
     } else if (found->has_value()) {
       chosen = (*found)->progress.global_step;
+      if ((*found)->version < kCheckpointVersion) {
+        progress.Print(absl::StrCat("notice: ", (*found)->path, " is in checkpoint format version ", (*found)->version,
+                                    " (no checksum of its trainer state); it loads, and new checkpoints are "
+                                    "written in version ", kCheckpointVersion));
+      }
     }
   }
   Tensor choice = Tensor::FromVector<int64_t>({chosen}, {1}, job.device);
@@ -230,7 +238,8 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
     return TrainingProgress{};
   }
   const std::string path = CheckpointPath(o.checkpoint_dir, chosen);
-  auto loaded = LoadTrainingCheckpoint(path, o.TrajectorySettings(job.pg->size()), model, optimizer);
+  auto loaded =
+      LoadTrainingCheckpoint(path, o.TrajectorySettings(job.pg->size()), steps_per_epoch, model, optimizer);
   RETURN_IF_ERROR(AgreeOnStatus(job, loaded.status(), "loading the checkpoint"));
   if (job.pg->rank() == 0) {
     progress.Print(absl::StrFormat("resumed from %s: epoch %d, batch %d, step %d", path, loaded->epoch + 1,
@@ -263,10 +272,10 @@ void PrintHeader(const TrainOptions& o, const Job& job, const Setup& s, Progress
           ? ""
           : absl::StrFormat(" x %d accumulated (%d examples per optimizer step)", o.grad_accum_steps,
                             o.batch_size * job.pg->size() * o.grad_accum_steps);
-  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global)%s, %s, lr %s, --ddp=%s",
+  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global)%s, %s, lr %s%s, --ddp=%s",
                                  o.epochs, OptimizerStepsPerEpoch(o, *s.loader), o.batch_size,
                                  o.batch_size * job.pg->size(), accumulation, o.optimizer, s.schedule->ToString(),
-                                 o.ddp));
+                                 o.precision == "bf16" ? ", bf16 mixed precision" : "", o.ddp));
 }
 
 // Collective: rank 0 opens --metrics_out (appending when a resumed run continues); every rank learns
@@ -284,41 +293,16 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> OpenMetrics(const TrainOptions& o
   return metrics;
 }
 
-// Sum and count of rank-averaged step losses since the last flush. The sum lives on the device, so
-// adding a step's loss costs no synchronisation; Flush() all_reduces it, once per logged step.
-class LossWindow {
- public:
-  explicit LossWindow(Device device) : sum_(Tensor::Zeros({1}, DType::kFloat32, device)) {}
-  void Add(const Tensor& loss) {
-    ops::AddInto(sum_, loss.View({1}));
-    ++steps_;
-  }
-  int64_t steps() const { return steps_; }
-  /// Collective: the mean over ranks of the sum of this window's losses; resets the window.
-  absl::StatusOr<double> FlushSum(dist::ProcessGroup& pg) {
-    RETURN_IF_ERROR(pg.AllReduce(sum_, dist::ReduceOp::kAvg)->Wait());
-    const double sum = sum_.Item();
-    ops::Fill(sum_, 0);
-    steps_ = 0;
-    return sum;
-  }
-
- private:
-  Tensor sum_;
-  int64_t steps_ = 0;
-};
-
 // Collective (every rank logs at the same steps): the loss since the last log, averaged over steps and
 // ranks, added to the epoch's tally; rank 0 prints it and records it in --metrics_out.
-absl::Status LogLoss(const TrainOptions& o, const Job& job, LossWindow& window, double lr, TrainingProgress& at,
-                     Report& r) {
+absl::Status LogLoss(const Job& job, LossWindow& window, double lr, TrainingProgress& at, Report& r) {
   const int64_t steps = window.steps();
-  ASSIGN_OR_RETURN(const double sum, window.FlushSum(*job.pg));
+  ASSIGN_OR_RETURN(const double sum, window.Flush(*job.pg));  // stops a run whose loss is NaN or Inf
   at.epoch_loss_sum += sum;
   at.epoch_loss_count += static_cast<double>(steps);
   if (!r.lead) return absl::OkStatus();
   const double mean = sum / static_cast<double>(steps);
-  r.progress.LogStep(StepsInEpoch(o, at.batch_in_epoch), mean, lr);
+  r.progress.LogStep(at.batch_in_epoch, mean, lr);
   if (r.metrics) {
     RETURN_IF_ERROR(r.metrics->WriteStep({at.global_step, at.epoch, mean, lr, r.progress.SamplesPerSecond()}));
   }
@@ -388,13 +372,13 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
 // Up to `k` next batches of the epoch (fewer at its end): what one optimizer step trains on. Empty at
 // the end of the epoch.
 std::vector<data::Batch> NextBatches(data::DataLoader& loader, int64_t k) {
-  std::vector<data::Batch> group;
-  while (static_cast<int64_t>(group.size()) < k) {
+  std::vector<data::Batch> batches;
+  while (static_cast<int64_t>(batches.size()) < k) {
     std::optional<data::Batch> batch = loader.Next();
     if (!batch) break;
-    group.push_back(*std::move(batch));
+    batches.push_back(*std::move(batch));
   }
-  return group;
+  return batches;
 }
 
 // One optimizer step, the five lines of every PyTorch training loop. DDP works inside three of them: its
@@ -406,6 +390,8 @@ std::vector<data::Batch> NextBatches(data::DataLoader& loader, int64_t k) {
 // like one batch of k*b, up to the order in which float sums are added.
 // Returns the step's loss (mean over its examples), left on the device (reading it would wait for the GPU).
 absl::StatusOr<Tensor> TrainStep(Setup& s, const std::vector<data::Batch>& batches, int64_t step) {
+  // Failure tests make a rank hang, exit or die here (TINYDDP_FAULT); "nan" poisons this step's batches.
+  const bool poison = MaybeInjectFault("step", step) == FaultAction::kNonFinite;
   s.optimizer->set_lr(s.schedule->LrAt(step));
   s.optimizer->ZeroGrad();
   int64_t examples = 0;
@@ -414,12 +400,15 @@ absl::StatusOr<Tensor> TrainStep(Setup& s, const std::vector<data::Batch>& batch
   for (size_t m = 0; m < batches.size(); ++m) {
     const bool last = m + 1 == batches.size();
     const double share = static_cast<double>(batches[m].size()) / static_cast<double>(examples);  // 1: no accumulation
-    const Variable logits = s.ddp->Forward(Variable(batches[m].inputs), /*sync=*/last);
+    const Tensor& inputs = batches[m].inputs;
+    const Variable logits = s.ddp->Forward(Variable(poison ? ops::Scale(inputs, std::nan("")) : inputs), /*sync=*/last);
     const Variable loss = s.loss_fn(logits, batches[m].labels);
     {
       dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "backward", step);
       autograd::Backward(loss, share == 1 ? Tensor() : Tensor::Full(loss.shape(), share, loss.dtype(), loss.device()));
     }
+    // A bucket whose all_reduce failed (a peer died, or froze past --timeout) left gradients that are not
+    // averages: stop with its error rather than step on them (PyTorch raises from backward()).
     RETURN_IF_ERROR(s.ddp->FinishBackward());
     if (batches.size() == 1) {
       step_loss = loss.data();
@@ -435,16 +424,18 @@ absl::StatusOr<Tensor> TrainStep(Setup& s, const std::vector<data::Batch>& batch
   return step_loss;
 }
 
-// Starts epoch `epoch` at its first batch not trained yet (mid-epoch after a resume).
+// Starts epoch `epoch` at its first step not trained yet (mid-epoch after a resume).
 void StartEpoch(const TrainOptions& o, const Job& job, int64_t epoch, Setup& s, TrainingProgress& at, Report& r) {
   s.loader->Reset(epoch);  // the shuffle of this epoch, a function of (seed, epoch)
-  const int64_t first_batch = epoch == at.epoch ? at.batch_in_epoch : 0;
-  for (int64_t skip = 0; skip < first_batch; ++skip) s.loader->Next();  // trained before the resume
+  const int64_t first_batch = epoch == at.epoch ? at.batch_in_epoch : 0;  // in optimizer steps
+  for (int64_t skip = 0; skip < first_batch * o.grad_accum_steps; ++skip) {  // trained before the resume
+    if (!s.loader->Next()) break;
+  }
   if (first_batch == 0) at.epoch_loss_sum = at.epoch_loss_count = 0;     // a fresh epoch
   at.epoch = epoch;
   at.batch_in_epoch = first_batch;
   if (r.lead) {
-    r.progress.BeginEpoch(epoch, o.epochs, OptimizerStepsPerEpoch(o, *s.loader), StepsInEpoch(o, first_batch),
+    r.progress.BeginEpoch(epoch, o.epochs, at.steps_per_epoch, first_batch,
                           o.batch_size * job.pg->size() * o.grad_accum_steps);
   }
 }
@@ -459,11 +450,15 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   Setup s;
   RETURN_IF_ERROR(AgreeOnStatus(job, BuildSetup(o, job, s), "setting up"));
 
-  // 2. Where to start: step 0, or the latest good checkpoint.
+  for (const std::string& note : s.notes) report.progress.Print(note);
+
+  // 2. Where to start: step 0, or the latest good checkpoint (also after an elastic restart).
+  const int64_t steps_per_epoch = OptimizerStepsPerEpoch(o, *s.loader);
   TrainingProgress at;
   if (o.resume) {
-    ASSIGN_OR_RETURN(at, ResumeOnEveryRank(job, o, *s.model, *s.optimizer, report.progress));
+    ASSIGN_OR_RETURN(at, ResumeOnEveryRank(job, o, steps_per_epoch, *s.model, *s.optimizer, report.progress));
   }
+  at.steps_per_epoch = steps_per_epoch;
 
   // 3. DDP: from here on, every backward averages the gradients over the ranks.
   dist::DdpOptions ddp_options;  // PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket, grads as bucket views
@@ -483,35 +478,36 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   // a lower rung of the ladder says how it communicates instead.
   if (lead) report.progress.Print(std::string(absl::StripTrailingAsciiWhitespace(s.ddp->Describe())));
 
-  // 4. The loop: epochs of steps, the loss logged every --log_every steps; after each epoch, evaluate
-  //    and checkpoint. --max_steps may stop it mid-epoch. A step trains on --grad_accum_steps batches.
-  const int64_t batches_per_epoch = s.loader->num_batches();
-  const int64_t k = o.grad_accum_steps;
-  LossWindow window(job.device);
+  // 4. The loop: epochs of steps, the loss logged every --log_every steps (and checked: a NaN stops
+  //    the run); after each epoch, evaluate and checkpoint, and every --checkpoint_every steps too.
+  //    --max_steps may stop it mid-epoch. A step trains on --grad_accum_steps batches.
+  LossWindow window(job.device, std::min(o.log_every, steps_per_epoch), /*check_finite=*/!o.allow_nonfinite);
   bool stop = o.max_steps > 0 && at.global_step >= o.max_steps;
   EvalMetrics last_eval;
   for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
     StartEpoch(o, job, epoch, s, at, report);
     const auto loop_start = std::chrono::steady_clock::now();
     const int64_t steps_before = at.global_step;
-    for (std::vector<data::Batch> batches; !(batches = NextBatches(*s.loader, k)).empty();) {
+    for (std::vector<data::Batch> batches; !(batches = NextBatches(*s.loader, o.grad_accum_steps)).empty();) {
       ASSIGN_OR_RETURN(const Tensor loss, TrainStep(s, batches, at.global_step));
-      window.Add(loss);
+      window.Add(loss, at.global_step);
       ++at.global_step;
-      at.batch_in_epoch += static_cast<int64_t>(batches.size());
+      ++at.batch_in_epoch;
       stop = o.max_steps > 0 && at.global_step >= o.max_steps;
-      const int64_t step_in_epoch = StepsInEpoch(o, at.batch_in_epoch);
-      if (step_in_epoch % o.log_every == 0 || at.batch_in_epoch == batches_per_epoch || stop) {
-        RETURN_IF_ERROR(LogLoss(o, job, window, s.optimizer->lr(), at, report));
+      const bool epoch_end = at.batch_in_epoch == steps_per_epoch;
+      const bool checkpoint = o.checkpoint_every > 0 && at.global_step % o.checkpoint_every == 0 && !epoch_end && !stop;
+      if (at.batch_in_epoch % o.log_every == 0 || epoch_end || stop || checkpoint) {
+        RETURN_IF_ERROR(LogLoss(job, window, s.optimizer->lr(), at, report));
       }
-      if (lead) report.progress.Update(step_in_epoch, std::nan(""));
+      if (checkpoint) RETURN_IF_ERROR(CheckpointOnEveryRank(o, job, s, at, report));  // mid-epoch
+      if (lead) report.progress.Update(at.batch_in_epoch, std::nan(""));
       if (stop) break;
     }
     RETURN_IF_ERROR(s.loader->status());
     report.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
     report.train_steps += at.global_step - steps_before;
     if (lead) report.progress.EndEpoch();
-    const bool epoch_done = at.batch_in_epoch == batches_per_epoch;
+    const bool epoch_done = at.batch_in_epoch == steps_per_epoch;
     if (epoch_done) {
       at.epoch = epoch + 1;  // checkpoints record where to continue: the next epoch's first batch
       at.batch_in_epoch = 0;
@@ -524,14 +520,26 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
 
 // A worker's life: join the job (who am I, who are the others, how do we talk), train, leave. An error
 // is printed while the process group still exists, so that this rank's message comes out before the
-// other ranks notice the closed connections and report theirs.
-int RunWorker(const TrainOptions& o) {
+// other ranks notice the closed connections and report theirs, and recorded in the launcher's error
+// file, so that the launcher can tell the rank that failed first from those that stopped because of it.
+int RunWorker(TrainOptions o) {
   dist::InitOptions init;
   init.backend = dist::ParseBackend(o.backend).value();  // checked by ParseTrainOptions
+  init.timeout = o.timeout;  // --timeout: every wait of this rank, from the store to each collective
   absl::StatusOr<std::shared_ptr<dist::ProcessGroup>> pg = dist::InitProcessGroup(init);
   if (!pg.ok()) {
     std::fprintf(stderr, "ddp_mlp: %s\n", std::string(pg.status().message()).c_str());
+    dist::RecordWorkerFailure(-1, pg.status());
     return 1;
+  }
+  // An elastic restart (launch/spawn --max_restarts) resumes from the last good checkpoint by itself.
+  if (const int restart = dist::RestartCount(); restart > 0) {
+    if ((*pg)->rank() == 0) {
+      std::printf("elastic restart %d (%s=%d): %s\n", restart, dist::kRestartCountEnv, restart,
+                  o.checkpoint_dir.empty() ? "no --checkpoint_dir, so training starts over from step 0"
+                                           : "resuming from the last good checkpoint in --checkpoint_dir");
+    }
+    o.resume = !o.checkpoint_dir.empty();
   }
   Job job{*pg, Device::CPU()};
   if (std::string((*pg)->backend_name()) == "nccl") {
@@ -544,6 +552,7 @@ int RunWorker(const TrainOptions& o) {
   if (!status.ok()) {
     std::fprintf(stderr, "ddp_mlp: rank %d: %s\n", job.pg->rank(), std::string(status.message()).c_str());
     std::fflush(stderr);
+    dist::RecordWorkerFailure(job.pg->rank(), status);
     return 1;
   }
   return 0;
@@ -554,6 +563,9 @@ dist::SpawnOptions SpawnOptionsFor(const TrainOptions& o) {
   dist::SpawnOptions s;
   s.nproc = static_cast<int>(o.nproc);
   if (s.nproc == 0 && o.backend == "gloo") s.nproc = s.cpu_ranks;  // Gloo on a GPU machine: CPU ranks
+  s.max_restarts = static_cast<int>(o.max_restarts);
+  s.one_gpu_each = o.backend == "nccl";
+  s.ignore_worker_limits = o.ignore_worker_limits;
   return s;
 }
 
@@ -573,6 +585,10 @@ int main(int argc, char** argv) {
   if (options->help) {
     std::fputs(TrainUsage().c_str(), stdout);
     return 0;
+  }
+  if (absl::Status fault = tinyddp::CheckFaultInjectionEnvironment(); !fault.ok()) {
+    std::fprintf(stderr, "ddp_mlp: %s\n", std::string(fault.message()).c_str());
+    return 2;
   }
   // Before starting workers, a missing dataset is reported once, here, rather than by every rank.
   if (!tinyddp::dist::IsWorker() && options->dataset == "fashion_mnist") {
@@ -594,7 +610,7 @@ int main(int argc, char** argv) {
   absl::Status spawned = tinyddp::dist::SpawnWorkersIfNeeded(argc, argv, SpawnOptionsFor(*options));
   if (!spawned.ok()) {
     std::fprintf(stderr, "ddp_mlp: could not start workers: %s\n", std::string(spawned.message()).c_str());
-    return 1;
+    return absl::IsResourceExhausted(spawned) || absl::IsInvalidArgument(spawned) ? 2 : 1;
   }
   return RunWorker(*options);
 }

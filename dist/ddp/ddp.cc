@@ -142,6 +142,7 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
                                                    params[i].first, "' from rank 0 failed: ", s.message()));
       }
     }
+    module.RefreshComputeCopies();  // bf16 precision: the compute copies follow rank 0's weights too
   }
 
   // How each bucket is communicated: the user's hook, or the default one, which decides between the
@@ -196,8 +197,9 @@ autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& in
   // pairs its new bucket buffers with the others' (collective, like the rebuild).
   if (grad) {
     reducer_->RebuildBucketsIfNeeded();
-    const absl::Status registered = RegisterBucketsIfRebuilt();
-    TINYDDP_CHECK_OP(registered.ok(), "DistributedDataParallel", registered.message());
+    if (const absl::Status registered = RegisterBucketsIfRebuilt(); !registered.ok() && status_.ok()) {
+      status_ = registered;
+    }
   }
   if (fused_factory_ && fused_generation_ != reducer_->layout_generation()) RebuildFusedOptimizers();
   autograd::Variable output = module_.Forward(input);

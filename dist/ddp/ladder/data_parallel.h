@@ -7,7 +7,7 @@
 //   Variable out = dp.Forward(x);           // runs the module (the bucketed and full rungs arm their hooks)
 //   autograd::Backward(loss(out));          // bucketed, full: gradients already travel while this runs
 //   RETURN_IF_ERROR(dp.FinishBackward());   // naive, flat: all communication happens here; bucketed: the
-//                                           // wait for the buckets in flight; full: nothing left to do
+//                                           // wait for the buckets in flight; full: DDP's status
 //   optimizer.Step();                       // every rank sees the same averaged .grad
 //
 // Gradient accumulation (PyTorch's no_sync()): Forward(x, /*sync=*/false) makes the backward that follows

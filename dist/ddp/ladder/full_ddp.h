@@ -26,8 +26,9 @@ class FullDdp : public DataParallel {
 
   /// ddp->Forward(input), inside ddp->NoSync() when `sync` is false.
   autograd::Variable Forward(const autograd::Variable& input, bool sync = true) override;
-  /// OK: the reducer has already waited for every bucket at the end of autograd::Backward.
-  absl::Status FinishBackward() override { return absl::OkStatus(); }
+  /// Nothing left to do: the reducer has already waited for every bucket at the end of autograd::Backward.
+  /// Returns DDP's status (DistributedDataParallel::status()): the error of a bucket's failed all_reduce.
+  absl::Status FinishBackward() override { return ddp_->status(); }
   /// DDP's bucket table (DistributedDataParallel::BucketTable).
   std::string Describe() const override;
   std::vector<int64_t> AllReduceBytes() const override;
