@@ -1,12 +1,14 @@
 // //examples:ddp_mlp's DDP knobs end to end (the real binary, 2 Gloo ranks, the tiny synthetic job):
 // every rung of --ddp trains to the same weights as the production DDP; --grad_accum_steps=k with
-// --batch_size=b trains to the weights of --batch_size=k*b (an epoch's short last batch included), and
-// --max_steps counts optimizer steps; DDP's own settings reach DDP (the bucket table shows them).
+// --batch_size=b trains to the weights of --batch_size=k*b (an epoch's short last batch included),
+// --max_steps counts optimizer steps, and an accumulating run resumed mid-epoch ends bit-identical to one
+// that never stopped; DDP's own settings reach DDP (the bucket table shows them).
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "dist/testing/ddp_testing.h"
+#include "dist/testing/process_test_util.h"
 #include "gtest/gtest.h"
 #include "nn/checkpoint.h"
 #include "nn/mlp.h"
@@ -67,6 +69,35 @@ TEST(DdpMlpLadder, AccumulatingKBatchesOfBTrainsLikeBatchesOfKTimesB) {
   ASSERT_EQ(r.exit_code, 0) << Explain(r);
   EXPECT_NE(r.out.find("x 2 accumulated (64 examples per optimizer step)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("done: 7 steps"), std::string::npos) << r.out;
+}
+
+TEST(DdpMlpLadder, ResumingAnAccumulatingRunMidEpochMatchesAnUninterruptedRunBitForBit) {
+  // Progress counts optimizer steps: stopped after 26 of them (7 into epoch 2), a resumed run skips the
+  // 2 x 7 batches of epoch 2 already trained and ends with the same bits as a run that never stopped.
+  const std::vector<std::string> accumulate = {"--batch_size=16", "--grad_accum_steps=2", "--lr_schedule=cosine"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), accumulate.begin(), accumulate.end());
+    return more;
+  };
+  const std::string whole = Train("whole", with({}));
+  const std::string parts = FreshDir("parts");
+  const RunResult stopped = RunDdpMlp(TinyJob("gloo", with({"--checkpoint_dir=" + parts, "--epochs=2", "--seed=5",
+                                                             "--max_steps=26"})));
+  ASSERT_EQ(stopped.exit_code, 0) << Explain(stopped);
+  const RunResult resumed = RunDdpMlp(TinyJob("gloo", with({"--checkpoint_dir=" + parts, "--epochs=2", "--seed=5",
+                                                             "--resume"})));
+  ASSERT_EQ(resumed.exit_code, 0) << Explain(resumed);
+  EXPECT_NE(resumed.out.find("epoch 2, batch 7, step 26"), std::string::npos) << resumed.out;
+  for (const char* file : {"/model.safetensors", "/optimizer.safetensors"}) {
+    const std::string final_step = absl::StrCat("/step-000000", kEpochs * kTinyStepsPerEpoch);
+    const std::string want = dist::testing::ReadFile(whole + final_step + file);
+    ASSERT_GT(want.size(), 1000u);
+    EXPECT_TRUE(dist::testing::ReadFile(parts + final_step + file) == want) << file << " differs after resuming";
+  }
+  // A checkpoint of an accumulating run does not continue without accumulation.
+  const RunResult other = RunDdpMlp(TinyJob("gloo", {"--checkpoint_dir=" + parts, "--epochs=3", "--resume"}));
+  EXPECT_NE(other.exit_code, 0) << Explain(other);
+  EXPECT_NE(other.err.find("--grad_accum_steps"), std::string::npos) << Explain(other);
 }
 
 TEST(DdpMlpLadder, BucketSettingsReachDdpAndLowerRungsSayHowTheyCommunicate) {
