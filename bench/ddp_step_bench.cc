@@ -4,7 +4,8 @@
 //   bazel run -c opt //bench:ddp_step_bench -- --dims=784,512,512,10 --batch=64           # DDP, one rank per GPU
 //   bazel run -c opt //bench:ddp_step_bench -- --dims=784,512,512,10 --batch=64 --no_ddp  # 1 GPU, no DDP
 //   flags: --dims=D0,D1,...  --batch=B (per rank)  --nproc=N  --no_ddp  --steps=100  --warmup=20
-//          --trace=FILE (Chrome trace of --trace_steps=5 extra steps)  --bucket_cap_mb=25  --first_bucket_mb=1
+//          --trace=FILE.json (Chrome trace of --trace_steps=5 extra steps, and its picture FILE.svg)
+//          --bucket_cap_mb=25  --first_bucket_mb=1
 //          --bucket_view=true|false (DdpOptions::gradient_as_bucket_view; default true, as in DDP: gradients
 //          are views into the flat buckets, written there by the GEMMs; false: coalesced lists)
 //          --hook=allreduce|bf16  --backend=auto|nccl|gloo
@@ -29,9 +30,10 @@
 // On CPU (Gloo) the host clock replaces the events. Rank 0 prints DDP's bucket table after the warm-up (the
 // buckets as measured, after the one-time rebuild: index, bytes, parameters, and the path each takes,
 // "NCCL all_reduce" or "copy engines"), then a readable line and one JSON line.
-//   exposed_ms             with --trace or --sweep_buckets: the communication no computation hid, per step,
-//                          from rank 0's trace of --trace_steps more steps (bench/step_exposure.h: for the
-//                          naive and flat rungs, backward's end to the last all_reduce's end).
+//   comm_ms, exposed_ms    with --trace or --sweep_buckets: the communication per step, and the part of it no
+//                          computation hid, from rank 0's trace of --trace_steps more steps, as the trace's
+//                          picture marks it (dist/ddp/timeline/step_timeline.h; for the naive and flat rungs,
+//                          backward's end to the last all_reduce's end).
 // Without DDP (--no_ddp) the two halves of the step are also timed alone, each as a burst of --steps:
 //   fwd_bwd_ms_burst    zero_grad + forward + loss + backward: the GEMMs and what surrounds them. gemm_tflops
 //                       is the layers' GEMM work (forward, dW, dX but the first layer's) over that time, so a
@@ -57,13 +59,15 @@
 #include "autograd/functions.h"
 #include "base/status_macros.h"
 #include "dist/ddp/comm_hooks.h"
-#include "bench/step_exposure.h"
 #include "dist/ddp/ddp.h"
 #include "dist/ddp/ladder/full_ddp.h"
 #include "dist/ddp/ladder/ladder.h"
 #include "dist/init.h"
 #include "dist/ddp/reducer.h"
 #include "dist/launch/spawn.h"
+#include "dist/ddp/timeline/chrome_trace.h"
+#include "dist/ddp/timeline/step_timeline.h"
+#include "dist/ddp/timeline/timeline_svg.h"
 #include "dist/ddp/trace.h"
 #include "nlohmann/json.hpp"
 #include "nn/mlp.h"
@@ -326,15 +330,24 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     trace = tracer.get();
     for (int i = 0; i < o.trace_steps; ++i) RETURN_IF_ERROR(step());
     if (rank == 0) {
-      ASSIGN_OR_RETURN(const bench::StepExposure exposure, bench::MeasureStepExposure(tracer->EventsJson()));
-      m.comm_ms = exposure.comm_us / 1000;
-      m.exposed_ms = exposure.exposed_us / 1000;
+      // The communication no computation hid, per step, measured as the trace's picture marks it in red
+      // (dist/ddp/timeline/step_timeline.h), from this rank's events.
+      ASSIGN_OR_RETURN(const dist::ChromeTrace events,
+                       dist::ParseChromeTrace(absl::StrCat("[", tracer->EventsJson(), "]")));
+      ASSIGN_OR_RETURN(const dist::StepTimeline timeline, dist::BuildStepTimeline(events));
+      m.comm_ms = timeline.MeanCommUs() / 1000;
+      m.exposed_ms = timeline.MeanExposedUs() / 1000;
     }
     if (!o.trace.empty()) {
       RETURN_IF_ERROR(tracer->WriteChromeTrace(pg.get(), o.trace));
       if (rank == 0) {
         std::printf("# trace of %d steps written to %s (open in https://ui.perfetto.dev)\n", o.trace_steps,
                     o.trace.c_str());
+        dist::TraceSvgOptions svg;  // its picture beside it: the last two steps, all_reduces labelled with their bytes
+        if (dp) svg.bucket_bytes = dp->AllReduceBytes();
+        if (pg) svg.title = absl::StrCat("DDP step timeline, --ddp=", o.ddp);
+        const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(o.trace, svg);
+        std::printf("# timeline: %s\n", drawn.ok() ? drawn->c_str() : std::string(drawn.status().message()).c_str());
       }
     }
   }

@@ -48,6 +48,7 @@
 #include "dist/launch/error_file.h"                     // RecordWorkerFailure: why, for the launcher
 #include "dist/init.h"                           // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/launch/spawn.h"                          // SpawnWorkersIfNeeded
+#include "dist/ddp/timeline/timeline_svg.h"            // WriteTimelineSvg: --trace's picture
 #include "dist/ddp/trace.h"                          // Tracer (--trace)
 #include "examples/internal/evaluate.h"          // EvalShardIndices, EvaluateShard, AllReduceEvalSums
 #include "examples/internal/loss_window.h"       // LossWindow: step losses on the device, non-finite check
@@ -354,7 +355,15 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
   }
   if (s.tracer) {
     RETURN_IF_ERROR(s.tracer->WriteChromeTrace(job.pg.get(), o.trace));  // collective: rank 0 writes
-    if (r.lead) r.progress.Print(absl::StrCat("trace: ", o.trace, " (open in https://ui.perfetto.dev)"));
+    if (r.lead) {
+      // And its picture beside it (FILE.svg): the last two steps, each all_reduce labelled with its bytes.
+      dist::TraceSvgOptions svg;
+      svg.bucket_bytes = s.ddp->AllReduceBytes();
+      svg.title = absl::StrCat("DDP step timeline, --ddp=", o.ddp);
+      const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(o.trace, svg);
+      r.progress.Print(absl::StrCat("trace: ", o.trace, " (open in https://ui.perfetto.dev), timeline: ",
+                                    drawn.ok() ? *drawn : std::string(drawn.status().message())));
+    }
   }
   if (r.lead && last_eval.count == 0) {
     r.progress.Print(absl::StrFormat("nothing to train: the run is already at step %d (--epochs=%d, --max_steps=%d)",
