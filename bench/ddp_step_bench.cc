@@ -13,6 +13,11 @@
 //          each bucket's average arrives, DistributedDataParallel::RegisterFusedOptimizer)
 //          --precision=fp32|bf16 (bf16: bfloat16 compute copies and activations, float32 master weights,
 //          gradients, momentum and loss; nn/precision.h, docs/mixed_precision.md)
+//          --ddp=naive|flat|bucketed|full (default full): which rung of the DDP ladder (dist/ddp/ladder,
+//          docs/ddp_ladder.md) averages the gradients; --hook, --bucket_view and --fused_optimizer are full's
+//          --sweep_buckets: the same step with one bucket per tensor, 1 MiB buckets, DDP's default (1 MiB first,
+//          25 MiB), and one bucket for everything (--ddp=full or bucketed): a table of step time and exposed
+//          communication, and a JSON line per row
 //
 // The step is PyTorch's: zero_grad(set_to_none) ; loss = cross_entropy(model(x), y) ; backward ; SGD
 // (lr 0.01, momentum 0.9) step. Inputs are made on the device once (different on each rank), so only the
@@ -28,6 +33,10 @@
 // instruction set (tensor/cpu_isa.h). Rank 0 prints DDP's bucket table after the warm-up (the
 // buckets as measured, after the one-time rebuild: index, bytes, parameters, and the path each takes,
 // "NCCL all_reduce" or "copy engines"), then a readable line and one JSON line.
+//   comm_ms, exposed_ms    with --trace or --sweep_buckets: the communication per step, and the part of it no
+//                          computation hid, from rank 0's trace of --trace_steps more steps, as the trace's
+//                          picture marks it (dist/ddp/timeline/step_timeline.h; for the naive and flat rungs,
+//                          backward's end to the last all_reduce's end).
 // Without DDP (--no_ddp) the two halves of the step are also timed alone, each as a burst of --steps:
 //   fwd_bwd_ms_burst    zero_grad + forward + loss + backward: the GEMMs and what surrounds them. gemm_tflops
 //                       is the layers' GEMM work (forward, dW, dX but the first layer's) over that time, so a
@@ -47,16 +56,22 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "base/status_macros.h"
 #include "dist/ddp/comm_hooks.h"
 #include "dist/ddp/ddp.h"
+#include "dist/ddp/ladder/full_ddp.h"
+#include "dist/ddp/ladder/ladder.h"
 #include "dist/init.h"
 #include "dist/ddp/reducer.h"
 #include "dist/launch/spawn.h"
+#include "dist/ddp/timeline/chrome_trace.h"
+#include "dist/ddp/timeline/step_timeline.h"
 #include "dist/ddp/timeline/timeline_svg.h"
 #include "dist/ddp/trace.h"
 #include "nlohmann/json.hpp"
@@ -87,6 +102,8 @@ struct Options {
   bool fused_optimizer = true;
   nn::Precision precision = nn::Precision::kFloat32;
   dist::Backend backend = dist::Backend::kAuto;
+  std::string ddp = "full";    // the rung of the DDP ladder
+  bool sweep_buckets = false;  // time several bucket sizes
 };
 
 absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
@@ -124,6 +141,12 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.bf16_hook = v == "bf16";
     } else if (kv[0] == "--precision" && has) {
       ASSIGN_OR_RETURN(o.precision, nn::ParsePrecision(v));
+    } else if (kv[0] == "--ddp" && has &&
+               std::find(dist::ladder::RungNames().begin(), dist::ladder::RungNames().end(), v) !=
+                   dist::ladder::RungNames().end()) {
+      o.ddp = v;
+    } else if (kv[0] == "--sweep_buckets" && !has) {
+      o.sweep_buckets = true;
     } else if (kv[0] == "--backend" && has) {
       absl::StatusOr<dist::Backend> b = dist::ParseBackend(v);
       RETURN_IF_ERROR(b);
@@ -133,7 +156,20 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
                                         " (see the header of bench/ddp_step_bench.cc)");
     }
   }
+  if (o.sweep_buckets && (o.no_ddp || (o.ddp != "full" && o.ddp != "bucketed"))) {
+    return absl::InvalidArgumentError("--sweep_buckets needs buckets: --ddp=full (the default) or --ddp=bucketed");
+  }
+  if (o.ddp != "full" && (o.bf16_hook || !o.bucket_view)) {
+    return absl::InvalidArgumentError("--hook and --bucket_view=false are settings of --ddp=full only");
+  }
   return o;
+}
+
+// CPU time of this process, every thread, in milliseconds.
+double ProcessCpuMs() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
 // Times a region on the compute stream (CUDA events) or with the host clock (CPU).
@@ -163,38 +199,42 @@ class StepTimer {
   std::chrono::steady_clock::time_point t0_;
 };
 
-// CPU time of this process, all threads (compute, and Gloo's on CPU): on a machine other jobs share, the
-// wall clock measures them too, this does not.
-double ProcessCpuMs() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
 int Fail(const std::string& what, const absl::Status& s) {
   std::fprintf(stderr, "ddp_step_bench: %s: %s\n", what.c_str(), std::string(s.message()).c_str());
   return 1;
 }
 
-int Run(const Options& o) {
-  // --- The group (DDP) or a single device (--no_ddp). ---
-  std::shared_ptr<dist::ProcessGroup> pg;
-  Device device = cuda::DeviceCount() > 0 ? Device::CUDA(0) : Device::CPU();
-  if (!o.no_ddp) {
-    dist::InitOptions init;
-    init.backend = o.backend;
-    absl::StatusOr<std::shared_ptr<dist::ProcessGroup>> pg_or = dist::InitProcessGroup(init);
-    if (!pg_or.ok()) return Fail("init", pg_or.status());
-    pg = *pg_or;
-    device = std::string(pg->backend_name()) == "nccl" ? Device::CUDA(cuda::CurrentDevice()) : Device::CPU();
-  }
-  const int rank = pg ? pg->rank() : 0;
-  const int world = pg ? pg->size() : 1;
-  if (device.is_cuda()) {
-    // A stream of our own for compute: non-blocking, so it never serialises with the legacy default stream.
-    cuda::Stream::SetCurrent(cuda::Stream::Create(device.index));
-  }
+// What one configuration measured, as rank 0 saw it.
+struct Measured {
+  double median_ms = 0, burst_ms = 0, cpu_ms = 0;  // cpu_ms: rank 0's process over the burst, per step
+  double fwd_bwd_ms = 0, optimizer_ms = 0;  // without DDP: the halves of the step alone
+  double comm_ms = -1, exposed_ms = -1;  // -1: no traced steps
+  int collectives = 0;                   // all_reduces per step: buckets, tensors (naive) or 1 (flat)
+  std::string paths;                     // full DDP: how many buckets each path carries
+  int64_t params = 0;
+};
 
+// "copy engines 4/5, NCCL all_reduce 1/5": how many buckets each path carries.
+std::string PathCounts(const dist::DistributedDataParallel& ddp) {
+  const int buckets = ddp.reducer().num_buckets();
+  std::vector<std::pair<std::string, int>> counts;
+  for (int b = 0; b < buckets; ++b) {
+    const std::string path = ddp.BucketPath(b);
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == path; });
+    if (it == counts.end()) it = counts.insert(counts.end(), {path, 0});
+    ++it->second;
+  }
+  std::string paths;
+  for (const auto& [path, n] : counts) absl::StrAppend(&paths, paths.empty() ? "" : ", ", path, " ", n, "/", buckets);
+  return paths;
+}
+
+// One configuration: the model and its DDP (o.ddp's rung with `ddp_options`; none without `pg`), warm-up,
+// --steps synced steps, --steps back to back, and when `traced`, --trace_steps more steps recorded in a
+// trace (written to o.trace when set) whose rank-0 events give the exposed communication. Collective.
+absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::ProcessGroup>& pg, Device device,
+                                 dist::DdpOptions ddp_options, bool traced, bool print_table) {
+  const int rank = pg ? pg->rank() : 0;
   // --- Model, optimizer, data: all on the device before the clock starts. ---
   nn::MlpOptions mo;
   mo.device = device;
@@ -202,21 +242,15 @@ int Run(const Options& o) {
   mo.precision = o.precision;
   std::shared_ptr<nn::Sequential> model = nn::MLP(o.dims, mo);
   std::unique_ptr<dist::Tracer> tracer;
-  std::unique_ptr<dist::DistributedDataParallel> ddp;
-  dist::DdpOptions ddp_options;
-  ddp_options.bucket_cap_bytes = static_cast<int64_t>(o.bucket_cap_mb * dist::kMiB);
-  ddp_options.first_bucket_bytes = static_cast<int64_t>(o.first_bucket_mb * dist::kMiB);
-  ddp_options.gradient_as_bucket_view = o.bucket_view;
-  if (o.bf16_hook) ddp_options.comm_hook = dist::Bf16CompressHook();
-  if (!o.trace.empty()) {
+  if (traced) {
     tracer = std::make_unique<dist::Tracer>(rank, device);
     ddp_options.tracer = tracer.get();
   }
+  std::unique_ptr<dist::ladder::DataParallel> dp;  // the rung; for full, `ddp` is its DistributedDataParallel
+  dist::DistributedDataParallel* ddp = nullptr;
   if (pg) {
-    absl::StatusOr<std::unique_ptr<dist::DistributedDataParallel>> ddp_or =
-        dist::DistributedDataParallel::Create(*model, pg, ddp_options);
-    if (!ddp_or.ok()) return Fail("DistributedDataParallel", ddp_or.status());
-    ddp = std::move(*ddp_or);
+    ASSIGN_OR_RETURN(dp, dist::ladder::CreateDataParallel(o.ddp, *model, pg, ddp_options));
+    if (o.ddp == "full") ddp = &static_cast<dist::ladder::FullDdp&>(*dp).ddp();
   }
   nn::SgdOptions so;
   so.lr = 0.01;
@@ -240,11 +274,11 @@ int Run(const Options& o) {
 
   dist::Tracer* trace = nullptr;  // set only for the traced steps at the end
   int64_t step_number = 0;
-  auto forward_backward = [&] {
+  auto forward_backward = [&]() -> absl::Status {
     optimizer.ZeroGrad(/*set_to_none=*/true);
     autograd::Variable logits;
-    if (ddp) {
-      logits = ddp->Forward(input);  // DDP records its own "forward" span
+    if (dp) {
+      logits = dp->Forward(input);  // every rung records its own "forward" span
     } else {
       dist::Tracer::Span f = dist::Tracer::MaybeScope(trace, "forward");
       logits = model->Forward(input);
@@ -252,148 +286,225 @@ int Run(const Options& o) {
     autograd::Variable loss = autograd::CrossEntropy(logits, y);
     {
       dist::Tracer::Span b = dist::Tracer::MaybeScope(trace, "backward");
-      autograd::Backward(loss);  // DDP: buckets all-reduced inside; averaged gradients when it returns
+      autograd::Backward(loss);  // bucketed, full: buckets all-reduced inside; full: averaged when it returns
     }
+    // naive, flat: all the communication; bucketed: the wait; full: DDP's status (a bucket's failed all_reduce)
+    if (dp) RETURN_IF_ERROR(dp->FinishBackward());
+    return absl::OkStatus();
   };
-  auto step = [&] {
+  auto step = [&]() -> absl::Status {
     dist::Tracer::Span whole = dist::Tracer::MaybeScope(trace, "step", step_number++);
-    forward_backward();
-    if (fused) return;  // the per-bucket optimizers stepped inside Backward
+    RETURN_IF_ERROR(forward_backward());
+    if (fused) return absl::OkStatus();  // the per-bucket optimizers stepped inside Backward
     dist::Tracer::Span s = dist::Tracer::MaybeScope(trace, "optimizer");
     optimizer.Step();
+    return absl::OkStatus();
   };
 
   // DDP records into the tracer whenever it is enabled; keep it quiet until the traced steps.
   if (tracer) tracer->set_enabled(false);
-  for (int i = 0; i < o.warmup; ++i) step();
-  if (pg) {
-    if (absl::Status s = pg->Barrier()->Wait(); !s.ok()) return Fail("barrier", s);
-  }
+  for (int i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(step());
+  if (pg) RETURN_IF_ERROR(pg->Barrier()->Wait());
   if (device.is_cuda()) cuda::Stream::Current(device.index).Synchronize();
-  if (ddp && !ddp->status().ok()) return Fail("warm-up", ddp->status());  // a bucket's all_reduce failed
-  if (ddp && rank == 0) {
-    std::printf("%s", ddp->BucketTable().c_str());
+  if (dp && rank == 0 && print_table) {
+    std::printf("%s\n", std::string(absl::StripTrailingAsciiWhitespace(dp->Describe())).c_str());
     std::fflush(stdout);
   }
 
+  Measured m;
   StepTimer timer(device);
   std::vector<double> synced;
   for (int i = 0; i < o.steps; ++i) {
     timer.Start();
-    step();
+    RETURN_IF_ERROR(step());
     synced.push_back(timer.StopMs());
   }
-  if (pg) {
-    if (absl::Status s = pg->Barrier()->Wait(); !s.ok()) return Fail("barrier", s);
-  }
+  if (pg) RETURN_IF_ERROR(pg->Barrier()->Wait());
   const double cpu_start_ms = ProcessCpuMs();
   timer.Start();
-  for (int i = 0; i < o.steps; ++i) step();
-  const double burst = timer.StopMs() / o.steps;
-  if (ddp && !ddp->status().ok()) return Fail("timed steps", ddp->status());
-  const double cpu_ms = (ProcessCpuMs() - cpu_start_ms) / o.steps;
+  for (int i = 0; i < o.steps; ++i) RETURN_IF_ERROR(step());
+  m.burst_ms = timer.StopMs() / o.steps;
+  m.cpu_ms = (ProcessCpuMs() - cpu_start_ms) / o.steps;
   std::sort(synced.begin(), synced.end());
-  const double median = synced[synced.size() / 2];
-
-  // The halves alone (one device only: with DDP, backward also waits for the all_reduce).
-  double fwd_bwd = 0, optimizer_ms = 0;
-  if (!ddp) {
+  m.median_ms = synced[synced.size() / 2];
+  if (!dp) {  // the halves alone (one device only: with DDP, backward also waits for the all_reduce)
     timer.Start();
-    for (int i = 0; i < o.steps; ++i) forward_backward();
-    fwd_bwd = timer.StopMs() / o.steps;
+    for (int i = 0; i < o.steps; ++i) RETURN_IF_ERROR(forward_backward());
+    m.fwd_bwd_ms = timer.StopMs() / o.steps;
     timer.Start();
     for (int i = 0; i < o.steps; ++i) optimizer.Step();  // on the last backward's gradients
-    optimizer_ms = timer.StopMs() / o.steps;
+    m.optimizer_ms = timer.StopMs() / o.steps;
   }
-  double gemm_flop = 0;  // forward, dW, and dX except the first layer's (the input needs no gradient)
-  for (size_t l = 0; l + 1 < o.dims.size(); ++l) {
-    gemm_flop += 2.0 * o.batch * o.dims[l] * o.dims[l + 1] * (l == 0 ? 2 : 3);
-  }
-  const double optimizer_bytes =
-      static_cast<double>(model->NumParameters()) * (o.precision == nn::Precision::kBFloat16 ? 22 : 20);
+  m.params = model->NumParameters();
+  m.collectives = dp ? static_cast<int>(dp->AllReduceBytes().size()) : 0;
+  if (ddp) m.paths = PathCounts(*ddp);
 
   if (tracer) {
-    // A few more steps, traced (DDP's reducer was created with the tracer; spans come from `trace`).
+    // A few more steps, traced (the DDPs were created with the tracer; the step's spans come from `trace`).
     tracer->set_enabled(true);
     trace = tracer.get();
-    for (int i = 0; i < o.trace_steps; ++i) step();
-    if (absl::Status s = tracer->WriteChromeTrace(pg.get(), o.trace); !s.ok()) return Fail("trace", s);
+    for (int i = 0; i < o.trace_steps; ++i) RETURN_IF_ERROR(step());
     if (rank == 0) {
-      std::printf("# trace of %d steps written to %s (open in https://ui.perfetto.dev)\n", o.trace_steps,
-                  o.trace.c_str());
-      dist::TraceSvgOptions svg;  // its picture beside it: the last two steps, buckets labelled with their bytes
-      for (int b = 0; ddp && b < ddp->reducer().num_buckets(); ++b) {
-        svg.bucket_bytes.push_back(ddp->reducer().BucketBytes(b));
+      // The communication no computation hid, per step, measured as the trace's picture marks it in red
+      // (dist/ddp/timeline/step_timeline.h), from this rank's events.
+      ASSIGN_OR_RETURN(const dist::ChromeTrace events,
+                       dist::ParseChromeTrace(absl::StrCat("[", tracer->EventsJson(), "]")));
+      ASSIGN_OR_RETURN(const dist::StepTimeline timeline, dist::BuildStepTimeline(events));
+      m.comm_ms = timeline.MeanCommUs() / 1000;
+      m.exposed_ms = timeline.MeanExposedUs() / 1000;
+    }
+    if (!o.trace.empty()) {
+      RETURN_IF_ERROR(tracer->WriteChromeTrace(pg.get(), o.trace));
+      if (rank == 0) {
+        std::printf("# trace of %d steps written to %s (open in https://ui.perfetto.dev)\n", o.trace_steps,
+                    o.trace.c_str());
+        dist::TraceSvgOptions svg;  // its picture beside it: the last two steps, all_reduces labelled with their bytes
+        if (dp) svg.bucket_bytes = dp->AllReduceBytes();
+        if (pg) svg.title = absl::StrCat("DDP step timeline, --ddp=", o.ddp);
+        const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(o.trace, svg);
+        std::printf("# timeline: %s\n", drawn.ok() ? drawn->c_str() : std::string(drawn.status().message()).c_str());
       }
-      const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(o.trace, svg);
-      std::printf("# timeline: %s\n", drawn.ok() ? drawn->c_str() : std::string(drawn.status().message()).c_str());
     }
   }
+  // Leave together: rank 0 may host the store, which the others still use until here.
+  if (pg) RETURN_IF_ERROR(pg->Barrier()->Wait());
+  return m;
+}
 
+// --sweep_buckets: the same step with each bucket size, one table.
+struct BucketSize {
+  const char* name;
+  int64_t first_bytes, cap_bytes;
+};
+const BucketSize kSweep[] = {
+    {"one per tensor", 1, 1},
+    {"1 MiB", dist::kMiB, dist::kMiB},
+    {"25 MiB (default)", dist::kMiB, 25 * dist::kMiB},
+    {"one for all", int64_t{1} << 50, int64_t{1} << 50},
+};
+
+int Run(const Options& o) {
+  // --- The group (DDP) or a single device (--no_ddp). ---
+  std::shared_ptr<dist::ProcessGroup> pg;
+  Device device = cuda::DeviceCount() > 0 ? Device::CUDA(0) : Device::CPU();
+  if (!o.no_ddp) {
+    dist::InitOptions init;
+    init.backend = o.backend;
+    absl::StatusOr<std::shared_ptr<dist::ProcessGroup>> pg_or = dist::InitProcessGroup(init);
+    if (!pg_or.ok()) return Fail("init", pg_or.status());
+    pg = *pg_or;
+    device = std::string(pg->backend_name()) == "nccl" ? Device::CUDA(cuda::CurrentDevice()) : Device::CPU();
+  }
+  const int rank = pg ? pg->rank() : 0;
+  const int world = pg ? pg->size() : 1;
+  if (device.is_cuda()) {
+    // A stream of our own for compute: non-blocking, so it never serialises with the legacy default stream.
+    cuda::Stream::SetCurrent(cuda::Stream::Create(device.index));
+  }
+  dist::DdpOptions ddp_options;
+  ddp_options.bucket_cap_bytes = static_cast<int64_t>(o.bucket_cap_mb * dist::kMiB);
+  ddp_options.first_bucket_bytes = static_cast<int64_t>(o.first_bucket_mb * dist::kMiB);
+  ddp_options.gradient_as_bucket_view = o.bucket_view;
+  if (o.bf16_hook) ddp_options.comm_hook = dist::Bf16CompressHook();
+  const std::string dims = absl::StrJoin(o.dims, ",");
+  const char* backend = pg ? pg->backend_name() : (device.is_cuda() ? "cuda" : "cpu");
+  auto round4 = [](double v) { return std::round(v * 1e4) / 1e4; };
+
+  if (o.sweep_buckets) {
+    if (rank == 0) {
+      std::printf("# bucket sweep: --ddp=%s dims=%s batch=%lld, %d ranks over %s; step ms: median of %d synced "
+                  "steps, burst: %d back to back; comm, exposed: mean of %d traced steps\n",
+                  o.ddp.c_str(), dims.c_str(), static_cast<long long>(o.batch), world, backend, o.steps, o.steps,
+                  o.trace_steps);
+      std::printf("%-18s %8s %12s %11s %10s %12s\n", "buckets", "count", "median ms", "burst ms", "comm ms",
+                  "exposed ms");
+    }
+    for (const BucketSize& size : kSweep) {
+      dist::DdpOptions options = ddp_options;
+      options.first_bucket_bytes = size.first_bytes;
+      options.bucket_cap_bytes = size.cap_bytes;
+      Options one = o;
+      one.trace.clear();  // the sweep traces for the exposure only
+      absl::StatusOr<Measured> m = Measure(one, pg, device, options, /*traced=*/true, /*print_table=*/false);
+      if (!m.ok()) return Fail(size.name, m.status());
+      if (rank != 0) continue;
+      std::printf("%-18s %8d %12.3f %11.3f %10.3f %12.3f\n", size.name, m->collectives, m->median_ms, m->burst_ms,
+                  m->comm_ms, m->exposed_ms);
+      nlohmann::json row = {{"impl", "tinyddp"}, {"sweep", "buckets"}, {"ddp", o.ddp}, {"dims", dims},
+                            {"batch", o.batch}, {"world", world}, {"backend", backend}, {"buckets_name", size.name},
+                            {"buckets", m->collectives}, {"first_bucket_bytes", size.first_bytes},
+                            {"bucket_cap_bytes", size.cap_bytes}, {"step_ms_median_synced", round4(m->median_ms)},
+                            {"step_ms_burst", round4(m->burst_ms)}, {"comm_ms", round4(m->comm_ms)},
+                            {"exposed_ms", round4(m->exposed_ms)}};
+      std::printf("%s\n", row.dump().c_str());
+      std::fflush(stdout);
+    }
+    return 0;
+  }
+
+  absl::StatusOr<Measured> m = Measure(o, pg, device, ddp_options, /*traced=*/!o.trace.empty(), /*print_table=*/true);
+  if (!m.ok()) return Fail("step", m.status());
   if (rank == 0) {
     if (device.is_cpu()) std::printf("# %s\n", CpuIsaSummary().c_str());
-    const std::string dims = absl::StrJoin(o.dims, ",");
-    const char* backend = pg ? pg->backend_name() : (device.is_cuda() ? "cuda" : "cpu");
-    const int buckets = ddp ? ddp->reducer().num_buckets() : 0;
-    // "copy engines 4/5, NCCL all_reduce 1/5": how many buckets each path carries.
-    std::string paths;
-    if (ddp) {
-      std::vector<std::pair<std::string, int>> counts;
-      for (int b = 0; b < buckets; ++b) {
-        const std::string path = ddp->BucketPath(b);
-        auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == path; });
-        if (it == counts.end()) it = counts.insert(counts.end(), {path, 0});
-        ++it->second;
-      }
-      for (const auto& [path, n] : counts) absl::StrAppend(&paths, paths.empty() ? "" : ", ", path, " ", n, "/", buckets);
+    const bool full = pg && o.ddp == "full";
+    const bool fused = full && o.fused_optimizer;
+    std::string what = "";
+    if (full) {
+      what = absl::StrCat(" buckets=", m->collectives, o.bucket_view ? " layout=views" : " layout=coalesced",
+                          fused ? " fused_optimizer" : "", o.bf16_hook ? " hook=bf16" : "", " all_reduce=", m->paths);
+    } else if (pg) {
+      what = absl::StrCat(" all_reduces=", m->collectives);
     }
+    const std::string exposed =
+        m->exposed_ms >= 0 ? absl::StrFormat(", comm %.3f ms, exposed %.3f ms", m->comm_ms, m->exposed_ms) : "";
+    const std::string label = !pg ? (device.is_cuda() ? "1-GPU" : "1-CPU") : full ? "DDP" : "DDP(" + o.ddp + ")";
     std::printf("tinyddp %s %s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), burst %.3f "
-                "ms/step, CPU %.3f ms/step\n",
-                ddp ? "DDP" : (device.is_cuda() ? "1-GPU" : "1-CPU"), nn::PrecisionName(o.precision), dims.c_str(),
-                static_cast<long long>(o.batch),
-                world, backend,
-                ddp ? absl::StrCat(" buckets=", buckets, o.bucket_view ? " layout=views" : " layout=coalesced",
-                                   fused ? " fused_optimizer" : "", o.bf16_hook ? " hook=bf16" : "",
-                                   " all_reduce=", paths).c_str()
-                    : "",
-                median, burst, cpu_ms);
-    if (!ddp) {
+                "ms/step, CPU %.3f ms/step%s\n",
+                label.c_str(), nn::PrecisionName(o.precision), dims.c_str(), static_cast<long long>(o.batch), world,
+                backend, what.c_str(), m->median_ms, m->burst_ms, m->cpu_ms, exposed.c_str());
+    double gemm_flop = 0;  // forward, dW, and dX except the first layer's (the input needs no gradient)
+    for (size_t l = 0; l + 1 < o.dims.size(); ++l) {
+      gemm_flop += 2.0 * o.batch * o.dims[l] * o.dims[l + 1] * (l == 0 ? 2 : 3);
+    }
+    const double optimizer_bytes =
+        static_cast<double>(m->params) * (o.precision == nn::Precision::kBFloat16 ? 22 : 20);
+    if (!pg) {
       std::printf("  %s: forward+backward %.3f ms (%.3g TFLOP of GEMMs: %.4g TFLOP/s or more), optimizer %.3f ms "
                   "(%.3g GB: %.4g GB/s)\n",
-                  nn::PrecisionName(o.precision), fwd_bwd, gemm_flop / 1e12, gemm_flop / (fwd_bwd * 1e9),
-                  optimizer_ms, optimizer_bytes / 1e9, optimizer_bytes / (optimizer_ms * 1e6));
+                  nn::PrecisionName(o.precision), m->fwd_bwd_ms, gemm_flop / 1e12, gemm_flop / (m->fwd_bwd_ms * 1e9),
+                  m->optimizer_ms, optimizer_bytes / 1e9, optimizer_bytes / (m->optimizer_ms * 1e6));
     }
-    auto round4 = [](double v) { return std::round(v * 1e4) / 1e4; };
     nlohmann::json row = {{"impl", "tinyddp"},
                           {"dims", dims},
                           {"batch", o.batch},
                           {"world", world},
                           {"backend", backend},
-                          {"ddp", ddp != nullptr},
-                          {"step_ms_median_synced", round4(median)},
-                          {"step_ms_burst", round4(burst)},
-                          {"cpu_ms_per_step", round4(cpu_ms)},
-                          {"samples_per_s", std::round(o.batch * world * 10000.0 / burst) / 10.0},
-                          {"params", model->NumParameters()},
-                          {"buckets", buckets},
+                          {"ddp", pg != nullptr},
+                          {"rung", pg ? o.ddp : "none"},
+                          {"step_ms_median_synced", round4(m->median_ms)},
+                          {"step_ms_burst", round4(m->burst_ms)},
+                          {"cpu_ms_per_step", round4(m->cpu_ms)},
+                          {"samples_per_s", std::round(o.batch * world * 10000.0 / m->burst_ms) / 10.0},
+                          {"params", m->params},
+                          {"buckets", m->collectives},
                           {"bucket_view", o.bucket_view},
                           {"fused_optimizer", fused},
                           {"hook", o.bf16_hook ? "bf16" : "allreduce"},
-                          {"all_reduce", paths},
+                          {"all_reduce", m->paths},
                           {"precision", nn::PrecisionName(o.precision)},
                           {"cpu_isa", device.is_cpu() ? CpuIsaName(ActiveCpuIsa()) : ""}};
-    if (!ddp) {
-      row["fwd_bwd_ms_burst"] = round4(fwd_bwd);
-      row["gemm_tflops"] = std::round(gemm_flop / (fwd_bwd * 1e9) * 100) / 100;
-      row["optimizer_ms_burst"] = round4(optimizer_ms);
-      row["optimizer_gbps"] = std::round(optimizer_bytes / (optimizer_ms * 1e6) * 10) / 10;
+    if (!pg) {
+      row["fwd_bwd_ms_burst"] = round4(m->fwd_bwd_ms);
+      row["gemm_tflops"] = std::round(gemm_flop / (m->fwd_bwd_ms * 1e9) * 100) / 100;
+      row["optimizer_ms_burst"] = round4(m->optimizer_ms);
+      row["optimizer_gbps"] = std::round(optimizer_bytes / (m->optimizer_ms * 1e6) * 10) / 10;
+    }
+    if (m->exposed_ms >= 0) {
+      row["comm_ms"] = round4(m->comm_ms);
+      row["exposed_ms"] = round4(m->exposed_ms);
     }
     std::printf("%s\n", row.dump().c_str());
     std::fflush(stdout);
-  }
-  // Leave together: rank 0 may host the store, which the others still use until here.
-  if (pg) {
-    if (absl::Status s = pg->Barrier()->Wait(); !s.ok()) return Fail("barrier", s);
   }
   return 0;
 }

@@ -10,13 +10,16 @@
 //   main       flags -> start workers if nobody else did (SpawnWorkersIfNeeded) -> RunWorker
 //   RunWorker  join the job (InitProcessGroup: NCCL on GPUs, Gloo on CPUs) -> Train
 //   Train      data -> model -> (resume) -> DDP -> for each epoch:
-//                for each batch: TrainStep (lr(step), zero grads, forward, loss, backward: DDP
-//                all_reduces the gradient buckets while it runs, optimizer step), log the loss
+//                for each batch (or --grad_accum_steps of them): TrainStep (lr(step), zero grads, forward,
+//                loss, backward: DDP all_reduces the gradient buckets while it runs, optimizer step), log
 //                then: evaluate on every rank's shard, combine with all_reduce, log, checkpoint
+// --ddp picks the DDP: the production one (full, the default) or a lower rung of the ladder that builds it
+// up (naive, flat, bucketed: dist/ddp/ladder, docs/ddp_ladder.md), all behind the same three calls.
 //
 // The pieces, and where they are defined (the includes are the table of contents):
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,12 +41,13 @@
 #include "data/distributed_sampler.h"            // DistributedSampler: this rank's share of each epoch
 #include "data/fashion_mnist.h"                  // LoadFashionMnist
 #include "data/synthetic.h"                      // MakeSyntheticDataset (--dataset=synthetic)
-#include "dist/ddp/ddp.h"                            // DistributedDataParallel
+#include "dist/ddp/comm_hooks.h"                     // Bf16CompressHook (--comm_hook=bf16)
+#include "dist/ddp/ddp.h"                            // DdpOptions
+#include "dist/ddp/ladder/ladder.h"                  // CreateDataParallel: --ddp=naive|flat|bucketed|full
 #include "dist/launch/env.h"                            // IsWorker, RestartCount
 #include "dist/launch/error_file.h"                     // RecordWorkerFailure: why, for the launcher
 #include "dist/init.h"                           // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/launch/spawn.h"                          // SpawnWorkersIfNeeded
-#include "dist/ddp/reducer.h"                        // Reducer::BucketBytes (the timeline's labels)
 #include "dist/ddp/timeline/timeline_svg.h"            // WriteTimelineSvg: --trace's picture
 #include "dist/ddp/trace.h"                          // Tracer (--trace)
 #include "examples/internal/evaluate.h"          // EvalShardIndices, EvaluateShard, AllReduceEvalSums
@@ -124,6 +128,12 @@ std::unique_ptr<nn::LrSchedule> MakeSchedule(const TrainOptions& o, int64_t step
   return std::make_unique<nn::ConstantLr>(o.lr);
 }
 
+// An optimizer step takes --grad_accum_steps batches; an epoch's last step may take fewer. The progress
+// of a run (TrainingProgress: batch_in_epoch, global_step, checkpoints) counts optimizer steps.
+int64_t OptimizerStepsPerEpoch(const TrainOptions& o, const data::DataLoader& loader) {
+  return (loader.num_batches() + o.grad_accum_steps - 1) / o.grad_accum_steps;
+}
+
 // This rank's place in the job: its process group, and the device its model and batches live on.
 struct Job {
   std::shared_ptr<dist::ProcessGroup> pg;
@@ -152,7 +162,7 @@ struct Setup {
   std::unique_ptr<nn::LrSchedule> schedule;
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<dist::Tracer> tracer;                 // --trace; null when off
-  std::unique_ptr<dist::DistributedDataParallel> ddp;  // wraps `model`
+  std::unique_ptr<dist::ladder::DataParallel> ddp;     // --ddp's rung (full: DistributedDataParallel), wraps `model`
   std::vector<std::string> notes;                      // rank 0's lines from PrepareOutputs
 };
 
@@ -184,7 +194,7 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
   if (!o.init_from.empty()) RETURN_IF_ERROR(nn::LoadModule(*s.model, o.init_from));
   s.optimizer = MakeOptimizer(o, s.model->Parameters());
   s.optimizer->SetComputeCopies(s.model->ComputeCopies());  // none under fp32
-  s.schedule = MakeSchedule(o, s.loader->num_batches());
+  s.schedule = MakeSchedule(o, OptimizerStepsPerEpoch(o, *s.loader));
 
   // Outputs writable now rather than after an epoch; no other run's checkpoints in a fresh run's folder.
   if (rank == 0) {
@@ -247,6 +257,8 @@ struct Report {
   Progress progress;
   std::unique_ptr<MetricsWriter> metrics;  // --metrics_out; rank 0 only
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  double train_seconds = 0;  // in the training loops (not evaluation or checkpoints), and their steps:
+  int64_t train_steps = 0;   // the step time the done line reports, e.g. to compare --ddp rungs
   double Seconds() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
@@ -257,9 +269,15 @@ void PrintHeader(const TrainOptions& o, const Job& job, const Setup& s, Progress
       absl::StrFormat("ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
                       absl::StrJoin(s.dims, "-"), s.model->NumParameters(), job.pg->size(), job.pg->backend_name(),
                       job.device.ToString(), o.dataset, s.datasets.train->Size(), s.datasets.test->Size()));
-  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s, lr %s%s", o.epochs,
-                                 s.loader->num_batches(), o.batch_size, o.batch_size * job.pg->size(), o.optimizer,
-                                 s.schedule->ToString(), o.precision == "bf16" ? ", bf16 mixed precision" : ""));
+  const std::string accumulation =
+      o.grad_accum_steps == 1
+          ? ""
+          : absl::StrFormat(" x %d accumulated (%d examples per optimizer step)", o.grad_accum_steps,
+                            o.batch_size * job.pg->size() * o.grad_accum_steps);
+  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global)%s, %s, lr %s%s, --ddp=%s",
+                                 o.epochs, OptimizerStepsPerEpoch(o, *s.loader), o.batch_size,
+                                 o.batch_size * job.pg->size(), accumulation, o.optimizer, s.schedule->ToString(),
+                                 o.precision == "bf16" ? ", bf16 mixed precision" : "", o.ddp));
   if (job.device.is_cpu()) progress.Print("  " + CpuIsaSummary());  // which CPU kernels run (tensor/cpu_isa.h)
 }
 
@@ -340,10 +358,10 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
   if (s.tracer) {
     RETURN_IF_ERROR(s.tracer->WriteChromeTrace(job.pg.get(), o.trace));  // collective: rank 0 writes
     if (r.lead) {
-      // And its picture beside it (FILE.svg): the last two steps, each bucket labelled with its bytes.
+      // And its picture beside it (FILE.svg): the last two steps, each all_reduce labelled with its bytes.
       dist::TraceSvgOptions svg;
-      const dist::Reducer& reducer = s.ddp->reducer();
-      for (int b = 0; b < reducer.num_buckets(); ++b) svg.bucket_bytes.push_back(reducer.BucketBytes(b));
+      svg.bucket_bytes = s.ddp->AllReduceBytes();
+      svg.title = absl::StrCat("DDP step timeline, --ddp=", o.ddp);
       const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(o.trace, svg);
       r.progress.Print(absl::StrCat("trace: ", o.trace, " (open in https://ui.perfetto.dev), timeline: ",
                                     drawn.ok() ? *drawn : std::string(drawn.status().message())));
@@ -353,50 +371,83 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
     r.progress.Print(absl::StrFormat("nothing to train: the run is already at step %d (--epochs=%d, --max_steps=%d)",
                                      at.global_step, o.epochs, o.max_steps));
   } else if (r.lead) {
-    r.progress.Print(absl::StrFormat("done: %d steps, test accuracy %.2f%%, %.1fs", at.global_step,
-                                     100 * last_eval.accuracy, r.Seconds()));
+    r.progress.Print(absl::StrFormat("done: %d steps, test accuracy %.2f%%, %.1fs (%.2f ms per training step)",
+                                     at.global_step, 100 * last_eval.accuracy, r.Seconds(),
+                                     1000 * r.train_seconds / std::max<int64_t>(1, r.train_steps)));
   }
   return job.pg->Barrier()->Wait();
 }
 
 // --- Training --------------------------------------------------------------------------------------
 
-// One optimizer step on one batch, the five lines of every PyTorch training loop. DDP works inside two
-// of them: its Forward starts the iteration, and Backward all_reduces the gradient buckets while it runs.
-// Returns the loss, left on the device (reading it would wait for the GPU).
-absl::StatusOr<Tensor> TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
-  // Failure tests make a rank hang, exit or die here (TINYDDP_FAULT); "nan" poisons this batch.
+// Up to `k` next batches of the epoch (fewer at its end): what one optimizer step trains on. Empty at
+// the end of the epoch.
+std::vector<data::Batch> NextBatches(data::DataLoader& loader, int64_t k) {
+  std::vector<data::Batch> batches;
+  while (static_cast<int64_t>(batches.size()) < k) {
+    std::optional<data::Batch> batch = loader.Next();
+    if (!batch) break;
+    batches.push_back(*std::move(batch));
+  }
+  return batches;
+}
+
+// One optimizer step, the five lines of every PyTorch training loop. DDP works inside three of them: its
+// Forward starts the iteration, Backward all_reduces the gradient buckets while it runs (bucketed, full),
+// and FinishBackward completes the average (naive, flat: all of the communication happens there).
+// With --grad_accum_steps, `batches` holds several micro-batches: all but the last run under no_sync
+// (their backwards only add into .grad), and each one's mean loss is weighted by its share of the step's
+// examples (the seed of Backward), so .grad ends as the mean over all of them - k micro-batches of b train
+// like one batch of k*b, up to the order in which float sums are added.
+// Returns the step's loss (mean over its examples), left on the device (reading it would wait for the GPU).
+absl::StatusOr<Tensor> TrainStep(Setup& s, const std::vector<data::Batch>& batches, int64_t step) {
+  // Failure tests make a rank hang, exit or die here (TINYDDP_FAULT); "nan" poisons this step's batches.
   const bool poison = MaybeInjectFault("step", step) == FaultAction::kNonFinite;
   s.optimizer->set_lr(s.schedule->LrAt(step));
   s.optimizer->ZeroGrad();
-  const Variable logits = s.ddp->Forward(Variable(poison ? ops::Scale(batch.inputs, std::nan("")) : batch.inputs));
-  const Variable loss = s.loss_fn(logits, batch.labels);
-  {
-    dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "backward", step);
-    autograd::Backward(loss);
+  int64_t examples = 0;
+  for (const data::Batch& b : batches) examples += b.size();
+  Tensor step_loss;
+  for (size_t m = 0; m < batches.size(); ++m) {
+    const bool last = m + 1 == batches.size();
+    const double share = static_cast<double>(batches[m].size()) / static_cast<double>(examples);  // 1: no accumulation
+    const Tensor& inputs = batches[m].inputs;
+    const Variable logits = s.ddp->Forward(Variable(poison ? ops::Scale(inputs, std::nan("")) : inputs), /*sync=*/last);
+    const Variable loss = s.loss_fn(logits, batches[m].labels);
+    {
+      dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "backward", step);
+      autograd::Backward(loss, share == 1 ? Tensor() : Tensor::Full(loss.shape(), share, loss.dtype(), loss.device()));
+    }
+    // A bucket whose all_reduce failed (a peer died, or froze past --timeout) left gradients that are not
+    // averages: stop with its error rather than step on them (PyTorch raises from backward()).
+    RETURN_IF_ERROR(s.ddp->FinishBackward());
+    if (batches.size() == 1) {
+      step_loss = loss.data();
+    } else {
+      if (!step_loss.defined()) step_loss = Tensor::Zeros(loss.shape(), loss.dtype(), loss.device());
+      ops::AddInto(step_loss, loss.data(), share);
+    }
   }
-  // A bucket whose all_reduce failed (a peer died, or froze past --timeout) left gradients that are not
-  // averages: stop with its error rather than step on them (PyTorch raises from backward()).
-  RETURN_IF_ERROR(s.ddp->status());
   {
     dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "optimizer", step);
     s.optimizer->Step();
   }
-  return loss.data();
+  return step_loss;
 }
 
-// Starts epoch `epoch` at its first batch not trained yet (mid-epoch after a resume).
+// Starts epoch `epoch` at its first step not trained yet (mid-epoch after a resume).
 void StartEpoch(const TrainOptions& o, const Job& job, int64_t epoch, Setup& s, TrainingProgress& at, Report& r) {
   s.loader->Reset(epoch);  // the shuffle of this epoch, a function of (seed, epoch)
-  const int64_t first_batch = epoch == at.epoch ? at.batch_in_epoch : 0;
-  for (int64_t skip = 0; skip < first_batch; ++skip) {  // trained before the resume
+  const int64_t first_batch = epoch == at.epoch ? at.batch_in_epoch : 0;  // in optimizer steps
+  for (int64_t skip = 0; skip < first_batch * o.grad_accum_steps; ++skip) {  // trained before the resume
     if (!s.loader->Next()) break;
   }
   if (first_batch == 0) at.epoch_loss_sum = at.epoch_loss_count = 0;     // a fresh epoch
   at.epoch = epoch;
   at.batch_in_epoch = first_batch;
   if (r.lead) {
-    r.progress.BeginEpoch(epoch, o.epochs, s.loader->num_batches(), first_batch, o.batch_size * job.pg->size());
+    r.progress.BeginEpoch(epoch, o.epochs, at.steps_per_epoch, first_batch,
+                          o.batch_size * job.pg->size() * o.grad_accum_steps);
   }
 }
 
@@ -413,7 +464,7 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   for (const std::string& note : s.notes) report.progress.Print(note);
 
   // 2. Where to start: step 0, or the latest good checkpoint (also after an elastic restart).
-  const int64_t steps_per_epoch = s.loader->num_batches();
+  const int64_t steps_per_epoch = OptimizerStepsPerEpoch(o, *s.loader);
   TrainingProgress at;
   if (o.resume) {
     ASSIGN_OR_RETURN(at, ResumeOnEveryRank(job, o, steps_per_epoch, *s.model, *s.optimizer, report.progress));
@@ -422,27 +473,34 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
 
   // 3. DDP: from here on, every backward averages the gradients over the ranks.
   dist::DdpOptions ddp_options;  // PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket, grads as bucket views
+  ddp_options.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(o.bucket_cap_mb * dist::kMiB));
+  ddp_options.first_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(o.first_bucket_mb * dist::kMiB));
+  ddp_options.find_unused_parameters = o.find_unused_parameters;
+  if (o.comm_hook == "bf16") ddp_options.comm_hook = dist::Bf16CompressHook();
   if (!o.trace.empty()) {
     s.tracer = std::make_unique<dist::Tracer>(job.pg->rank(), job.device);
     ddp_options.tracer = s.tracer.get();  // DDP records forward and each bucket's all_reduce
   }
-  ASSIGN_OR_RETURN(s.ddp, dist::DistributedDataParallel::Create(*s.model, job.pg, ddp_options));
+  ASSIGN_OR_RETURN(s.ddp, dist::ladder::CreateDataParallel(o.ddp, *s.model, job.pg, ddp_options));
 
   ASSIGN_OR_RETURN(report.metrics, OpenMetrics(o, job, at));
   if (lead) PrintHeader(o, job, s, report.progress);
-  // Each bucket: bytes, parameters, and the path its all_reduce takes (NCCL, Gloo or the copy engines).
-  if (lead) report.progress.Print(std::string(absl::StripTrailingAsciiWhitespace(s.ddp->BucketTable())));
+  // Each bucket: bytes, parameters, and the path its all_reduce takes (NCCL, Gloo or the copy engines);
+  // a lower rung of the ladder says how it communicates instead.
+  if (lead) report.progress.Print(std::string(absl::StripTrailingAsciiWhitespace(s.ddp->Describe())));
 
   // 4. The loop: epochs of steps, the loss logged every --log_every steps (and checked: a NaN stops
   //    the run); after each epoch, evaluate and checkpoint, and every --checkpoint_every steps too.
-  //    --max_steps may stop it mid-epoch.
+  //    --max_steps may stop it mid-epoch. A step trains on --grad_accum_steps batches.
   LossWindow window(job.device, std::min(o.log_every, steps_per_epoch), /*check_finite=*/!o.allow_nonfinite);
   bool stop = o.max_steps > 0 && at.global_step >= o.max_steps;
   EvalMetrics last_eval;
   for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
     StartEpoch(o, job, epoch, s, at, report);
-    while (std::optional<data::Batch> batch = s.loader->Next()) {
-      ASSIGN_OR_RETURN(const Tensor loss, TrainStep(s, *batch, at.global_step));
+    const auto loop_start = std::chrono::steady_clock::now();
+    const int64_t steps_before = at.global_step;
+    for (std::vector<data::Batch> batches; !(batches = NextBatches(*s.loader, o.grad_accum_steps)).empty();) {
+      ASSIGN_OR_RETURN(const Tensor loss, TrainStep(s, batches, at.global_step));
       window.Add(loss, at.global_step);
       ++at.global_step;
       ++at.batch_in_epoch;
@@ -457,6 +515,8 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
       if (stop) break;
     }
     RETURN_IF_ERROR(s.loader->status());
+    report.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
+    report.train_steps += at.global_step - steps_before;
     if (lead) report.progress.EndEpoch();
     const bool epoch_done = at.batch_in_epoch == steps_per_epoch;
     if (epoch_done) {

@@ -30,8 +30,9 @@ void Progress::BeginEpoch(int64_t epoch, int64_t num_epochs, int64_t total_batch
   start_batch_ = done_ = start_batch;
   samples_per_batch_ = samples_per_batch;
   // loss_ keeps the last logged value across epochs: better than a blank until the first log.
-  epoch_start_ = Clock::now();
+  epoch_start_ = last_line_ = Clock::now();
   last_draw_ = Clock::time_point();
+  last_line_done_ = start_batch;
   if (interactive_) Draw();
 }
 
@@ -62,6 +63,12 @@ void Progress::LogStep(int64_t batches_done, double loss, double lr) {
   done_ = batches_done;
   loss_ = loss;
   if (interactive_) return;  // the live bar shows it
+  const Clock::time_point now = Clock::now();
+  const bool waited = std::chrono::duration<double>(now - last_line_).count() >= limits_.min_seconds;
+  const bool advanced = static_cast<double>(done_ - last_line_done_) >= limits_.min_epoch_fraction * total_;
+  if (!waited || !advanced) return;
+  last_line_ = now;
+  last_line_done_ = done_;
   std::fprintf(out_, "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f samples/s  ETA %s\n",
                static_cast<long long>(epoch_ + 1), static_cast<long long>(num_epochs_), static_cast<long long>(done_),
                static_cast<long long>(total_), loss, lr, SamplesPerSecond(), FormatDuration(EtaSeconds()).c_str());

@@ -13,10 +13,10 @@ namespace {
 
 // What `run` printed through a Progress writing to a temporary file.
 template <typename Fn>
-std::string Capture(bool interactive, Fn run) {
+std::string Capture(bool interactive, Fn run, PlainLineLimits limits = {0, 0}) {
   std::FILE* f = std::tmpfile();
   {
-    Progress p(interactive, f);
+    Progress p(interactive, f, limits);
     run(p);
   }
   std::rewind(f);
@@ -57,6 +57,34 @@ TEST(Progress, PlainOutputHasOneLinePerLoggedStepAndNoCarriageReturns) {
   EXPECT_NE(out.find("step 100/469  loss 0.6012"), std::string::npos) << out;
   EXPECT_NE(out.find("epoch 1/3: done\n"), std::string::npos) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3) << out;
+}
+
+TEST(Progress, PlainLinesComeAtMostOncePerTenthOfAnEpoch) {
+  const std::string out = Capture(
+      false,
+      [](Progress& p) {
+        p.BeginEpoch(0, 1, 469, 0, 128);
+        for (int b = 5; b <= 465; b += 5) p.LogStep(b, 0.5, 0.01);  // --log_every=5: 93 logged steps
+      },
+      {/*min_seconds=*/0, /*min_epoch_fraction=*/0.1});
+  // A line once 46.9 more batches have passed: at 50, 100, ..., 450.
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 9) << out;
+  EXPECT_NE(out.find("step 50/469"), std::string::npos) << out;
+  EXPECT_EQ(out.find("step 45/469"), std::string::npos) << out;
+  EXPECT_NE(out.find("step 450/469"), std::string::npos) << out;
+}
+
+TEST(Progress, PlainLinesWaitForTheirMinimumInterval) {
+  // Far more than this test's run time: no logged step may print, however far the epoch advances.
+  const std::string out = Capture(
+      false,
+      [](Progress& p) {
+        p.BeginEpoch(0, 1, 100, 0, 64);
+        for (int b = 10; b <= 100; b += 10) p.LogStep(b, 0.5, 0.01);
+        p.Print("epoch 1/1: done");
+      },
+      {/*min_seconds=*/3600, /*min_epoch_fraction=*/0});
+  EXPECT_EQ(out, "epoch 1/1: done\n");
 }
 
 TEST(Progress, TerminalOutputRedrawsOneLineAndKeepsMessagesAboveIt) {

@@ -2,6 +2,7 @@
 // checks, then the copy into the struct.
 #include "examples/internal/train_options.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/flags/flag.h"
@@ -52,6 +53,23 @@ ABSL_FLAG(int64_t, max_steps, kDefaults.max_steps,
           "stop after this many steps in total, then checkpoint; 0 = no limit");
 ABSL_FLAG(int64_t, seed, kDefaults.seed, "model init and data order are functions of this");
 ABSL_FLAG(bool, shuffle, kDefaults.shuffle, "reshuffle the training set every epoch");
+// Data parallelism.
+ABSL_FLAG(std::string, ddp, kDefaults.ddp,
+          "which DDP, bottom to top of the ladder in docs/ddp_ladder.md: naive (after backward, one blocking "
+          "all_reduce per gradient), flat (after backward, one all_reduce of all gradients packed together), "
+          "bucketed (buckets all_reduced from gradient hooks while backward runs), full (DistributedDataParallel) "
+          "(naive|flat|bucketed|full)");
+ABSL_FLAG(double, bucket_cap_mb, kDefaults.bucket_cap_mb, "bucketed, full: MiB of gradients per bucket");
+ABSL_FLAG(double, first_bucket_mb, kDefaults.first_bucket_mb,
+          "bucketed, full: MiB of the first bucket (small, so communication starts early in backward)");
+ABSL_FLAG(int64_t, grad_accum_steps, kDefaults.grad_accum_steps,
+          "gradient accumulation: micro-batches of --batch_size per optimizer step, all but the last under "
+          "no_sync (k micro-batches of b train like one batch of k*b; --max_steps counts optimizer steps)");
+ABSL_FLAG(bool, find_unused_parameters, kDefaults.find_unused_parameters,
+          "full: parameters the forward does not use count as ready (a graph walk per step)");
+ABSL_FLAG(std::string, comm_hook, kDefaults.comm_hook,
+          "full: how a bucket is averaged: allreduce (DDP's default: an all_reduce, over the copy engines for "
+          "large buckets of two GPUs) or bf16 (cast to bfloat16 for the wire, half the bytes) (allreduce|bf16)");
 // Data.
 ABSL_FLAG(std::string, dataset, kDefaults.dataset,
           "synthetic: a learnable generated problem, no files needed (fashion_mnist|synthetic)");
@@ -84,6 +102,8 @@ const std::vector<FlagGroup>& Flags() {
       {"model and optimisation",
        {"hidden", "optimizer", "precision", "lr_schedule", "lr", "momentum", "weight_decay", "warmup_steps",
         "lr_step_epochs", "lr_gamma", "epochs", "batch_size", "max_steps", "seed", "shuffle"}},
+      {"data parallelism (DDP)",
+       {"ddp", "bucket_cap_mb", "first_bucket_mb", "grad_accum_steps", "find_unused_parameters", "comm_hook"}},
       {"data", {"dataset", "data_dir", "synthetic_examples", "synthetic_input_size"}},
       {"output and state",
        {"log_every", "checkpoint_dir", "checkpoint_every", "keep_checkpoints", "resume", "init_from", "metrics_out",
@@ -128,6 +148,12 @@ absl::StatusOr<TrainOptions> FromFlags() {
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.shuffle = absl::GetFlag(FLAGS_shuffle);
+  o.ddp = absl::GetFlag(FLAGS_ddp);
+  o.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
+  o.first_bucket_mb = absl::GetFlag(FLAGS_first_bucket_mb);
+  o.grad_accum_steps = absl::GetFlag(FLAGS_grad_accum_steps);
+  o.find_unused_parameters = absl::GetFlag(FLAGS_find_unused_parameters);
+  o.comm_hook = absl::GetFlag(FLAGS_comm_hook);
   o.dataset = absl::GetFlag(FLAGS_dataset);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.synthetic_examples = absl::GetFlag(FLAGS_synthetic_examples);
@@ -157,6 +183,13 @@ absl::Status Choice(const std::string& value, const std::string& flag, const std
 
 absl::Status Finite(double value, const std::string& flag) {
   return Check(std::isfinite(value), flag, absl::StrCat("must be a finite number, got ", value));
+}
+
+// A DDP setting that only some rungs of the ladder have: refused, rather than ignored, on the others.
+absl::Status OnlyFor(const TrainOptions& o, const std::string& flag, bool set, const std::vector<std::string>& rungs) {
+  if (!set || std::find(rungs.begin(), rungs.end(), o.ddp) != rungs.end()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, " applies to --ddp=", absl::StrJoin(rungs, " or --ddp="),
+                                                 ", not to --ddp=", o.ddp, ", which has no such setting"));
 }
 
 // The choices, ranges and cross-field checks, first problem first.
@@ -197,6 +230,18 @@ absl::Status Validate(const TrainOptions& o) {
             "needs --checkpoint_dir=DIR to write the checkpoints to"),
       Check(!o.resume || !o.checkpoint_dir.empty(), "resume", "needs --checkpoint_dir=DIR to resume from"),
       Check(o.dataset == "fashion_mnist" || o.data_dir.empty(), "data_dir", "only applies to --dataset=fashion_mnist"),
+      Choice(o.ddp, "ddp", {"naive", "flat", "bucketed", "full"}),
+      Choice(o.comm_hook, "comm_hook", {"allreduce", "bf16"}),
+      Check(std::isfinite(o.bucket_cap_mb) && o.bucket_cap_mb > 0, "bucket_cap_mb",
+            absl::StrCat("must be > 0 MiB, got ", o.bucket_cap_mb)),
+      Check(std::isfinite(o.first_bucket_mb) && o.first_bucket_mb > 0, "first_bucket_mb",
+            absl::StrCat("must be > 0 MiB, got ", o.first_bucket_mb)),
+      Check(o.grad_accum_steps >= 1 && o.grad_accum_steps <= 65536, "grad_accum_steps",
+            absl::StrCat("must be in [1, 65536], got ", o.grad_accum_steps)),
+      OnlyFor(o, "bucket_cap_mb", o.bucket_cap_mb != kDefaults.bucket_cap_mb, {"bucketed", "full"}),
+      OnlyFor(o, "first_bucket_mb", o.first_bucket_mb != kDefaults.first_bucket_mb, {"bucketed", "full"}),
+      OnlyFor(o, "find_unused_parameters", o.find_unused_parameters, {"full"}),
+      OnlyFor(o, "comm_hook", o.comm_hook != kDefaults.comm_hook, {"full"}),
   };
   for (const absl::Status& s : checks) {
     RETURN_IF_ERROR(s);
@@ -221,6 +266,9 @@ std::map<std::string, std::string> TrainOptions::TrajectorySettings(int world_si
   };
   if (optimizer == "sgd") s["momentum"] = absl::StrCat(momentum);
   if (precision != "fp32") s["precision"] = precision;  // absent for fp32, so older checkpoints still resume
+  // Likewise recorded only when not the default.
+  if (grad_accum_steps != 1) s["grad_accum_steps"] = absl::StrCat(grad_accum_steps);
+  if (comm_hook != "allreduce") s["comm_hook"] = comm_hook;
   if (dataset == "synthetic") {
     s["synthetic_examples"] = absl::StrCat(synthetic_examples);
     s["synthetic_input_size"] = absl::StrCat(synthetic_input_size);
@@ -269,7 +317,8 @@ std::string TrainUsage() {
       "  ./bazelw run //examples:ddp_mlp -- --epochs=20 --metrics_out=metrics.jsonl --checkpoint_dir=ckpt\n"
       "  ./bazelw run //examples:ddp_mlp -- --checkpoint_dir=ckpt --resume\n"
       "  ./bazelw run //examples:ddp_mlp -- --checkpoint_dir=ckpt --checkpoint_every=200 --max_restarts=2 "
-      "--timeout=60s\n");
+      "--timeout=60s\n"
+      "  ./bazelw run //examples:ddp_mlp -- --ddp=naive --epochs=1   # the bottom of the DDP ladder\n");
 }
 
 }  // namespace tinyddp::examples

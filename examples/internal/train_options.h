@@ -51,6 +51,14 @@ struct TrainOptions {
   int64_t seed = 0;
   bool shuffle = true;
 
+  // Data parallelism: which DDP of the ladder (docs/ddp_ladder.md), and DDP's own settings.
+  std::string ddp = "full";             // naive | flat | bucketed | full (DistributedDataParallel)
+  double bucket_cap_mb = 25;            // bucketed, full: bucket size (PyTorch's bucket_cap_mb)
+  double first_bucket_mb = 1;           // bucketed, full: the first bucket's size
+  int64_t grad_accum_steps = 1;         // micro-batches per optimizer step: k x batch_size == 1 x k*batch_size
+  bool find_unused_parameters = false;  // full only
+  std::string comm_hook = "allreduce";  // full only: allreduce (DDP's default path) | bf16 (compressed)
+
   // Data.
   std::string dataset = "fashion_mnist";  // fashion_mnist | synthetic
   std::string data_dir;                   // "" = /usr/share/datasets/fashion-mnist

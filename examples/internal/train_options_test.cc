@@ -10,6 +10,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "examples/internal/user_path.h"
 #include "gtest/gtest.h"
 
@@ -121,7 +122,7 @@ TEST(TrainOptions, HelpStopsParsingAndListsEveryFlagWithItsDefault) {
     const std::string arg = absl::StrCat("--", name, "=", flag->DefaultValue());
     EXPECT_TRUE(ParseTrainOptions({arg}, "").ok()) << arg;
   }
-  EXPECT_EQ(listed, 33);
+  EXPECT_EQ(listed, 39);
 }
 
 TEST(TrainOptions, OutOfRangeValuesNameTheFlag) {
@@ -143,6 +144,33 @@ TEST(TrainOptions, OutOfRangeValuesNameTheFlag) {
   absl::StatusOr<TrainOptions> o = ParseTrainOptions({"--dataset=synthetic", "--data_dir=/x"}, "");
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("--data_dir"), std::string::npos);
+}
+
+TEST(TrainOptions, DdpSettingsTheChosenRungDoesNotHaveAreRefusedNotIgnored) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--ddp=naive", "--bucket_cap_mb=4"},
+       "--bucket_cap_mb applies to --ddp=bucketed or --ddp=full, not to --ddp=naive"},
+      {{"--ddp=flat", "--first_bucket_mb=2"}, "--first_bucket_mb applies to --ddp=bucketed or --ddp=full"},
+      {{"--ddp=bucketed", "--find_unused_parameters"}, "--find_unused_parameters applies to --ddp=full, not to"},
+      {{"--ddp=bucketed", "--comm_hook=bf16"}, "--comm_hook applies to --ddp=full, not to --ddp=bucketed"},
+      {{"--ddp=fastest"}, "--ddp=fastest: expected one of naive, flat, bucketed, full"},
+      {{"--comm_hook=fp16"}, "--comm_hook=fp16: expected one of allreduce, bf16"},
+      {{"--grad_accum_steps=0"}, "--grad_accum_steps: must be in [1, 65536]"},
+      {{"--bucket_cap_mb=0"}, "--bucket_cap_mb: must be > 0 MiB"},
+  };
+  for (const auto& [args, want] : cases) {
+    absl::StatusOr<TrainOptions> o = ParseTrainOptions(args, "");
+    ASSERT_FALSE(o.ok()) << absl::StrJoin(args, " ");
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(o.status().message().find(want), std::string::npos) << o.status().message();
+  }
+  absl::StatusOr<TrainOptions> bucketed =
+      ParseTrainOptions({"--ddp=bucketed", "--bucket_cap_mb=0.5", "--first_bucket_mb=0.25"}, "");
+  ASSERT_TRUE(bucketed.ok()) << bucketed.status();
+  EXPECT_EQ(bucketed->bucket_cap_mb, 0.5);
+  absl::StatusOr<TrainOptions> full = ParseTrainOptions({"--find_unused_parameters", "--comm_hook=bf16"}, "");
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->ddp, "full");
 }
 
 TEST(TrainOptions, RelativePathsResolveAgainstTheWorkingDirectory) {
@@ -179,6 +207,13 @@ TEST(TrainOptions, TrajectorySettingsIncludeWhatChangesTheParameters) {
   ASSERT_TRUE(bf16.ok()) << bf16.status();
   EXPECT_EQ(bf16->TrajectorySettings(2).at("precision"), "bf16");
   EXPECT_EQ(constant->TrajectorySettings(2).count("precision"), 0u) << "fp32 checkpoints from before the flag resume";
+  // Accumulation changes the steps (a resume must keep it); the rung of the DDP ladder does not (they
+  // compute the same average), and defaults are not recorded, so older checkpoints still resume.
+  absl::StatusOr<TrainOptions> accumulated = ParseTrainOptions({"--grad_accum_steps=4", "--ddp=flat"}, "");
+  ASSERT_TRUE(accumulated.ok());
+  EXPECT_EQ(accumulated->TrajectorySettings(2).at("grad_accum_steps"), "4");
+  EXPECT_EQ(accumulated->TrajectorySettings(2).count("ddp"), 0u);
+  EXPECT_EQ(constant->TrajectorySettings(2).count("grad_accum_steps"), 0u);
 }
 
 TEST(TrainOptions, FailureFlagsAreReadAndCheckedAndTheTimeoutFlagWinsOverTheVariable) {

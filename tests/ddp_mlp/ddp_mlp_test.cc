@@ -47,9 +47,9 @@ TEST(DdpMlp, TwoGlooRanksLearnTheSyntheticTaskWellAboveChance) {
   ASSERT_EQ(r.exit_code, 0) << Explain(r);
   EXPECT_NE(r.out.find("2 rank(s) over gloo on cpu"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("epoch 3/3: train loss"), std::string::npos) << r.out;
-  // Plain lines (stdout is a file here), never the carriage-return bar.
+  // Plain lines (stdout is a file here), never the carriage-return bar. (Step lines come at most every
+  // 10 s, so this short run may print none: progress_test checks them.)
   EXPECT_EQ(r.out.find('\r'), std::string::npos);
-  EXPECT_NE(r.out.find("epoch 1/3  step 5/19  loss"), std::string::npos) << r.out;
 
   double accuracy = -1, first_loss = -1, last_loss = -1;
   int epochs = 0;
