@@ -17,6 +17,9 @@
 #include "dist/ddp/reducer.h"
 #include "dist/ddp/trace.h"
 #include "dist/ddp/traced_comm_hook.h"
+#include "dist/ddp/zero/reduce_scatter_hook.h"
+#include "dist/ddp/zero/shard_layout.h"
+#include "dist/ddp/zero/zero_optimizer.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
 #include "tensor/internal/check.h"
@@ -128,6 +131,17 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
                                                    "bucket_cap_bytes=", options.bucket_cap_bytes,
                                                    " first_bucket_bytes=", options.first_bucket_bytes));
   }
+  if (options.zero_stage != 0 && options.zero_stage != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("DistributedDataParallel: zero_stage must be 0 (plain DDP) or 1 "
+                                                   "(ZeRO-1: sharded optimizer state), got ", options.zero_stage));
+  }
+  if (options.zero_stage == 1 &&
+      (!options.gradient_as_bucket_view || options.comm_hook.run || options.find_unused_parameters)) {
+    return absl::InvalidArgumentError(
+        "DistributedDataParallel: ZeRO-1 (zero_stage=1) reduce-scatters flat buckets with its own comm hook and "
+        "steps every parameter of a bucket together; hint: keep gradient_as_bucket_view=true, set no comm_hook "
+        "and leave find_unused_parameters off");
+  }
   RETURN_IF_ERROR(VerifyParametersMatchAcrossRanks(*pg, params));
 
   // Start from one model: rank 0's values everywhere (PyTorch's _sync_module_states). All broadcasts are
@@ -149,7 +163,13 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
   // wraps whichever it is.
   std::shared_ptr<CopyEngineHook> copy_engines;
   CommHook hook = options.comm_hook;
-  if (!hook.run) {
+  if (options.zero_stage == 1) {
+    // ZeRO-1: buckets padded to whole blocks and reduce-scattered (NCCL's kernels or Gloo's ring; the copy
+    // engines only all-reduce). The step and the all-gather follow in RegisterFusedOptimizer's optimizer.
+    const int world = pg->size();
+    options.padded_numel = [world](int64_t numel, int64_t esize) { return zero::PaddedNumel(numel, world, esize); };
+    hook = zero::ReduceScatterHook();
+  } else if (!hook.run) {
     ASSIGN_OR_RETURN(copy_engines, CopyEngineHook::Create(*pg));
     hook = copy_engines->AsCommHook();
   }
@@ -167,9 +187,13 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared
     : module_(module), pg_(std::move(pg)), options_(std::move(options)), reducer_(std::move(reducer)),
       copy_engines_(std::move(copy_engines)) {
   reducer_->SetBucketReducedCallback([this](int bucket) {
-    if (fused_.empty()) return;
+    if (fused_.empty() && zero_ == nullptr) return;
     Tracer::Span span = Tracer::MaybeScope(options_.tracer, "optimizer", bucket);
-    fused_[bucket]->Step();
+    if (zero_ != nullptr) {
+      zero_->OnBucketReduced(bucket);  // steps this rank's block, starts the bucket's all_gather
+    } else {
+      fused_[bucket]->Step();
+    }
   });
 }
 
@@ -199,6 +223,12 @@ autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& in
     const absl::Status registered = RegisterBucketsIfRebuilt();
     TINYDDP_CHECK_OP(registered.ok(), "DistributedDataParallel", registered.message());
   }
+  if (options_.zero_stage == 1 && grad && sync_enabled_) {
+    TINYDDP_CHECK_OP(zero_ != nullptr, "DistributedDataParallel", "zero_stage=1 shards an optimizer, but none was "
+                     "registered; hint: call RegisterFusedOptimizer before the first Forward (the training loop "
+                     "then calls no Step())");
+  }
+  if (zero_ != nullptr) zero_->BeforeForward();  // re-shards after the bucket rebuild
   if (fused_factory_ && fused_generation_ != reducer_->layout_generation()) RebuildFusedOptimizers();
   autograd::Variable output = module_.Forward(input);
   if (grad && sync_enabled_) {
@@ -211,6 +241,12 @@ autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& in
 
 void DistributedDataParallel::RegisterFusedOptimizer(OptimizerFactory factory) {
   TINYDDP_CHECK_OP(factory != nullptr, "DistributedDataParallel::RegisterFusedOptimizer", "empty factory");
+  if (options_.zero_stage == 1) {
+    zero_ = std::make_unique<zero::ZeroRedundancyOptimizer>(*reducer_, pg_, module_.NamedParameters(),
+                                                            std::move(factory));
+    if (fused_lr_ >= 0) zero_->SetLr(fused_lr_);
+    return;
+  }
   fused_factory_ = std::move(factory);
   RebuildFusedOptimizers();
 }
@@ -218,6 +254,7 @@ void DistributedDataParallel::RegisterFusedOptimizer(OptimizerFactory factory) {
 void DistributedDataParallel::SetFusedOptimizerLr(double lr) {
   fused_lr_ = lr;
   for (auto& opt : fused_) opt->set_lr(lr);
+  if (zero_ != nullptr) zero_->SetLr(lr);
 }
 
 void DistributedDataParallel::RebuildFusedOptimizers() {
@@ -294,6 +331,7 @@ std::string DistributedDataParallel::BucketTable() const {
   if (options_.rebuild_buckets && !reducer_->buckets_rebuilt() && !options_.find_unused_parameters) {
     absl::StrAppend(&out, "(rebuilt once after the first step, in the order gradients arrive)\n");
   }
+  if (zero_ != nullptr) absl::StrAppend(&out, zero_->ShardTable());
   return out;
 }
 

@@ -1,0 +1,153 @@
+// ZeroRedundancyOptimizer (dist/ddp/zero/zero_optimizer.h): the shards, the step and the all-gather.
+// The state's consolidation for checkpoints is in zero_state.cc.
+#include "dist/ddp/zero/zero_optimizer.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "tensor/internal/check.h"
+#include "tensor/ops.h"
+
+namespace tinyddp::dist::zero {
+namespace {
+
+constexpr char kOp[] = "ZeroRedundancyOptimizer";
+
+}  // namespace
+
+std::string ShardMemory::ToString() const {
+  const int64_t even = (parameters + world - 1) / world;
+  return absl::StrFormat(
+      "this rank steps %d of %d parameters (ceil(P/%d) = %d, + %d padding over all ranks); optimizer state %d "
+      "bytes (unsharded, as in plain DDP: %d); master weights %d bytes",
+      shard_elements, parameters, world, even, padding_elements, optimizer_state_bytes,
+      unsharded_optimizer_state_bytes, master_weight_bytes);
+}
+
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(const Reducer& reducer, std::shared_ptr<ProcessGroup> pg,
+                                                 std::vector<std::pair<std::string, autograd::Variable>> params,
+                                                 OptimizerFactory factory)
+    : reducer_(reducer), pg_(std::move(pg)), params_(std::move(params)), factory_(std::move(factory)) {
+  TINYDDP_CHECK_OP(factory_ != nullptr, kOp, "empty optimizer factory");
+  Build();
+}
+
+ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
+  // A gather still in flight writes into a flat buffer this object holds: let it finish first.
+  for (Shard& s : shards_) {
+    if (s.gather) s.gather->Wait().IgnoreError();
+  }
+}
+
+void ZeroRedundancyOptimizer::Build() {
+  const int world = pg_->size(), rank = pg_->rank();
+  std::vector<Shard> shards(reducer_.num_buckets());
+  for (int b = 0; b < reducer_.num_buckets(); ++b) {
+    Shard& s = shards[b];
+    const std::vector<autograd::Variable> bucket_params = reducer_.BucketParameters(b);
+    for (const autograd::Variable& p : bucket_params) {
+      size_t index = 0;
+      while (index < params_.size() && !params_[index].second.Is(p)) ++index;
+      TINYDDP_CHECK_OP(index < params_.size(), kOp, "bucket ", b, " holds a parameter the module does not list");
+      s.params.push_back(ParamSpan{index, s.numel, p.numel()});
+      s.numel += p.numel();
+    }
+    // The gradient bucket, padded by the reducer to whole blocks (ReducerOptions::padded_numel).
+    const Tensor& grads = reducer_.BucketBuffer(b);
+    TINYDDP_CHECK_OP(grads.defined() && grads.numel() % world == 0 && grads.numel() >= s.numel, kOp, "bucket ", b,
+                     " is not a flat buffer padded to whole blocks; hint: ZeRO-1 needs gradient_as_bucket_view and "
+                     "ReducerOptions::padded_numel = zero::PaddedNumel");
+    s.shard_numel = grads.numel() / world;
+
+    // The parameters move into one flat buffer laid out like their gradients: the all-gather then writes
+    // them in place, and block `rank` of it is what this rank's optimizer steps.
+    s.flat = Tensor::Zeros({grads.numel()}, grads.dtype(), grads.device());
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      const autograd::Variable& p = bucket_params[i];
+      Tensor view = s.flat.Rows(s.params[i].offset, s.params[i].offset + s.params[i].numel).View(p.shape());
+      ops::CopyInto(view, p.data());
+      p.set_data(view);
+    }
+    const int64_t begin = rank * s.shard_numel, end = begin + s.shard_numel;
+    s.grad_block = grads.Rows(begin, end);
+    s.master = autograd::Variable(s.flat.Rows(begin, end), /*requires_grad=*/true, absl::StrCat("zero.bucket", b));
+    s.master.set_grad(s.grad_block);
+    s.optimizer = factory_({s.master});
+    TINYDDP_CHECK_OP(s.optimizer != nullptr, kOp, "the optimizer factory returned null");
+    if (lr_ >= 0) s.optimizer->set_lr(lr_);
+  }
+  shards_ = std::move(shards);
+  generation_ = reducer_.layout_generation();
+}
+
+void ZeroRedundancyOptimizer::OnBucketReduced(int bucket) {
+  TINYDDP_CHECK_OP(generation_ == reducer_.layout_generation(), kOp,
+                   "the buckets changed without a Forward in between; hint: run backward through DDP's Forward");
+  Shard& s = shards_.at(bucket);
+  // The reduce-scatter has completed (the current stream is ordered after it): grad_block is the average.
+  s.optimizer->Step();
+  // Every rank's new block to every rank, in place; the group's stream waits for the step's kernels first.
+  s.gather = pg_->AllGather(s.flat, s.master.data());
+  if (bucket + 1 < static_cast<int>(shards_.size())) return;
+  // After the last bucket: whatever runs next on this stream (the next forward, an evaluation, a
+  // checkpoint) sees the new parameters. GPU: event waits only; CPU: the thread waits for Gloo.
+  for (Shard& t : shards_) {
+    const absl::Status status = t.gather->SynchronizeStream();
+    TINYDDP_CHECK_OP(status.ok(), kOp, "all_gather of the parameters failed on rank ", pg_->rank(), ": ",
+                     status.ToString());
+    t.gather.reset();
+  }
+}
+
+void ZeroRedundancyOptimizer::BeforeForward() {
+  if (generation_ == reducer_.layout_generation()) return;
+  // The reducer rebuilt its buckets (once, after the first step): blocks now cut the buckets elsewhere, so
+  // the state is consolidated over the old layout and cut again over the new one. Collective.
+  absl::StatusOr<nn::TensorMap> state = GatherState();
+  TINYDDP_CHECK_OP(state.ok(), kOp, "re-sharding after the bucket rebuild: ", state.status().ToString());
+  Build();
+  const absl::Status loaded = ScatterState(*state);
+  TINYDDP_CHECK_OP(loaded.ok(), kOp, "re-sharding after the bucket rebuild: ", loaded.ToString());
+}
+
+void ZeroRedundancyOptimizer::SetLr(double lr) {
+  lr_ = lr;
+  for (Shard& s : shards_) s.optimizer->set_lr(lr);
+}
+
+ShardMemory ZeroRedundancyOptimizer::Memory() const {
+  ShardMemory m;
+  m.world = pg_->size();
+  for (const Shard& s : shards_) {
+    m.parameters += s.numel;
+    m.shard_elements += s.shard_numel;
+    m.master_weight_bytes += s.shard_numel * static_cast<int64_t>(DTypeSize(s.flat.dtype()));
+    int64_t state = 0;  // bytes of this shard's per-element state (scalars such as Adam's step left out)
+    for (const auto& [name, t] : s.optimizer->StateTensors()) {
+      if (t.dim() > 0) state += static_cast<int64_t>(t.nbytes());
+    }
+    m.optimizer_state_bytes += state;
+    m.unsharded_optimizer_state_bytes += state / s.shard_numel * s.numel;
+  }
+  m.padding_elements = m.world * m.shard_elements - m.parameters;
+  return m;
+}
+
+std::string ZeroRedundancyOptimizer::ShardTable() const {
+  std::string out = absl::StrFormat(
+      "ZeRO-1: each bucket is cut into %d equal blocks; rank r steps block r, then all_gather returns the "
+      "parameters:\n",
+      pg_->size());
+  if (std::string(pg_->backend_name()) == "nccl") {
+    absl::StrAppend(&out, "  (reduce_scatter and all_gather run NCCL's kernels: the copy engines only all-reduce)\n");
+  }
+  for (size_t b = 0; b < shards_.size(); ++b) {
+    const Shard& s = shards_[b];
+    absl::StrAppendFormat(&out, "  bucket %d: %d elements = %d x %d (padding %d)\n", b, s.numel, pg_->size(),
+                          s.shard_numel, pg_->size() * s.shard_numel - s.numel);
+  }
+  return out;
+}
+
+}  // namespace tinyddp::dist::zero
