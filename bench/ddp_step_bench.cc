@@ -10,6 +10,9 @@
 //          --hook=allreduce|bf16  --backend=auto|nccl|gloo
 //          --fused_optimizer=true|false (DDP only, default true: one SGD per bucket stepped inside backward as
 //          each bucket's average arrives, DistributedDataParallel::RegisterFusedOptimizer)
+//          --zero=0|1 (DDP only, default 0; 1: ZeRO-1, docs/zero.md: each bucket reduce-scattered, each rank
+//          steps its 1/N of the SGD (its momentum only), the parameters all-gathered, all inside backward;
+//          needs the fused optimizer)
 //
 // The step is PyTorch's: zero_grad(set_to_none) ; loss = cross_entropy(model(x), y) ; backward ; SGD
 // (lr 0.01, momentum 0.9) step. Inputs are made on the device once (different on each rank), so only the
@@ -21,7 +24,9 @@
 //                          as in a real training loop).
 // On CPU (Gloo) the host clock replaces the events. Rank 0 prints DDP's bucket table after the warm-up (the
 // buckets as measured, after the one-time rebuild: index, bytes, parameters, and the path each takes,
-// "NCCL all_reduce" or "copy engines"), then a readable line and one JSON line.
+// "NCCL all_reduce" or "copy engines"), then a readable line and one JSON line. Both report the optimizer
+// state one rank holds (SGD momentum: 4 bytes per parameter, or per parameter of its shard under ZeRO-1)
+// and, on GPU, the device bytes held by live tensors after the warm-up (parameters, gradients, state).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -47,6 +52,8 @@
 #include "nlohmann/json.hpp"
 #include "nn/mlp.h"
 #include "nn/sgd.h"
+#include "dist/ddp/zero/zero_optimizer.h"
+#include "tensor/cuda_allocator.h"
 #include "tensor/cuda_device.h"
 #include "tensor/ops.h"
 #include "tensor/stream.h"
@@ -68,6 +75,7 @@ struct Options {
   bool bucket_view = true;
   bool bf16_hook = false;
   bool fused_optimizer = true;
+  int zero = 0;
   dist::Backend backend = dist::Backend::kAuto;
 };
 
@@ -102,6 +110,8 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.bucket_view = !has || v == "true";
     } else if (kv[0] == "--fused_optimizer" && (!has || v == "true" || v == "false")) {
       o.fused_optimizer = !has || v == "true";
+    } else if (kv[0] == "--zero" && has && (v == "0" || v == "1")) {
+      o.zero = v == "1" ? 1 : 0;
     } else if (kv[0] == "--hook" && has && (v == "allreduce" || v == "bf16")) {
       o.bf16_hook = v == "bf16";
     } else if (kv[0] == "--backend" && has) {
@@ -112,6 +122,11 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       return absl::InvalidArgumentError("unknown or malformed flag " + arg +
                                         " (see the header of bench/ddp_step_bench.cc)");
     }
+  }
+  if (o.zero == 1 && (o.no_ddp || !o.fused_optimizer || !o.bucket_view || o.bf16_hook)) {
+    return absl::InvalidArgumentError(
+        "--zero=1 shards DDP's fused optimizer over flat buckets with its own reduce-scatter: it cannot be "
+        "combined with --no_ddp, --fused_optimizer=false, --bucket_view=false or --hook=bf16");
   }
   return o;
 }
@@ -178,6 +193,7 @@ int Run(const Options& o) {
   ddp_options.bucket_cap_bytes = static_cast<int64_t>(o.bucket_cap_mb * dist::kMiB);
   ddp_options.first_bucket_bytes = static_cast<int64_t>(o.first_bucket_mb * dist::kMiB);
   ddp_options.gradient_as_bucket_view = o.bucket_view;
+  ddp_options.zero_stage = o.zero;
   if (o.bf16_hook) ddp_options.comm_hook = dist::Bf16CompressHook();
   if (!o.trace.empty()) {
     tracer = std::make_unique<dist::Tracer>(rank, device);
@@ -238,6 +254,10 @@ int Run(const Options& o) {
     std::printf("%s", ddp->BucketTable().c_str());
     std::fflush(stdout);
   }
+  // What one rank holds, measured after the warm-up (the state exists, the buckets are rebuilt).
+  const int64_t state_bytes = ddp && ddp->zero() ? ddp->zero()->Memory().optimizer_state_bytes
+                                                 : 4 * model->NumParameters();  // one float of momentum each
+  const int64_t device_bytes = device.is_cuda() ? cuda::GetAllocatorStats(device.index).allocated_bytes : 0;
 
   StepTimer timer(device);
   std::vector<double> synced;
@@ -285,10 +305,14 @@ int Run(const Options& o) {
                 ddp ? "DDP" : (device.is_cuda() ? "1-GPU" : "1-CPU"), dims.c_str(), static_cast<long long>(o.batch),
                 world, backend,
                 ddp ? absl::StrCat(" buckets=", buckets, o.bucket_view ? " layout=views" : " layout=coalesced",
-                                   fused ? " fused_optimizer" : "", o.bf16_hook ? " hook=bf16" : "",
+                                   fused ? " fused_optimizer" : "", o.zero ? " zero=1" : "",
+                                   o.bf16_hook ? " hook=bf16" : "",
                                    " all_reduce=", paths).c_str()
                     : "",
                 median, burst);
+    std::printf("  per rank: optimizer state %lld bytes%s\n", static_cast<long long>(state_bytes),
+                device.is_cuda() ? absl::StrCat(", device memory in live tensors ", device_bytes, " bytes").c_str()
+                                 : "");
     auto round4 = [](double v) { return std::round(v * 1e4) / 1e4; };
     nlohmann::json row = {{"impl", "tinyddp"},
                           {"dims", dims},
@@ -303,6 +327,9 @@ int Run(const Options& o) {
                           {"buckets", buckets},
                           {"bucket_view", o.bucket_view},
                           {"fused_optimizer", fused},
+                          {"zero", o.zero},
+                          {"optimizer_state_bytes_per_rank", state_bytes},
+                          {"device_allocated_bytes", device_bytes},
                           {"hook", o.bf16_hook ? "bf16" : "allreduce"},
                           {"all_reduce", paths}};
     std::printf("%s\n", row.dump().c_str());

@@ -41,6 +41,7 @@
 #include "dist/init.h"                           // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/launch/spawn.h"                          // SpawnWorkersIfNeeded
 #include "dist/ddp/trace.h"                          // Tracer (--trace)
+#include "dist/ddp/zero/zero_optimizer.h"            // ZeRO-1 (--zero=1): memory, consolidated state
 #include "examples/internal/evaluate.h"          // EvalShardIndices, EvaluateShard, AllReduceEvalSums
 #include "examples/internal/metrics_writer.h"    // MetricsWriter (--metrics_out): JSON lines + SVG plot
 #include "examples/internal/progress.h"          // Progress: the live bar, or plain lines
@@ -225,6 +226,15 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
   return loaded;
 }
 
+// --zero=1: the optimizer becomes ZeRO-1's, sharded over the ranks inside DDP (docs/zero.md). s.optimizer
+// stays as the unsharded vessel checkpoints read and write: here it hands a resumed state to the shards, and
+// it holds no state while training.
+absl::Status ShardOptimizer(const TrainOptions& o, Setup& s) {
+  s.ddp->RegisterFusedOptimizer([o](std::vector<Variable> params) { return MakeOptimizer(o, std::move(params)); });
+  RETURN_IF_ERROR(s.ddp->zero()->LoadConsolidatedStateTensors(s.optimizer->StateTensors()));
+  return s.optimizer->LoadStateTensors({});
+}
+
 // --- Reporting: what rank 0 prints and writes (the other ranks print only errors) -----------------
 
 struct Report {
@@ -242,9 +252,9 @@ void PrintHeader(const TrainOptions& o, const Job& job, const Setup& s, Progress
       absl::StrFormat("ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
                       absl::StrJoin(s.dims, "-"), s.model->NumParameters(), job.pg->size(), job.pg->backend_name(),
                       job.device.ToString(), o.dataset, s.datasets.train->Size(), s.datasets.test->Size()));
-  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s, lr %s", o.epochs,
+  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s%s, lr %s", o.epochs,
                                  s.loader->num_batches(), o.batch_size, o.batch_size * job.pg->size(), o.optimizer,
-                                 s.schedule->ToString()));
+                                 o.zero == 1 ? " sharded by ZeRO-1" : "", s.schedule->ToString()));
 }
 
 // Collective: rank 0 opens --metrics_out (appending when a resumed run continues); every rank learns
@@ -324,9 +334,16 @@ absl::StatusOr<EvalMetrics> EvaluateEpoch(const TrainOptions& o, const Job& job,
 
 // Collective: rank 0 writes the checkpoint (every rank holds the same weights and optimizer state) and
 // every rank learns whether that worked.
-absl::Status CheckpointOnEveryRank(const TrainOptions& o, const Job& job, const Setup& s,
-                                   const TrainingProgress& at, Report& r) {
+absl::Status CheckpointOnEveryRank(const TrainOptions& o, const Job& job, Setup& s, const TrainingProgress& at,
+                                   Report& r) {
   if (o.checkpoint_dir.empty()) return absl::OkStatus();
+  // ZeRO-1: every rank gathers the shards into the unsharded optimizer (collective), which is saved as
+  // plain DDP's is, so the checkpoint resumes at any number of ranks, with or without ZeRO.
+  dist::zero::ZeroRedundancyOptimizer* zero = s.ddp->zero();
+  if (zero != nullptr) {
+    ASSIGN_OR_RETURN(const nn::TensorMap full, zero->ConsolidatedStateTensors());
+    RETURN_IF_ERROR(s.optimizer->LoadStateTensors(full));
+  }
   absl::Status saved_ok;
   if (r.lead) {
     absl::StatusOr<std::string> saved = SaveTrainingCheckpoint(
@@ -334,6 +351,7 @@ absl::Status CheckpointOnEveryRank(const TrainOptions& o, const Job& job, const 
     if (saved.ok()) r.progress.Print(absl::StrCat("  checkpoint: ", *saved));
     saved_ok = saved.status();
   }
+  if (zero != nullptr) RETURN_IF_ERROR(s.optimizer->LoadStateTensors({}));  // the shards hold it
   return AgreeOnStatus(job, saved_ok, "writing the checkpoint");
 }
 
@@ -366,6 +384,7 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
 // Returns the loss, left on the device (reading it would wait for the GPU).
 Tensor TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
   s.optimizer->set_lr(s.schedule->LrAt(step));
+  if (s.ddp->zero() != nullptr) s.ddp->SetFusedOptimizerLr(s.optimizer->lr());
   s.optimizer->ZeroGrad();
   const Variable logits = s.ddp->Forward(Variable(batch.inputs));
   const Variable loss = s.loss_fn(logits, batch.labels);
@@ -373,7 +392,7 @@ Tensor TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
     dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "backward", step);
     autograd::Backward(loss);
   }
-  {
+  if (s.ddp->zero() == nullptr) {  // ZeRO-1 stepped each rank's shard inside Backward
     dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "optimizer", step);
     s.optimizer->Step();
   }
@@ -415,7 +434,9 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
     s.tracer = std::make_unique<dist::Tracer>(job.pg->rank(), job.device);
     ddp_options.tracer = s.tracer.get();  // DDP records forward and each bucket's all_reduce
   }
+  ddp_options.zero_stage = static_cast<int>(o.zero);
   ASSIGN_OR_RETURN(s.ddp, dist::DistributedDataParallel::Create(*s.model, job.pg, ddp_options));
+  if (o.zero == 1) RETURN_IF_ERROR(ShardOptimizer(o, s));
 
   ASSIGN_OR_RETURN(report.metrics, OpenMetrics(o, job, at));
   if (lead) PrintHeader(o, job, s, report.progress);
@@ -428,10 +449,15 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   LossWindow window(job.device);
   bool stop = o.max_steps > 0 && at.global_step >= o.max_steps;
   EvalMetrics last_eval;
+  bool zero_reported = false;
   for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
     StartEpoch(o, job, epoch, s, at, report);
     while (std::optional<data::Batch> batch = s.loader->Next()) {
       window.Add(TrainStep(s, *batch, at.global_step));
+      if (lead && s.ddp->zero() != nullptr && !zero_reported) {  // after the first step: its state exists
+        zero_reported = true;
+        report.progress.Print(absl::StrCat("ZeRO-1 memory per rank: ", s.ddp->zero()->Memory().ToString()));
+      }
       ++at.global_step;
       ++at.batch_in_epoch;
       stop = o.max_steps > 0 && at.global_step >= o.max_steps;

@@ -37,6 +37,9 @@ ABSL_FLAG(int64_t, max_steps, kDefaults.max_steps,
           "stop after this many steps in total, then checkpoint; 0 = no limit");
 ABSL_FLAG(int64_t, seed, kDefaults.seed, "model init and data order are functions of this");
 ABSL_FLAG(bool, shuffle, kDefaults.shuffle, "reshuffle the training set every epoch");
+ABSL_FLAG(int64_t, zero, kDefaults.zero,
+          "ZeRO stage: 1 shards the optimizer state over the ranks (reduce-scatter, step 1/N, all-gather; "
+          "docs/zero.md), 0 = plain DDP (0|1)");
 // Data.
 ABSL_FLAG(std::string, dataset, kDefaults.dataset,
           "synthetic: a learnable generated problem, no files needed (fashion_mnist|synthetic)");
@@ -65,7 +68,7 @@ const std::vector<FlagGroup>& Flags() {
       {"job shape", {"nproc", "backend"}},
       {"model and optimisation",
        {"hidden", "optimizer", "lr_schedule", "lr", "momentum", "weight_decay", "warmup_steps", "lr_step_epochs",
-        "lr_gamma", "epochs", "batch_size", "max_steps", "seed", "shuffle"}},
+        "lr_gamma", "epochs", "batch_size", "max_steps", "seed", "shuffle", "zero"}},
       {"data", {"dataset", "data_dir", "synthetic_examples", "synthetic_input_size"}},
       {"output and state",
        {"log_every", "checkpoint_dir", "keep_checkpoints", "resume", "init_from", "metrics_out", "trace"}},
@@ -104,6 +107,7 @@ absl::StatusOr<TrainOptions> FromFlags() {
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.shuffle = absl::GetFlag(FLAGS_shuffle);
+  o.zero = absl::GetFlag(FLAGS_zero);
   o.dataset = absl::GetFlag(FLAGS_dataset);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.synthetic_examples = absl::GetFlag(FLAGS_synthetic_examples);
@@ -157,6 +161,8 @@ absl::Status Validate(const TrainOptions& o) {
             absl::StrCat("must be in [1, 1048576], got ", o.batch_size)),
       Check(o.max_steps >= 0, "max_steps", absl::StrCat("must be >= 0 (0 = no limit), got ", o.max_steps)),
       Check(o.seed >= 0, "seed", absl::StrCat("must be >= 0, got ", o.seed)),
+      Check(o.zero == 0 || o.zero == 1, "zero",
+            absl::StrCat("must be 0 (plain DDP) or 1 (ZeRO-1: sharded optimizer state), got ", o.zero)),
       Check(o.synthetic_examples >= 10, "synthetic_examples",
             absl::StrCat("must be >= 10, got ", o.synthetic_examples)),
       Check(o.synthetic_input_size >= 1, "synthetic_input_size",
