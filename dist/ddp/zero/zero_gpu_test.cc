@@ -90,7 +90,9 @@ void TrainBothAndCompare(const RankContext& ctx, bool adamw) {
   auto zero = DistributedDataParallel::Create(*zero_model, pg, options);
   ASSERT_TRUE(plain.ok() && zero.ok());
   ASSERT_GE((*zero)->reducer().num_buckets(), 3);
-  for (int b = 0; b < (*zero)->reducer().num_buckets(); ++b) EXPECT_STREQ((*zero)->BucketPath(b), "NCCL reduce_scatter");
+  for (int b = 0; b < (*zero)->reducer().num_buckets(); ++b) {
+    EXPECT_STREQ((*zero)->BucketPath(b), "NCCL reduce_scatter");
+  }
   std::unique_ptr<nn::Optimizer> plain_opt = Factory(adamw)(plain_model->Parameters());
   (*zero)->RegisterFusedOptimizer(Factory(adamw));
 

@@ -203,6 +203,44 @@ TEST_P(ZeroOne, GlooReduceScatterThenAllGatherOverItsBlocksEqualsGlooAllReduceBi
 INSTANTIATE_TEST_SUITE_P(Ranks, ZeroOne, ::testing::Values(2, 3, 4),
                          [](const ::testing::TestParamInfo<int>& info) { return absl::StrCat(info.param, "Ranks"); });
 
+TEST(ZeroOne, GradientAccumulationUnderNoSyncMatchesPlainDdp) {
+  // Two micro-batches per step: the first under NoSync (local accumulation, no collective, no step), the
+  // second synchronised (one reduce-scatter of the sums, one step).
+  RunOnRanks(3, [](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    nn::MlpOptions mo;
+    mo.seed = 21;
+    auto plain_model = nn::MLP(kDims, mo);
+    auto zero_model = nn::MLP(kDims, mo);
+    auto plain = DistributedDataParallel::Create(*plain_model, pg, SmallBuckets(0));
+    auto zero = DistributedDataParallel::Create(*zero_model, pg, SmallBuckets(1));
+    ASSERT_TRUE(plain.ok() && zero.ok());
+    std::unique_ptr<nn::Optimizer> plain_opt = Factory(Opt::kSgdMomentum)(plain_model->Parameters());
+    (*zero)->RegisterFusedOptimizer(Factory(Opt::kSgdMomentum));
+    for (int step = 0; step < 3; ++step) {
+      plain_opt->ZeroGrad();
+      zero_model->ZeroGrad();
+      for (int micro = 0; micro < 2; ++micro) {
+        const uint64_t seed = 70 + 10 * step + micro + 100 * ctx.rank;
+        const Batch b = ddp_testing::MakeBatch(kPerRankBatch, kDims.front(), kDims.back(), seed);
+        for (DistributedDataParallel* ddp : {plain->get(), zero->get()}) {
+          if (micro == 0) {
+            auto guard = ddp->NoSync();
+            autograd::Backward(autograd::CrossEntropy(ddp->Forward(Variable(b.x)), b.labels));
+          } else {
+            autograd::Backward(autograd::CrossEntropy(ddp->Forward(Variable(b.x)), b.labels));
+          }
+        }
+      }
+      plain_opt->Step();
+      const std::string when = absl::StrCat("after accumulated step ", step + 1);
+      ddp_testing::ExpectParametersNear(*zero_model, *plain_model, 0, 0, when);
+      ddp_testing::ExpectBitIdenticalAcrossRanks(*pg, *zero_model, when);
+    }
+  });
+}
+
 TEST(ZeroOne, RefusesOptionsItCannotHonourAndSaysWhich) {
   RunOnRanks(2, [](const RankContext& ctx) {
     auto pg = ddp_testing::MakeGlooGroup(ctx);
