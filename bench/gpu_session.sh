@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# One measurement session on a GPU machine without Bazel: the GPU tests, then the benchmarks beside PyTorch
+# in the same call, in priority order, each step writing its log as it goes (a session cut off by a time
+# limit still leaves what it did). Build the bundle here first:
+#
+#   BUNDLE_BAZEL_FLAGS=--//tools:cuda_archs=90 tools/gpu_bundle.sh -o .gpu --gpu-suite \
+#       //bench:ddp_step_bench //bench:allreduce_bench //bench:op_bench //examples:ddp_mlp
+#
+# then, on the GPU machine, from the repository root (PyTorch on python3 is the reference):
+#
+#   bench/gpu_session.sh BUNDLE OUT [STEP...]     # default steps: tests nccl ops steps torch
+#
+# Steps:
+#   tests   every GPU test through tools/run_gpu_tests.sh            -> OUT/tests/, OUT/tests.log
+#   nccl    the one-rank reduce-scatter check, with the system's NCCL and with PyTorch's  -> OUT/nccl.log
+#   ops     op_bench: GEMM TFLOP/s and memory-bound GB/s, fp32 and bf16                -> OUT/ops.log
+#   steps   ddp_step_bench on one GPU: tiny, medium, large x fp32, bf16 (where built)   -> OUT/steps.log
+#   torch   the same steps in PyTorch: eager fp32, bf16 autocast, CUDA graph (tiny)    -> OUT/torch.log
+#   compile PyTorch with torch.compile (slow: minutes of autotuning)                   -> OUT/compile.log
+#   ddp     the DDP step on every GPU of the machine, tinyddp and PyTorch              -> OUT/ddp.log
+#   allreduce  allreduce_bench (NCCL kernels and copy engines) beside PyTorch's NCCL   -> OUT/allreduce.log
+#   mlp     ddp_mlp on Fashion-MNIST (needs DATA_DIR with the IDX files)               -> OUT/mlp.log
+# Every JSON line the benchmarks print is also collected in OUT/results.jsonl.
+set -uo pipefail
+(( $# >= 2 )) || { sed -n '2,25p' "$0"; exit 2; }
+bundle=$(cd "$1" && pwd) || exit 2
+out=$2
+shift 2
+steps=("$@")
+(( ${#steps[@]} )) || steps=(tests nccl ops steps torch)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+repo=$(cd "$(dirname "$0")/.." && pwd)
+
+export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1
+bin=$bundle/bin
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+declare -A dims=([tiny]="784,512,512,10" [medium]="1024,4096,4096,4096,4096,1024"
+                 [large]="4096,8192,8192,8192,8192,4096")
+declare -A batch=([tiny]=64 [medium]=256 [large]=512)
+
+# Runs a command, appending its output to LOG (and its JSON lines to results.jsonl), with a header line.
+run() {
+  local log=$1; shift
+  echo "### $(date -u +%H:%M:%S) $*" | tee -a "$out/$log"
+  "$@" 2>&1 | tee -a "$out/$log" | grep '^{' >>"$out/results.jsonl"
+}
+has() { [[ -x $bin/$1 ]]; }
+torch_ok() { python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; }
+
+for step in "${steps[@]}"; do
+  case $step in
+    tests)
+      "$bundle/run_gpu_tests.sh" "$bundle" "$out/tests" 2>&1 | tee "$out/tests.log" | grep -E '^(tests:|run_gpu_tests|.*(FAILED|PASSED|SKIPPED))' ;;
+    nccl)
+      has nccl_reduce_scatter_check || continue
+      run nccl "$bin/nccl_reduce_scatter_check"
+      torch_nccl=$(python3 -c 'import nvidia.nccl,os;print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null)/lib
+      [[ -d $torch_nccl ]] && LD_LIBRARY_PATH="$torch_nccl:$LD_LIBRARY_PATH" run nccl "$bin/nccl_reduce_scatter_check" ;;
+    ops)
+      has op_bench && run ops "$bin/op_bench" --mlps=medium,large --precisions=fp32,bf16 ;;
+    steps)
+      has ddp_step_bench || continue
+      for w in tiny medium large; do
+        for p in fp32 bf16; do
+          run steps "$bin/ddp_step_bench" --no_ddp --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p
+        done
+      done ;;
+    torch)
+      torch_ok || { echo "torch: no PyTorch with CUDA here" | tee -a "$out/torch.log"; continue; }
+      for w in tiny medium large; do
+        for p in fp32 bf16; do
+          run torch python3 "$repo/bench/reference/torch_ddp_step.py" --no_ddp --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p
+        done
+      done
+      run torch python3 "$repo/bench/reference/torch_ddp_step.py" --no_ddp --dims="${dims[tiny]}" --batch=64 --cuda_graph
+      run torch python3 "$repo/bench/reference/torch_ddp_step.py" --no_ddp --dims="${dims[medium]}" --batch=256 --precision=bf16 --cuda_graph ;;
+    compile)
+      torch_ok || continue
+      run compile python3 "$repo/bench/reference/torch_ddp_step.py" --no_ddp --dims="${dims[tiny]}" --batch=64 --compile=reduce-overhead
+      run compile python3 "$repo/bench/reference/torch_ddp_step.py" --no_ddp --dims="${dims[medium]}" --batch=256 --precision=bf16 --compile=default
+      run compile python3 "$repo/bench/reference/torch_ddp_step.py" --no_ddp --dims="${dims[large]}" --batch=512 --precision=bf16 --compile=max-autotune-no-cudagraphs ;;
+    ddp)
+      has ddp_step_bench || continue
+      for w in tiny medium large; do
+        for p in fp32 bf16; do
+          run ddp "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p
+          torch_ok && (( gpus > 1 )) && run ddp torchrun --nproc_per_node="$gpus" "$repo/bench/reference/torch_ddp_step.py" \
+            --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p
+        done
+      done ;;
+    allreduce)
+      has allreduce_bench || continue
+      run allreduce "$bin/allreduce_bench"
+      run allreduce "$bin/allreduce_bench" --copy_engines
+      torch_ok && (( gpus > 1 )) && [[ -f $repo/bench/reference/torch_allreduce.py ]] &&
+        run allreduce torchrun --nproc_per_node="$gpus" "$repo/bench/reference/torch_allreduce.py" ;;
+    mlp)
+      has ddp_mlp && [[ -n ${DATA_DIR:-} ]] || { echo "mlp: needs bin/ddp_mlp and DATA_DIR" | tee -a "$out/mlp.log"; continue; }
+      run mlp "$bin/ddp_mlp" --data_dir="$DATA_DIR" --epochs=20
+      run mlp "$bin/ddp_mlp" --data_dir="$DATA_DIR" --epochs=20 --precision=bf16 ;;
+    *) echo "gpu_session: unknown step $step" >&2 ;;
+  esac
+done
+echo "gpu_session: done (${steps[*]}); logs in $out"
