@@ -74,4 +74,12 @@ Variable View(const Variable& x, Shape shape) {
   });
 }
 
+Variable Cast(const Variable& x, DType dtype) {
+  // A cast is the identity on values (up to rounding), so its gradient is the incoming one, cast back.
+  const DType from = x.dtype();
+  return Record("Cast", ops::Cast(x.data(), dtype), {x}, [from](const Tensor& g, const NeedsGrad&) -> Grads {
+    return {ops::Cast(g, from)};
+  });
+}
+
 }  // namespace tinyddp::autograd

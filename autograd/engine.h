@@ -29,7 +29,8 @@
 //     The fast path: when one op produces the leaf's whole gradient, the engine offers it the leaf's
 //     slot (AccumulateGrad::Slot: .grad to add into, or the destination to write) and the op may fill
 //     it itself: Linear's weight gradient is then one GEMM straight into the bucket view, beta = 1 or 0,
-//     with no temporary and no copy (NeedsGrad::accumulate_into, NeedsGrad::write_into).
+//     and its bias gradient one column sum, with no temporary and no copy (NeedsGrad::accumulate_into,
+//     NeedsGrad::write_into).
 //  6. Same thread, enqueued work. Hooks run on the thread calling Backward, inside it; Backward returns
 //     after the last hook returns. On CUDA the accumulation is only enqueued on the current stream when
 //     the hook runs: a hook that hands the gradient to another stream (NCCL) must first make that stream

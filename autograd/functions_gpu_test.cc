@@ -17,17 +17,18 @@ namespace {
 using Vars = std::vector<Variable>;
 using Fn = std::function<Variable(const Vars&)>;
 
-void ExpectClose(const Tensor& cpu, const Tensor& gpu, const std::string& what) {
+void ExpectClose(const Tensor& cpu, const Tensor& gpu, const std::string& what, double rtol) {
   ASSERT_EQ(cpu.shape(), gpu.shape()) << what;
   const std::vector<float> c = cpu.ToVector<float>(), g = gpu.ToVector<float>();
   for (size_t i = 0; i < c.size(); ++i) {
-    ASSERT_NEAR(c[i], g[i], 1e-5 + 1e-4 * std::abs(c[i])) << what << " element " << i;
+    ASSERT_NEAR(c[i], g[i], 0.1 * rtol + rtol * std::abs(c[i])) << what << " element " << i;
   }
 }
 
-// Runs f forward and backward on both devices from the same inputs and seed, and compares.
+// Runs f forward and backward on both devices from the same inputs and seed, and compares (relative
+// tolerance rtol; float32 math agrees to 1e-4, bfloat16 math to a rounding step of 2^-8 here and there).
 void CompareDevices(const std::string& name, const Fn& f, const std::vector<Shape>& shapes, double low = -1.0,
-                    double high = 1.0) {
+                    double high = 1.0, double rtol = 1e-4) {
   SCOPED_TRACE(name);
   Vars cpu, gpu;
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -37,14 +38,14 @@ void CompareDevices(const std::string& name, const Fn& f, const std::vector<Shap
     gpu.emplace_back(t.To(Device::CUDA(0)), true);
   }
   const Variable y_cpu = f(cpu), y_gpu = f(gpu);
-  ExpectClose(y_cpu.data(), y_gpu.data(), "value");
+  ExpectClose(y_cpu.data(), y_gpu.data(), "value", rtol);
   Tensor seed = Tensor::Empty(y_cpu.shape());
   ops::UniformInit(seed, -1.0, 1.0, 99);
   Backward(y_cpu, seed);
   Backward(y_gpu, seed.To(Device::CUDA(0)));
   for (size_t i = 0; i < cpu.size(); ++i) {
     ASSERT_EQ(gpu[i].grad().device(), Device::CUDA(0));
-    ExpectClose(cpu[i].grad(), gpu[i].grad(), "gradient of input " + std::to_string(i));
+    ExpectClose(cpu[i].grad(), gpu[i].grad(), "gradient of input " + std::to_string(i), rtol);
   }
 }
 
@@ -55,6 +56,20 @@ TEST(FunctionsOnGpu, EveryOpMatchesTheCpu) {
   auto labels_for = [&](const Variable& v) { return v.device().is_cpu() ? labels : gpu_labels; };
   CompareDevices("Linear", [](const Vars& v) { return Linear(v[0], v[1], v[2]); }, {{7, 33}, {5, 33}, {5}});
   CompareDevices("LinearNoBias", [](const Vars& v) { return Linear(v[0], v[1], Variable()); }, {{7, 33}, {5, 33}});
+  CompareDevices("LinearRelu", [](const Vars& v) { return LinearRelu(v[0], v[1], v[2]); }, {{7, 33}, {5, 33}, {5}});
+  CompareDevices("LinearReluNoBias", [](const Vars& v) { return LinearRelu(v[0], v[1], Variable()); },
+                 {{7, 33}, {5, 33}});
+  // Mixed precision: bfloat16 input and stand-in weights, float32 parameters and their float32 gradients
+  // (the output is cast back to float32 only to compare it).
+  auto mixed = [](bool relu) {
+    return [relu](const Vars& v) {
+      const Variable x = Cast(v[0], DType::kBFloat16);
+      const LinearValues values{ops::Cast(v[1].data(), DType::kBFloat16), ops::Cast(v[2].data(), DType::kBFloat16)};
+      return Cast(relu ? LinearRelu(x, v[1], v[2], values) : Linear(x, v[1], v[2], values), DType::kFloat32);
+    };
+  };
+  CompareDevices("MixedLinear", mixed(false), {{37, 129}, {19, 129}, {19}}, -1.0, 1.0, 2e-2);
+  CompareDevices("MixedLinearRelu", mixed(true), {{37, 129}, {19, 129}, {19}}, -1.0, 1.0, 2e-2);
   for (int ta = 0; ta < 2; ++ta) {
     for (int tb = 0; tb < 2; ++tb) {
       CompareDevices("MatMul" + std::to_string(ta) + std::to_string(tb),

@@ -48,6 +48,15 @@ TEST(GradCheck, LinearWithDataInputThatNeedsNoGradient) {
   ExpectGradCheck([x](const Vars& v) { return Linear(x, v[0], v[1]); }, (Vars{Input({3, 7}, 7), Input({3}, 8)}));
 }
 
+TEST(GradCheck, LinearReluWithAndWithoutBias) {
+  // Inputs away from zero are not enough here (the kink is in x w^T + b), but random float64 values put
+  // no pre-activation within gradcheck's step of 0.
+  ExpectGradCheck([](const Vars& v) { return LinearRelu(v[0], v[1], v[2]); },
+                   (Vars{Input({5, 7}, 90), Input({6, 7}, 91), Input({6}, 92)}));
+  ExpectGradCheck([](const Vars& v) { return LinearRelu(v[0], v[1], Variable()); },
+                   (Vars{Input({4, 3}, 93), Input({5, 3}, 94)}));
+}
+
 TEST(GradCheck, MatMulWithEveryTransposeCombination) {
   for (int ta = 0; ta < 2; ++ta) {
     for (int tb = 0; tb < 2; ++tb) {
@@ -134,6 +143,9 @@ TEST(Functions, ForwardValuesMatchTheTensorOps) {
   // The autograd layer adds recording only: values are exactly those of tensor/ops.h.
   const Variable x = Input({4, 3}, 80), w = Input({5, 3}, 81), b = Input({5}, 82);
   EXPECT_EQ(Linear(x, w, b).data().ToVector<double>(), ops::Linear(x.data(), w.data(), b.data()).ToVector<double>());
+  EXPECT_EQ(LinearRelu(x, w, b).data().ToVector<double>(),
+            ops::LinearRelu(x.data(), w.data(), b.data()).ToVector<double>());
+  EXPECT_EQ(LinearRelu(x, w, b).data().ToVector<double>(), Relu(Linear(x, w, b)).data().ToVector<double>());
   EXPECT_EQ(Gelu(x).data().ToVector<double>(), ops::Gelu(x.data()).ToVector<double>());
   EXPECT_EQ(Mean(x, 0).data().ToVector<double>(), ops::Mean(x.data(), 0).ToVector<double>());
 }

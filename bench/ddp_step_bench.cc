@@ -4,7 +4,8 @@
 //   bazel run -c opt //bench:ddp_step_bench -- --dims=784,512,512,10 --batch=64           # DDP, one rank per GPU
 //   bazel run -c opt //bench:ddp_step_bench -- --dims=784,512,512,10 --batch=64 --no_ddp  # 1 GPU, no DDP
 //   flags: --dims=D0,D1,...  --batch=B (per rank)  --nproc=N  --no_ddp  --steps=100  --warmup=20
-//          --trace=FILE (Chrome trace of --trace_steps=5 extra steps)  --bucket_cap_mb=25  --first_bucket_mb=1
+//          --trace=FILE.json (Chrome trace of --trace_steps=5 extra steps, and its picture FILE.svg)
+//          --bucket_cap_mb=25  --first_bucket_mb=1
 //          --bucket_view=true|false (DdpOptions::gradient_as_bucket_view; default true, as in DDP: gradients
 //          are views into the flat buckets, written there by the GEMMs; false: coalesced lists)
 //          --hook=allreduce|bf16  --backend=auto|nccl|gloo
@@ -13,6 +14,8 @@
 //          --zero=0|1 (DDP only, default 0; 1: ZeRO-1, docs/zero.md: each bucket reduce-scattered, each rank
 //          steps its 1/N of the SGD (its momentum only), the parameters all-gathered, all inside backward;
 //          needs the fused optimizer)
+//          --precision=fp32|bf16 (bf16: bfloat16 compute copies and activations, float32 master weights,
+//          gradients, momentum and loss; nn/precision.h, docs/mixed_precision.md)
 //
 // The step is PyTorch's: zero_grad(set_to_none) ; loss = cross_entropy(model(x), y) ; backward ; SGD
 // (lr 0.01, momentum 0.9) step. Inputs are made on the device once (different on each rank), so only the
@@ -27,6 +30,13 @@
 // "NCCL all_reduce" or "copy engines"), then a readable line and one JSON line. Both report the optimizer
 // state one rank holds (SGD momentum: 4 bytes per parameter, or per parameter of its shard under ZeRO-1)
 // and, on GPU, the device bytes held by live tensors after the warm-up (parameters, gradients, state).
+// "NCCL all_reduce" or "copy engines"), then a readable line and one JSON line.
+// Without DDP (--no_ddp) the two halves of the step are also timed alone, each as a burst of --steps:
+//   fwd_bwd_ms_burst    zero_grad + forward + loss + backward: the GEMMs and what surrounds them. gemm_tflops
+//                       is the layers' GEMM work (forward, dW, dX but the first layer's) over that time, so a
+//                       lower bound on what the GEMMs achieve;
+//   optimizer_ms_burst  the SGD step alone; optimizer_gbps is its compulsory traffic (float32 p, g, momentum
+//                       read, p and momentum written: 20 bytes per parameter, +2 for the bf16 copy) over it.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -48,9 +58,11 @@
 #include "dist/init.h"
 #include "dist/ddp/reducer.h"
 #include "dist/launch/spawn.h"
+#include "dist/ddp/timeline/timeline_svg.h"
 #include "dist/ddp/trace.h"
 #include "nlohmann/json.hpp"
 #include "nn/mlp.h"
+#include "nn/precision.h"
 #include "nn/sgd.h"
 #include "dist/ddp/zero/zero_optimizer.h"
 #include "tensor/cuda_allocator.h"
@@ -76,6 +88,7 @@ struct Options {
   bool bf16_hook = false;
   bool fused_optimizer = true;
   int zero = 0;
+  nn::Precision precision = nn::Precision::kFloat32;
   dist::Backend backend = dist::Backend::kAuto;
 };
 
@@ -114,6 +127,8 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.zero = v == "1" ? 1 : 0;
     } else if (kv[0] == "--hook" && has && (v == "allreduce" || v == "bf16")) {
       o.bf16_hook = v == "bf16";
+    } else if (kv[0] == "--precision" && has) {
+      ASSIGN_OR_RETURN(o.precision, nn::ParsePrecision(v));
     } else if (kv[0] == "--backend" && has) {
       absl::StatusOr<dist::Backend> b = dist::ParseBackend(v);
       RETURN_IF_ERROR(b);
@@ -186,6 +201,7 @@ int Run(const Options& o) {
   nn::MlpOptions mo;
   mo.device = device;
   mo.seed = 0;
+  mo.precision = o.precision;
   std::shared_ptr<nn::Sequential> model = nn::MLP(o.dims, mo);
   std::unique_ptr<dist::Tracer> tracer;
   std::unique_ptr<dist::DistributedDataParallel> ddp;
@@ -209,10 +225,14 @@ int Run(const Options& o) {
   so.lr = 0.01;
   so.momentum = 0.9;
   nn::SGD optimizer(model->Parameters(), so);
+  optimizer.SetComputeCopies(model->ComputeCopies());  // bf16: the step writes them; fp32: there are none
   const bool fused = ddp && o.fused_optimizer;
   if (fused) {
-    ddp->RegisterFusedOptimizer(
-        [so](std::vector<autograd::Variable> params) { return std::make_unique<nn::SGD>(std::move(params), so); });
+    ddp->RegisterFusedOptimizer([so, model](std::vector<autograd::Variable> params) {
+      auto sgd = std::make_unique<nn::SGD>(std::move(params), so);
+      sgd->SetComputeCopies(model->ComputeCopies());  // this bucket's parameters' copies
+      return sgd;
+    });
   }
   Tensor x = Tensor::Empty({o.batch, o.dims.front()}, DType::kFloat32, device);
   ops::NormalInit(x, 0.0, 1.0, /*seed=*/1234 + rank);
@@ -223,8 +243,7 @@ int Run(const Options& o) {
 
   dist::Tracer* trace = nullptr;  // set only for the traced steps at the end
   int64_t step_number = 0;
-  auto step = [&] {
-    dist::Tracer::Span whole = dist::Tracer::MaybeScope(trace, "step", step_number++);
+  auto forward_backward = [&] {
     optimizer.ZeroGrad(/*set_to_none=*/true);
     autograd::Variable logits;
     if (ddp) {
@@ -238,6 +257,10 @@ int Run(const Options& o) {
       dist::Tracer::Span b = dist::Tracer::MaybeScope(trace, "backward");
       autograd::Backward(loss);  // DDP: buckets all-reduced inside; averaged gradients when it returns
     }
+  };
+  auto step = [&] {
+    dist::Tracer::Span whole = dist::Tracer::MaybeScope(trace, "step", step_number++);
+    forward_backward();
     if (fused) return;  // the per-bucket optimizers stepped inside Backward
     dist::Tracer::Span s = dist::Tracer::MaybeScope(trace, "optimizer");
     optimizer.Step();
@@ -250,6 +273,7 @@ int Run(const Options& o) {
     if (absl::Status s = pg->Barrier()->Wait(); !s.ok()) return Fail("barrier", s);
   }
   if (device.is_cuda()) cuda::Stream::Current(device.index).Synchronize();
+  if (ddp && !ddp->status().ok()) return Fail("warm-up", ddp->status());  // a bucket's all_reduce failed
   if (ddp && rank == 0) {
     std::printf("%s", ddp->BucketTable().c_str());
     std::fflush(stdout);
@@ -272,8 +296,26 @@ int Run(const Options& o) {
   timer.Start();
   for (int i = 0; i < o.steps; ++i) step();
   const double burst = timer.StopMs() / o.steps;
+  if (ddp && !ddp->status().ok()) return Fail("timed steps", ddp->status());
   std::sort(synced.begin(), synced.end());
   const double median = synced[synced.size() / 2];
+
+  // The halves alone (one device only: with DDP, backward also waits for the all_reduce).
+  double fwd_bwd = 0, optimizer_ms = 0;
+  if (!ddp) {
+    timer.Start();
+    for (int i = 0; i < o.steps; ++i) forward_backward();
+    fwd_bwd = timer.StopMs() / o.steps;
+    timer.Start();
+    for (int i = 0; i < o.steps; ++i) optimizer.Step();  // on the last backward's gradients
+    optimizer_ms = timer.StopMs() / o.steps;
+  }
+  double gemm_flop = 0;  // forward, dW, and dX except the first layer's (the input needs no gradient)
+  for (size_t l = 0; l + 1 < o.dims.size(); ++l) {
+    gemm_flop += 2.0 * o.batch * o.dims[l] * o.dims[l + 1] * (l == 0 ? 2 : 3);
+  }
+  const double optimizer_bytes =
+      static_cast<double>(model->NumParameters()) * (o.precision == nn::Precision::kBFloat16 ? 22 : 20);
 
   if (tracer) {
     // A few more steps, traced (DDP's reducer was created with the tracer; spans come from `trace`).
@@ -281,8 +323,16 @@ int Run(const Options& o) {
     trace = tracer.get();
     for (int i = 0; i < o.trace_steps; ++i) step();
     if (absl::Status s = tracer->WriteChromeTrace(pg.get(), o.trace); !s.ok()) return Fail("trace", s);
-    if (rank == 0) std::printf("# trace of %d steps written to %s (open in https://ui.perfetto.dev)\n",
-                               o.trace_steps, o.trace.c_str());
+    if (rank == 0) {
+      std::printf("# trace of %d steps written to %s (open in https://ui.perfetto.dev)\n", o.trace_steps,
+                  o.trace.c_str());
+      dist::TraceSvgOptions svg;  // its picture beside it: the last two steps, buckets labelled with their bytes
+      for (int b = 0; ddp && b < ddp->reducer().num_buckets(); ++b) {
+        svg.bucket_bytes.push_back(ddp->reducer().BucketBytes(b));
+      }
+      const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(o.trace, svg);
+      std::printf("# timeline: %s\n", drawn.ok() ? drawn->c_str() : std::string(drawn.status().message()).c_str());
+    }
   }
 
   if (rank == 0) {
@@ -301,8 +351,10 @@ int Run(const Options& o) {
       }
       for (const auto& [path, n] : counts) absl::StrAppend(&paths, paths.empty() ? "" : ", ", path, " ", n, "/", buckets);
     }
-    std::printf("tinyddp %s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), burst %.3f ms/step\n",
-                ddp ? "DDP" : (device.is_cuda() ? "1-GPU" : "1-CPU"), dims.c_str(), static_cast<long long>(o.batch),
+    std::printf("tinyddp %s %s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), burst %.3f "
+                "ms/step\n",
+                ddp ? "DDP" : (device.is_cuda() ? "1-GPU" : "1-CPU"), nn::PrecisionName(o.precision), dims.c_str(),
+                static_cast<long long>(o.batch),
                 world, backend,
                 ddp ? absl::StrCat(" buckets=", buckets, o.bucket_view ? " layout=views" : " layout=coalesced",
                                    fused ? " fused_optimizer" : "", o.zero ? " zero=1" : "",
@@ -313,6 +365,12 @@ int Run(const Options& o) {
     std::printf("  per rank: optimizer state %lld bytes%s\n", static_cast<long long>(state_bytes),
                 device.is_cuda() ? absl::StrCat(", device memory in live tensors ", device_bytes, " bytes").c_str()
                                  : "");
+    if (!ddp) {
+      std::printf("  %s: forward+backward %.3f ms (%.3g TFLOP of GEMMs: %.4g TFLOP/s or more), optimizer %.3f ms "
+                  "(%.3g GB: %.4g GB/s)\n",
+                  nn::PrecisionName(o.precision), fwd_bwd, gemm_flop / 1e12, gemm_flop / (fwd_bwd * 1e9),
+                  optimizer_ms, optimizer_bytes / 1e9, optimizer_bytes / (optimizer_ms * 1e6));
+    }
     auto round4 = [](double v) { return std::round(v * 1e4) / 1e4; };
     nlohmann::json row = {{"impl", "tinyddp"},
                           {"dims", dims},
@@ -331,7 +389,14 @@ int Run(const Options& o) {
                           {"optimizer_state_bytes_per_rank", state_bytes},
                           {"device_allocated_bytes", device_bytes},
                           {"hook", o.bf16_hook ? "bf16" : "allreduce"},
-                          {"all_reduce", paths}};
+                          {"all_reduce", paths},
+                          {"precision", nn::PrecisionName(o.precision)}};
+    if (!ddp) {
+      row["fwd_bwd_ms_burst"] = round4(fwd_bwd);
+      row["gemm_tflops"] = std::round(gemm_flop / (fwd_bwd * 1e9) * 100) / 100;
+      row["optimizer_ms_burst"] = round4(optimizer_ms);
+      row["optimizer_gbps"] = std::round(optimizer_bytes / (optimizer_ms * 1e6) * 10) / 10;
+    }
     std::printf("%s\n", row.dump().c_str());
     std::fflush(stdout);
   }

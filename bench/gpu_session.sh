@@ -55,12 +55,19 @@ torch_ok() { python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/
 for step in "${steps[@]}"; do
   case $step in
     tests)
-      "$bundle/run_gpu_tests.sh" "$bundle" "$out/tests" 2>&1 | tee "$out/tests.log" | grep -E '^(tests:|run_gpu_tests|.*(FAILED|PASSED|SKIPPED))' ;;
+      "$bundle/run_gpu_tests.sh" "$bundle" "$out/tests" 2>&1 | tee "$out/tests.log" | grep -E '^(tests:|run_gpu_tests|.*(FAILED|PASSED|SKIPPED))'
+      # One file for every test's log and report (a device tool may bring back only a few files).
+      tar -C "$out" -cJf "$out/test_logs.tar.xz" tests && rm -rf "$out/tests" ;;
     nccl)
       has nccl_reduce_scatter_check || continue
       run nccl "$bin/nccl_reduce_scatter_check"
-      torch_nccl=$(python3 -c 'import nvidia.nccl,os;print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null)/lib
-      [[ -d $torch_nccl ]] && LD_LIBRARY_PATH="$torch_nccl:$LD_LIBRARY_PATH" run nccl "$bin/nccl_reduce_scatter_check" ;;
+      # PyTorch's own NCCL (the nvidia-nccl wheel it ships with), for "whose bug is it".
+      torch_nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)/lib
+      if [[ -f $torch_nccl/libnccl.so.2 ]]; then
+        LD_LIBRARY_PATH="$torch_nccl:$LD_LIBRARY_PATH" run nccl "$bin/nccl_reduce_scatter_check"
+      else
+        echo "nccl: PyTorch's libnccl.so.2 not found (looked in '$torch_nccl')" | tee -a "$out/nccl.log"
+      fi ;;
     ops)
       has op_bench && run ops "$bin/op_bench" --mlps=medium,large --precisions=fp32,bf16 ;;
     steps)

@@ -31,20 +31,27 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "autograd/engine.h"                     // Backward
+#include "base/fault_injection.h"                // MaybeInjectFault (TINYDDP_FAULT, for failure tests)
 #include "base/status_macros.h"
 #include "data/data_loader.h"                    // DataLoader: batches with prefetch, on the device
+#include "data/dataset_check.h"                  // CheckTrainingData: splits that can train together
 #include "data/distributed_sampler.h"            // DistributedSampler: this rank's share of each epoch
 #include "data/fashion_mnist.h"                  // LoadFashionMnist
 #include "data/synthetic.h"                      // MakeSyntheticDataset (--dataset=synthetic)
 #include "dist/ddp/ddp.h"                            // DistributedDataParallel
-#include "dist/launch/env.h"                            // IsWorker
+#include "dist/launch/env.h"                            // IsWorker, RestartCount
+#include "dist/launch/error_file.h"                     // RecordWorkerFailure: why, for the launcher
 #include "dist/init.h"                           // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/launch/spawn.h"                          // SpawnWorkersIfNeeded
+#include "dist/ddp/reducer.h"                        // Reducer::BucketBytes (the timeline's labels)
+#include "dist/ddp/timeline/timeline_svg.h"            // WriteTimelineSvg: --trace's picture
 #include "dist/ddp/trace.h"                          // Tracer (--trace)
 #include "dist/ddp/zero/zero_optimizer.h"            // ZeRO-1 (--zero=1): memory, consolidated state
 #include "examples/internal/evaluate.h"          // EvalShardIndices, EvaluateShard, AllReduceEvalSums
+#include "examples/internal/loss_window.h"       // LossWindow: step losses on the device, non-finite check
 #include "examples/internal/metrics_writer.h"    // MetricsWriter (--metrics_out): JSON lines + SVG plot
 #include "examples/internal/progress.h"          // Progress: the live bar, or plain lines
+#include "examples/internal/startup_checks.h"    // PrepareOutputs: writable outputs, stale temporaries
 #include "examples/internal/train_checkpoint.h"  // Save/Find/LoadTrainingCheckpoint
 #include "examples/internal/train_options.h"     // TrainOptions, ParseTrainOptions: the flags
 #include "nn/adam.h"                             // AdamW
@@ -52,6 +59,7 @@
 #include "nn/loss.h"                             // CrossEntropyLoss
 #include "nn/lr_schedule.h"                      // ConstantLr, StepLr, CosineWithWarmupLr
 #include "nn/mlp.h"                              // MLP: Sequential(Linear, ReLU, ..., Linear)
+#include "nn/precision.h"                        // ParsePrecision (--precision=fp32|bf16)
 #include "nn/sgd.h"                              // SGD
 #include "tensor/cuda_device.h"                  // CurrentDevice
 #include "tensor/ops.h"                          // AddInto (loss accumulation on the device)
@@ -83,10 +91,12 @@ absl::StatusOr<Datasets> LoadDatasets(const TrainOptions& o) {
     d.test = std::make_shared<data::TensorDataset>(*std::move(test));
     return d;
   }
+  const std::string where = "--data_dir=" + (o.data_dir.empty() ? data::kDefaultFashionMnistDir : o.data_dir);
   auto train = data::LoadFashionMnist(o.data_dir, "train");
   RETURN_IF_ERROR(train);
   auto test = data::LoadFashionMnist(o.data_dir, "test");
   RETURN_IF_ERROR(test);
+  RETURN_IF_ERROR(data::CheckTrainingData(*train, *test, where));  // before a model is built from them
   d.train = std::make_shared<data::TensorDataset>(*std::move(train));
   d.test = std::make_shared<data::TensorDataset>(*std::move(test));
   return d;
@@ -143,6 +153,7 @@ struct Setup {
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<dist::Tracer> tracer;                 // --trace; null when off
   std::unique_ptr<dist::DistributedDataParallel> ddp;  // wraps `model`
+  std::vector<std::string> notes;                      // rank 0's lines from PrepareOutputs
 };
 
 absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
@@ -166,21 +177,18 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
   s.dims = {s.datasets.train->input_size()};
   s.dims.insert(s.dims.end(), o.hidden.begin(), o.hidden.end());
   s.dims.push_back(s.datasets.train->num_classes());
-  s.model = nn::MLP(s.dims, {.device = job.device, .seed = static_cast<uint64_t>(o.seed)});
+  // --precision=bf16: float32 master weights with bfloat16 compute copies, which the optimizer writes
+  // in its own pass over the weights (nn/precision.h; docs/mixed_precision.md).
+  const nn::Precision precision = nn::ParsePrecision(o.precision).value();  // checked by ParseTrainOptions
+  s.model = nn::MLP(s.dims, {.device = job.device, .seed = static_cast<uint64_t>(o.seed), .precision = precision});
   if (!o.init_from.empty()) RETURN_IF_ERROR(nn::LoadModule(*s.model, o.init_from));
   s.optimizer = MakeOptimizer(o, s.model->Parameters());
+  s.optimizer->SetComputeCopies(s.model->ComputeCopies());  // none under fp32
   s.schedule = MakeSchedule(o, s.loader->num_batches());
 
-  // A fresh run must not mix its checkpoints with another run's: retention keeps the highest step
-  // numbers, which could be the old run's, and a later --resume would continue the wrong run.
-  if (rank == 0 && !o.checkpoint_dir.empty() && !o.resume) {
-    const std::vector<int64_t> steps = CheckpointSteps(o.checkpoint_dir);
-    if (!steps.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("--checkpoint_dir=", o.checkpoint_dir,
-                       " already holds checkpoints of a run (newest: ", CheckpointPath(o.checkpoint_dir, steps.front()),
-                       "); pass --resume to continue it, or use an empty --checkpoint_dir"));
-    }
+  // Outputs writable now rather than after an epoch; no other run's checkpoints in a fresh run's folder.
+  if (rank == 0) {
+    ASSIGN_OR_RETURN(s.notes, PrepareOutputs(o, o.resume));
   }
   return absl::OkStatus();
 }
@@ -188,8 +196,8 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
 // --resume: rank 0 picks the newest good checkpoint and tells the others which one (they may not see
 // the same damaged files the same way, but they must all load the same step); every rank loads it,
 // and the ranks agree on success before anyone continues, so a failure stops all of them cleanly.
-absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOptions& o, nn::Module& model,
-                                                   nn::Optimizer& optimizer, Progress& progress) {
+absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOptions& o, int64_t steps_per_epoch,
+                                                   nn::Module& model, nn::Optimizer& optimizer, Progress& progress) {
   int64_t chosen = -1;  // -1: nothing to resume from
   absl::Status rank0_error;
   if (job.pg->rank() == 0) {
@@ -201,6 +209,11 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
       chosen = -2;
     } else if (found->has_value()) {
       chosen = (*found)->progress.global_step;
+      if ((*found)->version < kCheckpointVersion) {
+        progress.Print(absl::StrCat("notice: ", (*found)->path, " is in checkpoint format version ", (*found)->version,
+                                    " (no checksum of its trainer state); it loads, and new checkpoints are "
+                                    "written in version ", kCheckpointVersion));
+      }
     }
   }
   Tensor choice = Tensor::FromVector<int64_t>({chosen}, {1}, job.device);
@@ -217,7 +230,8 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
     return TrainingProgress{};
   }
   const std::string path = CheckpointPath(o.checkpoint_dir, chosen);
-  auto loaded = LoadTrainingCheckpoint(path, o.TrajectorySettings(job.pg->size()), model, optimizer);
+  auto loaded =
+      LoadTrainingCheckpoint(path, o.TrajectorySettings(job.pg->size()), steps_per_epoch, model, optimizer);
   RETURN_IF_ERROR(AgreeOnStatus(job, loaded.status(), "loading the checkpoint"));
   if (job.pg->rank() == 0) {
     progress.Print(absl::StrFormat("resumed from %s: epoch %d, batch %d, step %d", path, loaded->epoch + 1,
@@ -252,9 +266,10 @@ void PrintHeader(const TrainOptions& o, const Job& job, const Setup& s, Progress
       absl::StrFormat("ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
                       absl::StrJoin(s.dims, "-"), s.model->NumParameters(), job.pg->size(), job.pg->backend_name(),
                       job.device.ToString(), o.dataset, s.datasets.train->Size(), s.datasets.test->Size()));
-  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s%s, lr %s", o.epochs,
+  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global), %s%s, lr %s%s", o.epochs,
                                  s.loader->num_batches(), o.batch_size, o.batch_size * job.pg->size(), o.optimizer,
-                                 o.zero == 1 ? " sharded by ZeRO-1" : "", s.schedule->ToString()));
+                                 o.zero == 1 ? " sharded by ZeRO-1" : "", s.schedule->ToString(),
+                                 o.precision == "bf16" ? ", bf16 mixed precision" : ""));
 }
 
 // Collective: rank 0 opens --metrics_out (appending when a resumed run continues); every rank learns
@@ -272,35 +287,11 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> OpenMetrics(const TrainOptions& o
   return metrics;
 }
 
-// Sum and count of rank-averaged step losses since the last flush. The sum lives on the device, so
-// adding a step's loss costs no synchronisation; Flush() all_reduces it, once per logged step.
-class LossWindow {
- public:
-  explicit LossWindow(Device device) : sum_(Tensor::Zeros({1}, DType::kFloat32, device)) {}
-  void Add(const Tensor& loss) {
-    ops::AddInto(sum_, loss.View({1}));
-    ++steps_;
-  }
-  int64_t steps() const { return steps_; }
-  /// Collective: the mean over ranks of the sum of this window's losses; resets the window.
-  absl::StatusOr<double> FlushSum(dist::ProcessGroup& pg) {
-    RETURN_IF_ERROR(pg.AllReduce(sum_, dist::ReduceOp::kAvg)->Wait());
-    const double sum = sum_.Item();
-    ops::Fill(sum_, 0);
-    steps_ = 0;
-    return sum;
-  }
-
- private:
-  Tensor sum_;
-  int64_t steps_ = 0;
-};
-
 // Collective (every rank logs at the same steps): the loss since the last log, averaged over steps and
 // ranks, added to the epoch's tally; rank 0 prints it and records it in --metrics_out.
 absl::Status LogLoss(const Job& job, LossWindow& window, double lr, TrainingProgress& at, Report& r) {
   const int64_t steps = window.steps();
-  ASSIGN_OR_RETURN(const double sum, window.FlushSum(*job.pg));
+  ASSIGN_OR_RETURN(const double sum, window.Flush(*job.pg));  // stops a run whose loss is NaN or Inf
   at.epoch_loss_sum += sum;
   at.epoch_loss_count += static_cast<double>(steps);
   if (!r.lead) return absl::OkStatus();
@@ -365,7 +356,15 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
   }
   if (s.tracer) {
     RETURN_IF_ERROR(s.tracer->WriteChromeTrace(job.pg.get(), o.trace));  // collective: rank 0 writes
-    if (r.lead) r.progress.Print(absl::StrCat("trace: ", o.trace, " (open in https://ui.perfetto.dev)"));
+    if (r.lead) {
+      // And its picture beside it (FILE.svg): the last two steps, each bucket labelled with its bytes.
+      dist::TraceSvgOptions svg;
+      const dist::Reducer& reducer = s.ddp->reducer();
+      for (int b = 0; b < reducer.num_buckets(); ++b) svg.bucket_bytes.push_back(reducer.BucketBytes(b));
+      const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(o.trace, svg);
+      r.progress.Print(absl::StrCat("trace: ", o.trace, " (open in https://ui.perfetto.dev), timeline: ",
+                                    drawn.ok() ? *drawn : std::string(drawn.status().message())));
+    }
   }
   if (r.lead && last_eval.count == 0) {
     r.progress.Print(absl::StrFormat("nothing to train: the run is already at step %d (--epochs=%d, --max_steps=%d)",
@@ -382,16 +381,21 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
 // One optimizer step on one batch, the five lines of every PyTorch training loop. DDP works inside two
 // of them: its Forward starts the iteration, and Backward all_reduces the gradient buckets while it runs.
 // Returns the loss, left on the device (reading it would wait for the GPU).
-Tensor TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
+absl::StatusOr<Tensor> TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
+  // Failure tests make a rank hang, exit or die here (TINYDDP_FAULT); "nan" poisons this batch.
+  const bool poison = MaybeInjectFault("step", step) == FaultAction::kNonFinite;
   s.optimizer->set_lr(s.schedule->LrAt(step));
   if (s.ddp->zero() != nullptr) s.ddp->SetFusedOptimizerLr(s.optimizer->lr());
   s.optimizer->ZeroGrad();
-  const Variable logits = s.ddp->Forward(Variable(batch.inputs));
+  const Variable logits = s.ddp->Forward(Variable(poison ? ops::Scale(batch.inputs, std::nan("")) : batch.inputs));
   const Variable loss = s.loss_fn(logits, batch.labels);
   {
     dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "backward", step);
     autograd::Backward(loss);
   }
+  // A bucket whose all_reduce failed (a peer died, or froze past --timeout) left gradients that are not
+  // averages: stop with its error rather than step on them (PyTorch raises from backward()).
+  RETURN_IF_ERROR(s.ddp->status());
   if (s.ddp->zero() == nullptr) {  // ZeRO-1 stepped each rank's shard inside Backward
     dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "optimizer", step);
     s.optimizer->Step();
@@ -403,7 +407,9 @@ Tensor TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
 void StartEpoch(const TrainOptions& o, const Job& job, int64_t epoch, Setup& s, TrainingProgress& at, Report& r) {
   s.loader->Reset(epoch);  // the shuffle of this epoch, a function of (seed, epoch)
   const int64_t first_batch = epoch == at.epoch ? at.batch_in_epoch : 0;
-  for (int64_t skip = 0; skip < first_batch; ++skip) s.loader->Next();  // trained before the resume
+  for (int64_t skip = 0; skip < first_batch; ++skip) {  // trained before the resume
+    if (!s.loader->Next()) break;
+  }
   if (first_batch == 0) at.epoch_loss_sum = at.epoch_loss_count = 0;     // a fresh epoch
   at.epoch = epoch;
   at.batch_in_epoch = first_batch;
@@ -422,11 +428,15 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   Setup s;
   RETURN_IF_ERROR(AgreeOnStatus(job, BuildSetup(o, job, s), "setting up"));
 
-  // 2. Where to start: step 0, or the latest good checkpoint.
+  for (const std::string& note : s.notes) report.progress.Print(note);
+
+  // 2. Where to start: step 0, or the latest good checkpoint (also after an elastic restart).
+  const int64_t steps_per_epoch = s.loader->num_batches();
   TrainingProgress at;
   if (o.resume) {
-    ASSIGN_OR_RETURN(at, ResumeOnEveryRank(job, o, *s.model, *s.optimizer, report.progress));
+    ASSIGN_OR_RETURN(at, ResumeOnEveryRank(job, o, steps_per_epoch, *s.model, *s.optimizer, report.progress));
   }
+  at.steps_per_epoch = steps_per_epoch;
 
   // 3. DDP: from here on, every backward averages the gradients over the ranks.
   dist::DdpOptions ddp_options;  // PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket, grads as bucket views
@@ -443,17 +453,18 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   // Each bucket: bytes, parameters, and the path its all_reduce takes (NCCL, Gloo or the copy engines).
   if (lead) report.progress.Print(std::string(absl::StripTrailingAsciiWhitespace(s.ddp->BucketTable())));
 
-  // 4. The loop: epochs of steps, the loss logged every --log_every steps; after each epoch, evaluate
-  //    and checkpoint. --max_steps may stop it mid-epoch.
-  const int64_t steps_per_epoch = s.loader->num_batches();
-  LossWindow window(job.device);
+  // 4. The loop: epochs of steps, the loss logged every --log_every steps (and checked: a NaN stops
+  //    the run); after each epoch, evaluate and checkpoint, and every --checkpoint_every steps too.
+  //    --max_steps may stop it mid-epoch.
+  LossWindow window(job.device, std::min(o.log_every, steps_per_epoch), /*check_finite=*/!o.allow_nonfinite);
   bool stop = o.max_steps > 0 && at.global_step >= o.max_steps;
   EvalMetrics last_eval;
   bool zero_reported = false;
   for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
     StartEpoch(o, job, epoch, s, at, report);
     while (std::optional<data::Batch> batch = s.loader->Next()) {
-      window.Add(TrainStep(s, *batch, at.global_step));
+      ASSIGN_OR_RETURN(const Tensor loss, TrainStep(s, *batch, at.global_step));
+      window.Add(loss, at.global_step);
       if (lead && s.ddp->zero() != nullptr && !zero_reported) {  // after the first step: its state exists
         zero_reported = true;
         report.progress.Print(absl::StrCat("ZeRO-1 memory per rank: ", s.ddp->zero()->Memory().ToString()));
@@ -461,9 +472,12 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
       ++at.global_step;
       ++at.batch_in_epoch;
       stop = o.max_steps > 0 && at.global_step >= o.max_steps;
-      if (at.batch_in_epoch % o.log_every == 0 || at.batch_in_epoch == steps_per_epoch || stop) {
+      const bool epoch_end = at.batch_in_epoch == steps_per_epoch;
+      const bool checkpoint = o.checkpoint_every > 0 && at.global_step % o.checkpoint_every == 0 && !epoch_end && !stop;
+      if (at.batch_in_epoch % o.log_every == 0 || epoch_end || stop || checkpoint) {
         RETURN_IF_ERROR(LogLoss(job, window, s.optimizer->lr(), at, report));
       }
+      if (checkpoint) RETURN_IF_ERROR(CheckpointOnEveryRank(o, job, s, at, report));  // mid-epoch
       if (lead) report.progress.Update(at.batch_in_epoch, std::nan(""));
       if (stop) break;
     }
@@ -482,14 +496,26 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
 
 // A worker's life: join the job (who am I, who are the others, how do we talk), train, leave. An error
 // is printed while the process group still exists, so that this rank's message comes out before the
-// other ranks notice the closed connections and report theirs.
-int RunWorker(const TrainOptions& o) {
+// other ranks notice the closed connections and report theirs, and recorded in the launcher's error
+// file, so that the launcher can tell the rank that failed first from those that stopped because of it.
+int RunWorker(TrainOptions o) {
   dist::InitOptions init;
   init.backend = dist::ParseBackend(o.backend).value();  // checked by ParseTrainOptions
+  init.timeout = o.timeout;  // --timeout: every wait of this rank, from the store to each collective
   absl::StatusOr<std::shared_ptr<dist::ProcessGroup>> pg = dist::InitProcessGroup(init);
   if (!pg.ok()) {
     std::fprintf(stderr, "ddp_mlp: %s\n", std::string(pg.status().message()).c_str());
+    dist::RecordWorkerFailure(-1, pg.status());
     return 1;
+  }
+  // An elastic restart (launch/spawn --max_restarts) resumes from the last good checkpoint by itself.
+  if (const int restart = dist::RestartCount(); restart > 0) {
+    if ((*pg)->rank() == 0) {
+      std::printf("elastic restart %d (%s=%d): %s\n", restart, dist::kRestartCountEnv, restart,
+                  o.checkpoint_dir.empty() ? "no --checkpoint_dir, so training starts over from step 0"
+                                           : "resuming from the last good checkpoint in --checkpoint_dir");
+    }
+    o.resume = !o.checkpoint_dir.empty();
   }
   Job job{*pg, Device::CPU()};
   if (std::string((*pg)->backend_name()) == "nccl") {
@@ -502,6 +528,7 @@ int RunWorker(const TrainOptions& o) {
   if (!status.ok()) {
     std::fprintf(stderr, "ddp_mlp: rank %d: %s\n", job.pg->rank(), std::string(status.message()).c_str());
     std::fflush(stderr);
+    dist::RecordWorkerFailure(job.pg->rank(), status);
     return 1;
   }
   return 0;
@@ -512,6 +539,9 @@ dist::SpawnOptions SpawnOptionsFor(const TrainOptions& o) {
   dist::SpawnOptions s;
   s.nproc = static_cast<int>(o.nproc);
   if (s.nproc == 0 && o.backend == "gloo") s.nproc = s.cpu_ranks;  // Gloo on a GPU machine: CPU ranks
+  s.max_restarts = static_cast<int>(o.max_restarts);
+  s.one_gpu_each = o.backend == "nccl";
+  s.ignore_worker_limits = o.ignore_worker_limits;
   return s;
 }
 
@@ -531,6 +561,10 @@ int main(int argc, char** argv) {
   if (options->help) {
     std::fputs(TrainUsage().c_str(), stdout);
     return 0;
+  }
+  if (absl::Status fault = tinyddp::CheckFaultInjectionEnvironment(); !fault.ok()) {
+    std::fprintf(stderr, "ddp_mlp: %s\n", std::string(fault.message()).c_str());
+    return 2;
   }
   // Before starting workers, a missing dataset is reported once, here, rather than by every rank.
   if (!tinyddp::dist::IsWorker() && options->dataset == "fashion_mnist") {
@@ -552,7 +586,7 @@ int main(int argc, char** argv) {
   absl::Status spawned = tinyddp::dist::SpawnWorkersIfNeeded(argc, argv, SpawnOptionsFor(*options));
   if (!spawned.ok()) {
     std::fprintf(stderr, "ddp_mlp: could not start workers: %s\n", std::string(spawned.message()).c_str());
-    return 1;
+    return absl::IsResourceExhausted(spawned) || absl::IsInvalidArgument(spawned) ? 2 : 1;
   }
   return RunWorker(*options);
 }

@@ -46,18 +46,21 @@ void Adam::Step() {
   config.eps = options_.eps;
   config.weight_decay = options_.weight_decay;
   config.decoupled_weight_decay = decoupled_weight_decay_;
-  // Bias correction depends on each parameter's own step count; one fused call per distinct count
-  // (one call in all, unless some parameters skipped steps without a gradient).
+  // Bias correction depends on each parameter's own step count; one fused call per distinct count and
+  // per "has a compute copy or not" (mixed precision): one call in all, unless some parameters skipped
+  // steps without a gradient or only some have copies.
   pending_.assign(indices.begin(), indices.end());
   while (!pending_.empty()) {
     config.step = steps_[pending_.front()];
+    const bool with_copy = compute_copies_[pending_.front()].defined();
     step_params_.clear();
     step_grads_.clear();
     step_exp_avgs_.clear();
     step_exp_avg_sqs_.clear();
+    step_copies_.clear();
     size_t kept = 0;
     for (size_t i : pending_) {
-      if (steps_[i] != config.step) {
+      if (steps_[i] != config.step || compute_copies_[i].defined() != with_copy) {
         pending_[kept++] = i;
         continue;
       }
@@ -65,10 +68,11 @@ void Adam::Step() {
       step_grads_.push_back(params_[i].grad());
       step_exp_avgs_.push_back(exp_avgs_[i]);
       step_exp_avg_sqs_.push_back(exp_avg_sqs_[i]);
+      if (with_copy) step_copies_.push_back(compute_copies_[i]);
     }
     pending_.resize(kept);
     ops::AdamStep(absl::MakeSpan(step_params_), step_grads_, absl::MakeSpan(step_exp_avgs_),
-                  absl::MakeSpan(step_exp_avg_sqs_), config);
+                  absl::MakeSpan(step_exp_avg_sqs_), config, absl::MakeSpan(step_copies_));
   }
 }
 

@@ -50,7 +50,7 @@ class Adam : public Optimizer {
   std::vector<Tensor> exp_avgs_, exp_avg_sqs_;  // by parameter index; undefined before its first step
   std::vector<int64_t> steps_;
   // Reused from step to step, so Step() does not allocate on the host once warm.
-  std::vector<Tensor> step_params_, step_grads_, step_exp_avgs_, step_exp_avg_sqs_;
+  std::vector<Tensor> step_params_, step_grads_, step_exp_avgs_, step_exp_avg_sqs_, step_copies_;
   std::vector<size_t> pending_;
 };
 

@@ -46,6 +46,7 @@ absl::Status LoadStateDict(Module& module, const TensorMap& state, absl::string_
     Tensor dst = p.data();
     ops::CopyInto(dst, state.at(name));
   }
+  module.RefreshComputeCopies();  // bf16 precision: the compute copies follow the loaded float32 weights
   return absl::OkStatus();
 }
 

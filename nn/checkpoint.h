@@ -20,7 +20,9 @@ namespace tinyddp::nn {
 TensorMap StateDictOf(const Module& module);
 
 /// Checks `state` against module like load_state_dict(strict=True) and copies it into the existing
-/// parameter tensors (on their device, so Variables, gradient views and optimizers stay valid).
+/// parameter tensors (on their device, so Variables, gradient views and optimizers stay valid), then
+/// casts the compute copies of a bf16 module from them (Module::RefreshComputeCopies). The file holds
+/// the float32 master weights whatever the precision, so it loads into either.
 /// InvalidArgument, naming `source`, the missing and unexpected names or the first shape/dtype
 /// mismatch; the module is unchanged unless everything matches.
 absl::Status LoadStateDict(Module& module, const TensorMap& state, absl::string_view source = "<state>");

@@ -27,7 +27,22 @@ Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& o
   }
 }
 
-Variable Linear::Forward(const Variable& x) { return autograd::Linear(x, weight_, bias_); }
+Variable Linear::Forward(const Variable& x) { return Compute(x, /*relu=*/false); }
+
+Variable Linear::ForwardRelu(const Variable& x) { return Compute(x, /*relu=*/true); }
+
+Variable Linear::Compute(const Variable& x, bool relu) {
+  if (precision() == Precision::kFloat32) {
+    return relu ? autograd::LinearRelu(x, weight_, bias_) : autograd::Linear(x, weight_, bias_);
+  }
+  // bf16: the GEMM runs on bfloat16 operands. The input is cast where it is not bfloat16 yet, which in
+  // an MLP is the first layer only (every later one receives the bfloat16 output of the one before).
+  // The weights are the compute copies the optimizer step keeps current; the gradients of weight_ and
+  // bias_ come back float32 (autograd::LinearValues).
+  const Variable input = x.dtype() == DType::kBFloat16 ? x : autograd::Cast(x, DType::kBFloat16);
+  const autograd::LinearValues values{ComputeValue(weight_), bias_.defined() ? ComputeValue(bias_) : Tensor()};
+  return relu ? autograd::LinearRelu(input, weight_, bias_, values) : autograd::Linear(input, weight_, bias_, values);
+}
 
 std::string Linear::ToString() const {
   return absl::StrCat("Linear(in_features=", in_features_, ", out_features=", out_features_,

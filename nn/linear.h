@@ -1,5 +1,8 @@
 // nn::Linear: y = x @ weight^T + bias, with PyTorch's parameter layout and default initialisation, so a
 // checkpoint loads into torch.nn.Linear unchanged. The math lives in autograd::Linear.
+// Under bf16 mixed precision (Module::SetPrecision, nn/precision.h) the layer computes in bfloat16 with
+// its parameters' compute copies, casting a float32 input once, and its weight and bias gradients land
+// in float32 in the parameters' .grad, as the float32 layer's do.
 #ifndef TINYDDP_NN_LINEAR_H_
 #define TINYDDP_NN_LINEAR_H_
 
@@ -29,8 +32,11 @@ class Linear : public Module {
   /// Preconditions: in_features > 0, out_features > 0, a floating-point dtype.
   Linear(int64_t in_features, int64_t out_features, const LinearOptions& options = {});
 
-  /// x [N, in_features] -> [N, out_features].
+  /// x [N, in_features] -> [N, out_features]. Under bf16 the output is bfloat16, whatever x's dtype.
   Variable Forward(const Variable& x) override;
+  /// relu(Forward(x)) as one node: the bias and the ReLU are fused into the GEMM (ops::LinearRelu), so
+  /// the pre-activation never goes to memory. Sequential uses it for a Linear followed by a ReLU.
+  Variable ForwardRelu(const Variable& x);
   std::string ToString() const override;
 
   const Variable& weight() const { return weight_; }
@@ -42,6 +48,8 @@ class Linear : public Module {
   static uint64_t NumRandomDraws(int64_t in_features, int64_t out_features, bool bias);
 
  private:
+  Variable Compute(const Variable& x, bool relu);
+
   int64_t in_features_, out_features_;
   Variable weight_, bias_;
 };

@@ -23,6 +23,7 @@ std::shared_ptr<Sequential> MLP(const std::vector<int64_t>& dims, const MlpOptio
     model->Append(std::make_shared<Linear>(dims[i], dims[i + 1], linear));
     if (i + 2 < dims.size()) model->Append(MakeActivation(options.activation));
   }
+  if (options.precision != Precision::kFloat32) model->SetPrecision(options.precision);
   return model;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nn/activation.h"
+#include "nn/precision.h"
 #include "nn/sequential.h"
 
 namespace tinyddp::nn {
@@ -22,6 +23,9 @@ struct MlpOptions {
   /// All layers draw their init from one Philox stream with this key, one counter range per layer, so
   /// the whole model is a function of the seed: identical on CPU and GPU and on every rank.
   uint64_t seed = 0;
+  /// How the model computes (nn/precision.h): bf16 keeps float32 parameters and gives them bfloat16
+  /// compute copies (Module::SetPrecision). Needs dtype float32.
+  Precision precision = Precision::kFloat32;
 };
 
 /// Preconditions: at least two dims (input and output), all positive.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "autograd/variable.h"
 #include "tensor/internal/check.h"
+#include "tensor/ops.h"
 
 namespace tinyddp::nn {
 
@@ -21,6 +22,8 @@ Variable Module::RegisterParameter(const std::string& name, Tensor data) {
   CheckNewName(name);
   Variable p(std::move(data), /*requires_grad=*/true, name);
   parameters_.emplace_back(name, p);
+  compute_copies_.emplace_back();
+  if (precision_ == Precision::kBFloat16) CastComputeCopy(parameters_.size() - 1);
   return p;
 }
 
@@ -68,7 +71,62 @@ void Module::Train(bool on) {
 }
 
 void Module::To(Device device) {
-  for (const Variable& p : Parameters()) p.set_data(p.data().To(device));
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const Variable& p = parameters_[i].second;
+    p.set_data(p.data().To(device));
+    if (compute_copies_[i].defined()) CastComputeCopy(i);  // a new copy, on the new device
+  }
+  for (const auto& [name, child] : children_) child->To(device);
+}
+
+void Module::CastComputeCopy(size_t i) {
+  const Variable& p = parameters_[i].second;
+  TINYDDP_CHECK_OP(p.dtype() == DType::kFloat32, "Module::SetPrecision", "bf16 mixed precision keeps float32 "
+                   "master weights, but parameter '", p.name(), "' is ", DTypeName(p.dtype()),
+                   "; hint: build the model in float32");
+  Tensor& copy = compute_copies_[i];
+  if (!copy.defined() || copy.device() != p.device()) copy = Tensor::Empty(p.shape(), DType::kBFloat16, p.device());
+  ops::CastInto(copy, p.data());  // rounds to nearest even, as the optimizer's copies will be
+}
+
+void Module::SetPrecision(Precision precision) {
+  precision_ = precision;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (precision == Precision::kFloat32) {
+      compute_copies_[i] = Tensor();
+    } else {
+      CastComputeCopy(i);
+    }
+  }
+  for (const auto& [name, child] : children_) child->SetPrecision(precision);
+}
+
+std::vector<std::pair<Variable, Tensor>> Module::ComputeCopies() const {
+  std::vector<std::pair<Variable, Tensor>> out;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (compute_copies_[i].defined()) out.emplace_back(parameters_[i].second, compute_copies_[i]);
+  }
+  for (const auto& [name, child] : children_) {
+    for (auto& entry : child->ComputeCopies()) out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+void Module::RefreshComputeCopies() {
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (compute_copies_[i].defined()) CastComputeCopy(i);
+  }
+  for (const auto& [name, child] : children_) child->RefreshComputeCopies();
+}
+
+const Tensor& Module::ComputeValue(const Variable& param) const {
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (!parameters_[i].second.Is(param)) continue;
+    return compute_copies_[i].defined() ? compute_copies_[i] : param.data();
+  }
+  TINYDDP_CHECK_OP(false, "Module::ComputeValue", "'", param.name(), "' is not a parameter of ", ToString(),
+                   "; hint: a layer asks only for its own parameters");
+  return param.data();
 }
 
 void Module::ZeroGrad(bool set_to_none) { autograd::ZeroGrad(Parameters(), set_to_none); }

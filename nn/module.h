@@ -5,6 +5,8 @@
 // own parameters first, in registration order, then each child's, prefixed with the child's name and a
 // dot ("0.weight", "0.bias", "2.weight", ...). That order is the contract DDP builds its buckets from
 // (in reverse), and the names are the state_dict keys of checkpoints (nn/checkpoint.h).
+// A module also carries its precision (nn/precision.h): under bfloat16 each parameter gets a compute
+// copy that layers compute with, while the parameter itself stays the float32 leaf everyone else sees.
 // Sits between autograd/ (Variable) and the models in nn/ (Linear, Sequential, MLP). Not thread-safe.
 #ifndef TINYDDP_NN_MODULE_H_
 #define TINYDDP_NN_MODULE_H_
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "nn/precision.h"
 #include "tensor/tensor.h"
 
 namespace tinyddp::nn {
@@ -53,15 +56,35 @@ class Module {
   void Eval() { Train(false); }
   bool is_training() const { return training_; }
   /// Moves every parameter (and its gradient) to `device`, keeping the same Variables, so optimizers and
-  /// hooks that hold them stay valid. Precondition: no recorded graph uses the parameters.
+  /// hooks that hold them stay valid. Compute copies are made anew there (hand them to the optimizer
+  /// again). Precondition: no recorded graph uses the parameters.
   void To(Device device);
   /// Clears every parameter's gradient (autograd::ZeroGrad).
   void ZeroGrad(bool set_to_none = true);
+
+  // --- Precision (nn/precision.h) ----------------------------------------------------------------
+  /// Sets how this module and every descendant compute. kBFloat16 gives each parameter a bfloat16
+  /// compute copy, cast from it now (one pass), which the layers compute with and the optimizer keeps
+  /// current (Optimizer::SetComputeCopies); kFloat32 drops the copies. The parameters stay float32
+  /// either way. Precondition for kBFloat16: float32 parameters.
+  void SetPrecision(Precision precision);
+  Precision precision() const { return precision_; }
+  /// (parameter, its bfloat16 compute copy) for every parameter that has one, in NamedParameters()
+  /// order: what an optimizer step must write (Optimizer::SetComputeCopies). Empty under kFloat32.
+  std::vector<std::pair<Variable, Tensor>> ComputeCopies() const;
+  /// Casts every compute copy again from its parameter (one pass, not a per-step cost). Needed whenever
+  /// parameters change other than through an optimizer step that writes the copies: LoadStateDict calls
+  /// it; DistributedDataParallel calls it after broadcasting rank 0's weights; code that writes
+  /// parameters itself calls it after.
+  void RefreshComputeCopies();
 
   /// "Linear(in_features=784, out_features=32, bias=True)", as PyTorch prints it; containers list their children.
   virtual std::string ToString() const = 0;
 
  protected:
+  /// What a layer computes with for its own parameter `param`: the compute copy under kBFloat16, the
+  /// parameter's data under kFloat32. Precondition: `param` was registered by this module.
+  const Tensor& ComputeValue(const Variable& param) const;
   Module() = default;
   /// Adds a parameter holding `data` (requires grad, named `name` until a parent prefixes it).
   /// Precondition: name is non-empty, has no '.', and is not taken in this module.
@@ -77,10 +100,14 @@ class Module {
   void CheckNewName(const std::string& name) const;
   void AddChild(const std::string& name, std::shared_ptr<Module> module);
   void CollectParameters(const std::string& prefix, std::vector<std::pair<std::string, Variable>>& out) const;
+  // Makes (when missing or on another device) and fills the bfloat16 compute copy of parameters_[i].
+  void CastComputeCopy(size_t i);
 
   std::vector<std::pair<std::string, Variable>> parameters_;
+  std::vector<Tensor> compute_copies_;  // by position in parameters_; undefined under kFloat32
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  Precision precision_ = Precision::kFloat32;
 };
 
 }  // namespace tinyddp::nn

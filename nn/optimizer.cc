@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -11,7 +12,7 @@
 namespace tinyddp::nn {
 
 Optimizer::Optimizer(std::vector<Variable> params, double lr, const char* name)
-    : params_(std::move(params)), lr_(lr), name_(name) {
+    : params_(std::move(params)), compute_copies_(params_.size()), lr_(lr), name_(name) {
   TINYDDP_CHECK_OP(lr >= 0, name_, "learning rate must be >= 0, got ", lr);
   for (size_t i = 0; i < params_.size(); ++i) {
     TINYDDP_CHECK_OP(params_[i].defined() && params_[i].is_leaf() && params_[i].requires_grad(), name_,
@@ -21,6 +22,24 @@ Optimizer::Optimizer(std::vector<Variable> params, double lr, const char* name)
 }
 
 void Optimizer::ZeroGrad(bool set_to_none) { autograd::ZeroGrad(params_, set_to_none); }
+
+void Optimizer::SetComputeCopies(const std::vector<std::pair<Variable, Tensor>>& copies) {
+  absl::flat_hash_map<const void*, const Tensor*> by_param;  // a Variable's identity is its shared state
+  for (const auto& [param, copy] : copies) by_param[param.state().get()] = &copy;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    compute_copies_[i] = Tensor();
+    const auto it = by_param.find(params_[i].state().get());
+    if (it == by_param.end()) continue;  // no copy: stepped as in float32 training
+    const Tensor& copy = *it->second;
+    const Tensor& p = params_[i].data();
+    TINYDDP_CHECK_OP(copy.defined() && copy.dtype() == DType::kBFloat16 && p.dtype() == DType::kFloat32 &&
+                         copy.shape() == p.shape() && copy.device() == p.device(),
+                     name_, "the compute copy of parameter ", i, " ('", params_[i].name(), "') must be a bfloat16 ",
+                     ShapeToString(p.shape()), " tensor on ", p.device().ToString(), " for a float32 parameter; ",
+                     "hint: pass Module::ComputeCopies() of a model set to bf16 precision");
+    compute_copies_[i] = copy;
+  }
+}
 
 void Optimizer::set_lr(double lr) {
   TINYDDP_CHECK_OP(lr >= 0, name_, "learning rate must be >= 0, got ", lr);

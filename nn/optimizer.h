@@ -4,6 +4,10 @@
 // every parameter, and a steady-state Step() allocates nothing (state buffers are made on the first).
 //
 // Typical step:  ZeroGrad(); Backward(loss); optimizer.set_lr(schedule.LrAt(step)); optimizer.Step();
+//
+// Mixed precision (nn/precision.h): SetComputeCopies(model.ComputeCopies()) makes every Step also write
+// each parameter's bfloat16 compute copy, in the same pass as the float32 update (the kernels' bf16_copies),
+// so the next forward computes with the new weights and no cast pass runs. State stays float32.
 #ifndef TINYDDP_NN_OPTIMIZER_H_
 #define TINYDDP_NN_OPTIMIZER_H_
 
@@ -33,6 +37,15 @@ class Optimizer {
   /// Clears the gradients of the parameters (autograd::ZeroGrad).
   void ZeroGrad(bool set_to_none = true);
 
+  /// Mixed precision: from now on each Step also writes bf16(p_new) into the compute copy of every
+  /// parameter that appears in `copies` (Module::ComputeCopies(); matched by Variable identity, entries
+  /// for other parameters are ignored), in the same pass. Parameters without a copy are stepped as
+  /// before. Call it again when the copies are new tensors (after Module::SetPrecision or To).
+  /// Precondition: each copy is bfloat16, of its float32 parameter's shape and device.
+  void SetComputeCopies(const std::vector<std::pair<Variable, Tensor>>& copies);
+  /// The compute copy Step writes for parameter i; undefined when none.
+  const Tensor& compute_copy(size_t i) const { return compute_copies_.at(i); }
+
   double lr() const { return lr_; }
   /// Precondition: lr >= 0.
   void set_lr(double lr);
@@ -59,6 +72,7 @@ class Optimizer {
   absl::Status CheckLike(const std::string& name, const Tensor& t, size_t i) const;
 
   std::vector<Variable> params_;
+  std::vector<Tensor> compute_copies_;  // by parameter index; undefined: none (SetComputeCopies)
   double lr_;
   const char* name_;
 

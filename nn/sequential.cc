@@ -2,6 +2,8 @@
 #include "nn/sequential.h"
 
 #include "absl/strings/str_cat.h"
+#include "nn/activation.h"
+#include "nn/linear.h"
 #include "tensor/internal/check.h"
 
 namespace tinyddp::nn {
@@ -16,8 +18,19 @@ Sequential& Sequential::Append(std::shared_ptr<Module> module) {
 }
 
 Variable Sequential::Forward(const Variable& x) {
+  const auto& children = Children();
   Variable y = x;
-  for (const auto& [name, child] : Children()) y = child->Forward(y);
+  for (size_t i = 0; i < children.size(); ++i) {
+    // Linear then ReLU: one GEMM whose epilogue adds the bias and clamps at 0, so the pre-activation is
+    // never written to memory and read back (and the graph has one node fewer).
+    auto* linear = dynamic_cast<Linear*>(children[i].second.get());
+    if (linear != nullptr && i + 1 < children.size() && dynamic_cast<ReLU*>(children[i + 1].second.get())) {
+      y = linear->ForwardRelu(y);
+      ++i;
+      continue;
+    }
+    y = children[i].second->Forward(y);
+  }
   return y;
 }
 

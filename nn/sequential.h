@@ -1,5 +1,7 @@
 // nn::Sequential: children applied one after another, named "0", "1", "2", ... as in PyTorch, so its
 // parameters are "0.weight", "0.bias", "2.weight", ... (activations have none but still take a number).
+// One fusion: a Linear directly followed by a ReLU runs as one node (Linear::ForwardRelu), the ReLU in
+// the GEMM's epilogue; the values are those of the two modules one after the other.
 #ifndef TINYDDP_NN_SEQUENTIAL_H_
 #define TINYDDP_NN_SEQUENTIAL_H_
 
@@ -18,7 +20,7 @@ class Sequential : public Module {
 
   /// Appends `module` under the next index. Precondition: module is not null.
   Sequential& Append(std::shared_ptr<Module> module);
-  /// The children's Forward, in order.
+  /// The children's Forward, in order (a Linear followed by a ReLU as Linear::ForwardRelu).
   Variable Forward(const Variable& x) override;
   /// PyTorch's repr: "Sequential(\n  (0): Linear(...)\n  (1): ReLU()\n)".
   std::string ToString() const override;

@@ -25,26 +25,34 @@ void SGD::Step() {
   config.dampening = options_.dampening;
   config.weight_decay = options_.weight_decay;
   config.nesterov = options_.nesterov;
-  // With momentum, parameters whose buffer exists take the steady-state rule, and the others (all of them
-  // on the first step) start their buffer from the gradient: two groups, usually one of them empty.
+  // One fused call per group of parameters that take the same rule: with momentum, those whose buffer
+  // exists take the steady-state rule and the others (all of them on the first step) start their buffer
+  // from the gradient; under mixed precision, those with a compute copy get it written. Usually one
+  // group holds every parameter and the others are empty.
   const bool momentum = options_.momentum != 0;
   for (const bool first_step : {false, true}) {
     if (first_step && !momentum) break;
-    step_params_.clear();
-    step_grads_.clear();
-    step_buffers_.clear();
-    for (size_t i : indices) {
-      if (momentum && momentum_buffers_[i].defined() == first_step) continue;
-      const Tensor& p = params_[i].data();
-      step_params_.push_back(p);
-      step_grads_.push_back(params_[i].grad());
-      if (!momentum) continue;
-      if (first_step) momentum_buffers_[i] = Tensor::Empty(p.shape(), p.dtype(), p.device());
-      step_buffers_.push_back(momentum_buffers_[i]);
+    for (const bool with_copy : {false, true}) {
+      step_params_.clear();
+      step_grads_.clear();
+      step_buffers_.clear();
+      step_copies_.clear();
+      for (size_t i : indices) {
+        if (momentum && momentum_buffers_[i].defined() == first_step) continue;
+        if (compute_copies_[i].defined() != with_copy) continue;
+        const Tensor& p = params_[i].data();
+        step_params_.push_back(p);
+        step_grads_.push_back(params_[i].grad());
+        if (with_copy) step_copies_.push_back(compute_copies_[i]);
+        if (!momentum) continue;
+        if (first_step) momentum_buffers_[i] = Tensor::Empty(p.shape(), p.dtype(), p.device());
+        step_buffers_.push_back(momentum_buffers_[i]);
+      }
+      if (step_params_.empty()) continue;
+      config.first_step = first_step;
+      ops::SgdStep(absl::MakeSpan(step_params_), step_grads_, absl::MakeSpan(step_buffers_), config,
+                   absl::MakeSpan(step_copies_));
     }
-    if (step_params_.empty()) continue;
-    config.first_step = first_step;
-    ops::SgdStep(absl::MakeSpan(step_params_), step_grads_, absl::MakeSpan(step_buffers_), config);
   }
 }
 

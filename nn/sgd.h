@@ -38,7 +38,7 @@ class SGD : public Optimizer {
   SgdOptions options_;
   std::vector<Tensor> momentum_buffers_;  // by parameter index; undefined before its first step
   // Reused from step to step, so Step() does not allocate on the host once warm.
-  std::vector<Tensor> step_params_, step_grads_, step_buffers_;
+  std::vector<Tensor> step_params_, step_grads_, step_buffers_, step_copies_;
 };
 
 }  // namespace tinyddp::nn

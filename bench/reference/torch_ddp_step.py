@@ -10,6 +10,8 @@ PyTorch at its best, for the comparisons the benchmarks make:
     --cuda_graph              forward + backward + optimizer step captured once in a torch.cuda.CUDAGraph and
                               replayed (the documented whole-network capture; with DDP, static_graph=True)
     --zero                    torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO-1) around SGD, with DDP
+    --fused_sgd               torch.optim.SGD(fused=True): one fused CUDA kernel for the whole step instead of
+                              the default foreach kernels
 Prints one readable line and one JSON line with the fields ddp_step_bench prints (step_ms_median_synced,
 step_ms_burst, samples_per_s, params, world), so a script can put the two side by side.
 """
@@ -44,6 +46,7 @@ def main():
     p.add_argument("--compile", default="", help="torch.compile mode; empty: eager")
     p.add_argument("--cuda_graph", action="store_true")
     p.add_argument("--zero", action="store_true")
+    p.add_argument("--fused_sgd", action="store_true")
     args = p.parse_args()
     dims = [int(d) for d in args.dims.split(",")]
 
@@ -67,7 +70,8 @@ def main():
         opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=0.01, momentum=0.9)
     else:
         # SGD keeps no host-side state that changes per step, so its step replays in a graph as captured.
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        sgd_kwargs = {"fused": True} if args.fused_sgd else {}
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, **sgd_kwargs)
     loss_fn = nn.CrossEntropyLoss()
     x = torch.randn(args.batch, dims[0], device=dev)
     y = torch.randint(0, dims[-1], (args.batch,), device=dev)
@@ -126,7 +130,8 @@ def main():
     med = statistics.median(times)
     params = sum(p.numel() for p in model.parameters())
     variant = args.precision + (f" compile={args.compile}" if args.compile else "") + \
-        (" cuda_graph" if args.cuda_graph else "") + (" zero1" if args.zero else "")
+        (" cuda_graph" if args.cuda_graph else "") + (" zero1" if args.zero else "") + \
+        (" fused_sgd" if args.fused_sgd else "")
     if rank == 0:
         result = {
             "impl": "pytorch", "variant": variant, "dims": args.dims, "batch": args.batch, "world": world,

@@ -156,6 +156,7 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
                                                    params[i].first, "' from rank 0 failed: ", s.message()));
       }
     }
+    module.RefreshComputeCopies();  // bf16 precision: the compute copies follow rank 0's weights too
   }
 
   // How each bucket is communicated: the user's hook, or the default one, which decides between the
@@ -213,6 +214,12 @@ absl::Status DistributedDataParallel::RegisterBucketsIfRebuilt() {
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
+absl::Status DistributedDataParallel::status() const {
+  if (!status_.ok()) return status_;
+  if (!reducer_->status().ok()) return reducer_->status();
+  return zero_ != nullptr ? zero_->status() : absl::OkStatus();
+}
+
 autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& input) {
   Tracer::Span span = Tracer::MaybeScope(options_.tracer, "forward");
   const bool grad = autograd::GradModeEnabled();
@@ -220,8 +227,9 @@ autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& in
   // pairs its new bucket buffers with the others' (collective, like the rebuild).
   if (grad) {
     reducer_->RebuildBucketsIfNeeded();
-    const absl::Status registered = RegisterBucketsIfRebuilt();
-    TINYDDP_CHECK_OP(registered.ok(), "DistributedDataParallel", registered.message());
+    if (const absl::Status registered = RegisterBucketsIfRebuilt(); !registered.ok() && status_.ok()) {
+      status_ = registered;
+    }
   }
   if (options_.zero_stage == 1 && grad && sync_enabled_) {
     TINYDDP_CHECK_OP(zero_ != nullptr, "DistributedDataParallel", "zero_stage=1 shards an optimizer, but none was "

@@ -1,7 +1,8 @@
 // //examples:ddp_mlp on GPUs: the real binary started as a subprocess runs one rank per GPU (up to 2)
 // over NCCL on the synthetic dataset. The claims: it trains on the GPUs and learns; a run stopped by
 // --max_steps mid-epoch and resumed ends with bit-identical weights and optimizer state to an
-// uninterrupted run (cuBLAS, our kernels and a 2-rank NCCL sum are deterministic for fixed shapes).
+// uninterrupted run (cuBLAS, our kernels and a 2-rank NCCL sum are deterministic for fixed shapes), in
+// float32 and in bf16 mixed precision.
 // Skips without a GPU. Outside Bazel: DDP_MLP_BINARY=path/to/ddp_mlp ./ddp_mlp_gpu_test
 #include <string>
 #include <vector>
@@ -45,6 +46,25 @@ TEST(DdpMlpGpu, ResumingAfterMaxStepsMatchesAnUninterruptedRunBitForBit) {
     const std::string want = ReadFile(whole + end + file);
     ASSERT_GT(want.size(), 1000u) << whole + end + file;
     EXPECT_TRUE(ReadFile(parts + end + file) == want) << file << " differs after resuming mid-epoch on GPU";
+  }
+}
+
+TEST(DdpMlpGpu, Bf16RanksLearnAndResumeBitForBit) {
+  if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  const std::string whole = FreshDir("gpu_bf16_whole"), parts = FreshDir("gpu_bf16_parts");
+  const RunResult a = RunDdpMlp(
+      TinyNccl({"--precision=bf16", "--epochs=3", "--checkpoint_dir=" + whole, "--metrics_out=" + whole + "/m.jsonl"}));
+  ASSERT_EQ(a.exit_code, 0) << Explain(a);
+  EXPECT_NE(a.out.find("bf16 mixed precision"), std::string::npos) << a.out;
+  EXPECT_GT(LastTestAccuracy(ReadFile(whole + "/m.jsonl")), 0.35) << "10 classes: chance is 0.1\n" << a.out;
+  const RunResult b =
+      RunDdpMlp(TinyNccl({"--precision=bf16", "--epochs=3", "--checkpoint_dir=" + parts, "--max_steps=26"}));
+  ASSERT_EQ(b.exit_code, 0) << Explain(b);
+  const RunResult c = RunDdpMlp(TinyNccl({"--precision=bf16", "--epochs=3", "--checkpoint_dir=" + parts, "--resume"}));
+  ASSERT_EQ(c.exit_code, 0) << Explain(c);
+  for (const char* file : {"/model.safetensors", "/optimizer.safetensors"}) {
+    EXPECT_TRUE(ReadFile(parts + "/step-00000057" + file) == ReadFile(whole + "/step-00000057" + file))
+        << file << " differs after resuming a bf16 run mid-epoch on GPU";
   }
 }
 

@@ -100,6 +100,42 @@ TEST(DdpMlp, ResumingAfterMaxStepsMatchesAnUninterruptedRunBitForBit) {
   }
 }
 
+TEST(DdpMlp, Bf16RanksLearnCheckpointFloat32MastersAndResumeBitForBit) {
+  // --precision=bf16: bfloat16 compute copies, float32 masters. A checkpoint holds the masters only;
+  // resuming casts the copies from them, which gives exactly the copies the optimizer had written
+  // (bf16(master) both ways), so the resumed run still matches the uninterrupted one bit for bit.
+  const std::string whole = FreshDir("bf16_whole"), parts = FreshDir("bf16_parts");
+  const std::vector<std::string> common = {"--precision=bf16", "--epochs=3", "--lr_schedule=cosine", "--seed=11"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  const RunResult a = RunDdpMlp(Tiny(with({"--checkpoint_dir=" + whole, "--metrics_out=" + whole + "/m.jsonl"})));
+  ASSERT_EQ(a.exit_code, 0) << Explain(a);
+  EXPECT_NE(a.out.find("bf16 mixed precision"), std::string::npos) << a.out;
+  EXPECT_GT(LastTestAccuracy(ReadFile(whole + "/m.jsonl")), 0.35) << "10 classes: chance is 0.1\n" << a.out;
+  const std::string model = ReadFile(whole + "/step-00000057/model.safetensors");
+  for (const char* name : {"0.weight", "0.bias", "2.weight", "2.bias"}) {
+    EXPECT_NE(model.find(std::string("\"") + name + "\":{\"dtype\":\"F32\""), std::string::npos)
+        << name << ": float32 masters under PyTorch's names";
+  }
+  EXPECT_EQ(model.find("BF16"), std::string::npos) << "no bfloat16 copy is saved";
+
+  const RunResult b = RunDdpMlp(Tiny(with({"--checkpoint_dir=" + parts, "--max_steps=26"})));
+  ASSERT_EQ(b.exit_code, 0) << Explain(b);
+  const RunResult c = RunDdpMlp(Tiny(with({"--checkpoint_dir=" + parts, "--resume"})));
+  ASSERT_EQ(c.exit_code, 0) << Explain(c);
+  for (const char* file : {"/model.safetensors", "/optimizer.safetensors"}) {
+    EXPECT_TRUE(ReadFile(parts + "/step-00000057" + file) == ReadFile(whole + "/step-00000057" + file))
+        << file << " differs after resuming a bf16 run mid-epoch";
+  }
+  // A bf16 checkpoint does not continue as a float32 run (it would match neither).
+  const RunResult fp32 = RunDdpMlp(Tiny({"--epochs=3", "--lr_schedule=cosine", "--seed=11", "--checkpoint_dir=" + parts,
+                                         "--resume"}));
+  EXPECT_NE(fp32.exit_code, 0);
+  EXPECT_NE(fp32.err.find("--precision: checkpoint bf16, this run (not used)"), std::string::npos) << Explain(fp32);
+}
+
 TEST(DdpMlp, DamagedNewestCheckpointIsRefusedAndResumeUsesThePreviousOne) {
   const std::string whole = FreshDir("whole2"), parts = FreshDir("parts2");
   const std::vector<std::string> common = {"--epochs=2", "--lr_schedule=constant", "--optimizer=adamw", "--lr=0.003"};

@@ -82,6 +82,7 @@ void ZeroRedundancyOptimizer::Build() {
 }
 
 void ZeroRedundancyOptimizer::OnBucketReduced(int bucket) {
+  if (!status_.ok()) return;  // the parameters already disagree across ranks: step nothing more
   TINYDDP_CHECK_OP(generation_ == reducer_.layout_generation(), kOp,
                    "the buckets changed without a Forward in between; hint: run backward through DDP's Forward");
   Shard& s = shards_.at(bucket);
@@ -89,26 +90,42 @@ void ZeroRedundancyOptimizer::OnBucketReduced(int bucket) {
   s.optimizer->Step();
   // Every rank's new block to every rank, in place; the group's stream waits for the step's kernels first.
   s.gather = pg_->AllGather(s.flat, s.master.data());
-  if (bucket + 1 < static_cast<int>(shards_.size())) return;
   // After the last bucket: whatever runs next on this stream (the next forward, an evaluation, a
-  // checkpoint) sees the new parameters. GPU: event waits only; CPU: the thread waits for Gloo.
-  for (Shard& t : shards_) {
-    const absl::Status status = t.gather->SynchronizeStream();
-    TINYDDP_CHECK_OP(status.ok(), kOp, "all_gather of the parameters failed on rank ", pg_->rank(), ": ",
-                     status.ToString());
-    t.gather.reset();
+  // checkpoint) sees the new parameters.
+  if (bucket + 1 == static_cast<int>(shards_.size())) DrainGathers();
+}
+
+void ZeroRedundancyOptimizer::DrainGathers() {
+  for (size_t b = 0; b < shards_.size(); ++b) {
+    Shard& s = shards_[b];
+    if (s.gather == nullptr) continue;
+    const absl::Status status = s.gather->SynchronizeStream();  // GPU: an event wait; CPU: waits for Gloo
+    s.gather.reset();
+    if (!status.ok()) {
+      Fail(absl::Status(status.code(), absl::StrCat("ZeRO-1: all_gather of bucket ", b, "'s parameters on rank ",
+                                                    pg_->rank(), ": ", status.message())));
+    }
   }
 }
 
+void ZeroRedundancyOptimizer::Fail(const absl::Status& status) {
+  if (status_.ok()) status_ = status;
+}
+
 void ZeroRedundancyOptimizer::BeforeForward() {
-  if (generation_ == reducer_.layout_generation()) return;
+  DrainGathers();  // left in flight only when a bucket's reduce-scatter failed and the steps stopped
+  if (generation_ == reducer_.layout_generation() || !status_.ok()) return;
   // The reducer rebuilt its buckets (once, after the first step): blocks now cut the buckets elsewhere, so
   // the state is consolidated over the old layout and cut again over the new one. Collective.
   absl::StatusOr<nn::TensorMap> state = GatherState();
-  TINYDDP_CHECK_OP(state.ok(), kOp, "re-sharding after the bucket rebuild: ", state.status().ToString());
+  if (!state.ok()) {
+    Fail(absl::Status(state.status().code(),
+                      absl::StrCat("ZeRO-1: re-sharding after the bucket rebuild: ", state.status().message())));
+    return;
+  }
   Build();
   const absl::Status loaded = ScatterState(*state);
-  TINYDDP_CHECK_OP(loaded.ok(), kOp, "re-sharding after the bucket rebuild: ", loaded.ToString());
+  TINYDDP_CHECK_OP(loaded.ok(), kOp, "re-sharding after the bucket rebuild: ", loaded.ToString());  // our own state
 }
 
 void ZeroRedundancyOptimizer::SetLr(double lr) {

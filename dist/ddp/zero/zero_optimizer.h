@@ -91,12 +91,17 @@ class ZeroRedundancyOptimizer {
 
   /// DDP calls it at the end of each synchronised backward for each bucket, in launch order, once that
   /// bucket's reduce-scatter has completed: steps this rank's block and starts the bucket's all-gather;
-  /// after the last bucket, orders the current stream (or thread) after every all-gather.
+  /// after the last bucket, orders the current stream (or thread) after every all-gather. Does nothing
+  /// once status() is an error.
   void OnBucketReduced(int bucket);
   /// DDP calls it at each Forward, after the reducer's one-time bucket rebuild: when the buckets changed,
   /// re-shards the parameters and the optimizer state to the new layout (collective: the state is
   /// consolidated and cut again, the same on every rank).
   void BeforeForward();
+  /// OK, or the first communication error of ZeRO-1's own collectives (an all-gather of parameters, the
+  /// re-sharding): the parameters are then not the same on every rank, and training must stop.
+  /// DistributedDataParallel::status() reports it.
+  const absl::Status& status() const { return status_; }
 
   /// Sets the learning rate of every shard's optimizer (an LR schedule calls it before each step).
   void SetLr(double lr);
@@ -131,6 +136,9 @@ class ZeroRedundancyOptimizer {
 
   // Builds shards_ for the reducer's current buckets (parameters re-pointed into new flat buffers).
   void Build();
+  // Orders the current stream (CPU: the thread) after every all-gather in flight; failures go to status_.
+  void DrainGathers();
+  void Fail(const absl::Status& status);
   // Gathers every shard's optimizer state into full per-parameter tensors (collective).
   absl::StatusOr<nn::TensorMap> GatherState();
   // Cuts `state` (validated) into this rank's blocks and loads them into the shards' optimizers.
@@ -143,6 +151,7 @@ class ZeroRedundancyOptimizer {
   std::vector<Shard> shards_;
   int64_t generation_ = -1;  // the reducer layout shards_ follow
   double lr_ = -1;           // < 0: the factory's own
+  absl::Status status_;      // the first failure of a collective of ours (status())
 };
 
 }  // namespace tinyddp::dist::zero

@@ -39,6 +39,7 @@ absl::Status Invalid(const std::string& why) {
 absl::StatusOr<nn::TensorMap> ZeroRedundancyOptimizer::ConsolidatedStateTensors() {
   TINYDDP_CHECK_OP(generation_ == reducer_.layout_generation(), "ZeroRedundancyOptimizer",
                    "the buckets changed since the last Forward; hint: consolidate between steps");
+  if (!status_.ok()) return status_;  // the shards disagree across ranks: there is no one state to save
   return GatherState();
 }
 
