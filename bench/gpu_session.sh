@@ -103,8 +103,10 @@ for step in "${steps[@]}"; do
     zero)
       has ddp_step_bench || continue
       for w in tiny medium large; do
-        for z in 0 1; do
-          run zero "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --zero=$z
+        for p in fp32 bf16; do
+          for z in 0 1; do
+            run zero "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p --zero=$z
+          done
         done
       done ;;
     allreduce)

@@ -250,8 +250,7 @@ autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& in
 void DistributedDataParallel::RegisterFusedOptimizer(OptimizerFactory factory) {
   TINYDDP_CHECK_OP(factory != nullptr, "DistributedDataParallel::RegisterFusedOptimizer", "empty factory");
   if (options_.zero_stage == 1) {
-    zero_ = std::make_unique<zero::ZeroRedundancyOptimizer>(*reducer_, pg_, module_.NamedParameters(),
-                                                            std::move(factory));
+    zero_ = std::make_unique<zero::ZeroRedundancyOptimizer>(*reducer_, pg_, module_, std::move(factory));
     if (fused_lr_ >= 0) zero_->SetLr(fused_lr_);
     return;
   }

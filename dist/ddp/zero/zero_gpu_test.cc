@@ -4,6 +4,7 @@
 //     kernels round every operation alike, whatever the tensor lists);
 //   * two GPUs (skipped with fewer): the same bits (two ranks add in one order only), ranks identical,
 //     each rank holding half the optimizer state;
+//   * under bf16 the same, with the bfloat16 compute copies gathered (and compared after every step);
 //   * once warm, a ZeRO-1 step calls cudaMalloc no more.
 #include <cstring>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "nn/adam.h"
 #include "nn/mlp.h"
+#include "nn/precision.h"
 #include "nn/sgd.h"
 #include "tensor/cuda_allocator.h"
 #include "tensor/cuda_device.h"
@@ -73,13 +75,14 @@ void ExpectSameBits(const nn::TensorMap& actual, const nn::TensorMap& expected, 
   }
 }
 
-void TrainBothAndCompare(const RankContext& ctx, bool adamw) {
+void TrainBothAndCompare(const RankContext& ctx, bool adamw, nn::Precision precision = nn::Precision::kFloat32) {
   auto pg = Connect(ctx);
   ASSERT_NE(pg, nullptr);
   const Device device = Device::CUDA(ctx.rank);
   nn::MlpOptions mo;
   mo.seed = 5;
   mo.device = device;
+  mo.precision = precision;
   auto plain_model = nn::MLP(kDims, mo);
   auto zero_model = nn::MLP(kDims, mo);
   DdpOptions options;
@@ -94,6 +97,7 @@ void TrainBothAndCompare(const RankContext& ctx, bool adamw) {
     EXPECT_STREQ((*zero)->BucketPath(b), "NCCL reduce_scatter");
   }
   std::unique_ptr<nn::Optimizer> plain_opt = Factory(adamw)(plain_model->Parameters());
+  plain_opt->SetComputeCopies(plain_model->ComputeCopies());  // bf16: the step writes them
   (*zero)->RegisterFusedOptimizer(Factory(adamw));
 
   cuda::AllocatorStats warm;
@@ -112,13 +116,24 @@ void TrainBothAndCompare(const RankContext& ctx, bool adamw) {
           << "a warm ZeRO-1 step called cudaMalloc (step " << step + 1 << ")";
     }
     const std::string when = absl::StrCat("after step ", step + 1, adamw ? " (AdamW)" : " (SGD momentum)", " on ",
-                                          ctx.world_size, " GPU(s)");
-    ddp_testing::ExpectParametersNear(*zero_model, *plain_model, 0, 0, when);
-    ddp_testing::ExpectBitIdenticalAcrossRanks(*pg, *zero_model, when);
+                                          ctx.world_size, " GPU(s), ", nn::PrecisionName(precision));
+    const auto zc = zero_model->ComputeCopies(), pc = plain_model->ComputeCopies();  // bf16: what forward uses
+    ASSERT_EQ(zc.size(), pc.size());
+    for (size_t i = 0; i < zc.size(); ++i) {
+      const std::string what = absl::StrCat(when, ", compute copy of ", zc[i].first.name());
+      ExpectSameBits({{"copy", zc[i].second}}, {{"copy", pc[i].second}}, what);
+    }
+    if (precision == nn::Precision::kFloat32) {
+      ddp_testing::ExpectParametersNear(*zero_model, *plain_model, 0, 0, when);
+      ddp_testing::ExpectBitIdenticalAcrossRanks(*pg, *zero_model, when);
+    }
   }
+  // Under bf16 this also all-gathers the float32 parameters, current until now in this rank's blocks only.
   absl::StatusOr<nn::TensorMap> state = (*zero)->zero()->ConsolidatedStateTensors();
   ASSERT_TRUE(state.ok()) << state.status();
   ExpectSameBits(*state, plain_opt->StateTensors(), "consolidated optimizer state");
+  ddp_testing::ExpectParametersNear(*zero_model, *plain_model, 0, 0, "after the last step");
+  ddp_testing::ExpectBitIdenticalAcrossRanks(*pg, *zero_model, "after the last step");
 
   const zero::ShardMemory m = (*zero)->zero()->Memory();
   const int64_t per_element = adamw ? 8 : 4;
@@ -134,6 +149,8 @@ TEST(ZeroOnGpu, OneRankNcclGroupTrainsToTheSameBitsAsPlainDdp) {
   RunOnRanks(1, [](const RankContext& ctx) {
     TrainBothAndCompare(ctx, /*adamw=*/false);
     TrainBothAndCompare(ctx, /*adamw=*/true);
+    TrainBothAndCompare(ctx, /*adamw=*/false, nn::Precision::kBFloat16);
+    TrainBothAndCompare(ctx, /*adamw=*/true, nn::Precision::kBFloat16);
   });
 }
 
@@ -142,6 +159,8 @@ TEST(ZeroOnGpu, TwoGpusTrainToTheSameBitsAsPlainDdpWithHalfTheStateEach) {
   RunOnRanks(2, [](const RankContext& ctx) {
     TrainBothAndCompare(ctx, /*adamw=*/false);
     TrainBothAndCompare(ctx, /*adamw=*/true);
+    TrainBothAndCompare(ctx, /*adamw=*/false, nn::Precision::kBFloat16);
+    TrainBothAndCompare(ctx, /*adamw=*/true, nn::Precision::kBFloat16);
   });
 }
 

@@ -26,9 +26,12 @@ std::string ShardMemory::ToString() const {
 }
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(const Reducer& reducer, std::shared_ptr<ProcessGroup> pg,
-                                                 std::vector<std::pair<std::string, autograd::Variable>> params,
-                                                 OptimizerFactory factory)
-    : reducer_(reducer), pg_(std::move(pg)), params_(std::move(params)), factory_(std::move(factory)) {
+                                                 nn::Module& module, OptimizerFactory factory)
+    : reducer_(reducer),
+      pg_(std::move(pg)),
+      module_(module),
+      params_(module.NamedParameters()),
+      factory_(std::move(factory)) {
   TINYDDP_CHECK_OP(factory_ != nullptr, kOp, "empty optimizer factory");
   Build();
 }
@@ -42,6 +45,13 @@ ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
 
 void ZeroRedundancyOptimizer::Build() {
   const int world = pg_->size(), rank = pg_->rank();
+  const std::vector<std::pair<autograd::Variable, Tensor>> copies = module_.ComputeCopies();  // bf16 only
+  auto has_copy = [&](const autograd::Variable& p) {
+    for (const auto& entry : copies) {
+      if (entry.first.Is(p)) return true;
+    }
+    return false;
+  };
   std::vector<Shard> shards(reducer_.num_buckets());
   for (int b = 0; b < reducer_.num_buckets(); ++b) {
     Shard& s = shards[b];
@@ -69,12 +79,27 @@ void ZeroRedundancyOptimizer::Build() {
       ops::CopyInto(view, p.data());
       p.set_data(view);
     }
+    // bf16: the compute copies move into a bfloat16 buffer of the same layout, which the all-gather fills.
+    const bool bf16 = has_copy(bucket_params[0]);
+    if (bf16) s.copies = Tensor::Zeros({grads.numel()}, DType::kBFloat16, grads.device());
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      const autograd::Variable& p = bucket_params[i];
+      TINYDDP_CHECK_OP(has_copy(p) == bf16, kOp, "parameters '", params_[s.params[0].index].first, "' and '",
+                       params_[s.params[i].index].first, "' of bucket ", b, " differ in precision; hint: set the "
+                       "precision of the whole model (Module::SetPrecision)");
+      if (!bf16) continue;
+      module_.SetComputeCopy(p, s.copies.Rows(s.params[i].offset, s.params[i].offset + s.params[i].numel)
+                                    .View(p.shape()));
+    }
+
     const int64_t begin = rank * s.shard_numel, end = begin + s.shard_numel;
     s.grad_block = grads.Rows(begin, end);
     s.master = autograd::Variable(s.flat.Rows(begin, end), /*requires_grad=*/true, absl::StrCat("zero.bucket", b));
     s.master.set_grad(s.grad_block);
     s.optimizer = factory_({s.master});
     TINYDDP_CHECK_OP(s.optimizer != nullptr, kOp, "the optimizer factory returned null");
+    // bf16: the step writes the block's compute copies in the same pass as its float32 masters.
+    if (bf16) s.optimizer->SetComputeCopies({{s.master, s.copies.Rows(begin, end)}});
     if (lr_ >= 0) s.optimizer->set_lr(lr_);
   }
   shards_ = std::move(shards);
@@ -89,7 +114,14 @@ void ZeroRedundancyOptimizer::OnBucketReduced(int bucket) {
   // The reduce-scatter has completed (the current stream is ordered after it): grad_block is the average.
   s.optimizer->Step();
   // Every rank's new block to every rank, in place; the group's stream waits for the step's kernels first.
-  s.gather = pg_->AllGather(s.flat, s.master.data());
+  // bf16: the compute copies travel (2 bytes an element); the float32 masters stay where they were stepped.
+  if (s.copies.defined()) {
+    const Tensor mine = s.copies.Rows(pg_->rank() * s.shard_numel, (pg_->rank() + 1) * s.shard_numel);
+    s.gather = pg_->AllGather(s.copies, mine);
+    masters_behind_ = true;
+  } else {
+    s.gather = pg_->AllGather(s.flat, s.master.data());
+  }
   // After the last bucket: whatever runs next on this stream (the next forward, an evaluation, a
   // checkpoint) sees the new parameters.
   if (bucket + 1 == static_cast<int>(shards_.size())) DrainGathers();
@@ -112,11 +144,29 @@ void ZeroRedundancyOptimizer::Fail(const absl::Status& status) {
   if (status_.ok()) status_ = status;
 }
 
+absl::Status ZeroRedundancyOptimizer::GatherMasters() {
+  if (!masters_behind_) return absl::OkStatus();
+  for (size_t b = 0; b < shards_.size(); ++b) {
+    const absl::Status s = pg_->AllGather(shards_[b].flat, shards_[b].master.data())->Wait();
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("ZeRO-1: all_gather of bucket ", b, "'s float32 parameters on rank ",
+                                                 pg_->rank(), ": ", s.message()));
+    }
+  }
+  masters_behind_ = false;
+  return absl::OkStatus();
+}
+
 void ZeroRedundancyOptimizer::BeforeForward() {
   DrainGathers();  // left in flight only when a bucket's reduce-scatter failed and the steps stopped
   if (generation_ == reducer_.layout_generation() || !status_.ok()) return;
   // The reducer rebuilt its buckets (once, after the first step): blocks now cut the buckets elsewhere, so
-  // the state is consolidated over the old layout and cut again over the new one. Collective.
+  // the parameters and the state are consolidated over the old layout and cut again over the new one.
+  // Collective.
+  if (const absl::Status s = GatherMasters(); !s.ok()) {
+    Fail(s);
+    return;
+  }
   absl::StatusOr<nn::TensorMap> state = GatherState();
   if (!state.ok()) {
     Fail(absl::Status(state.status().code(),
@@ -152,10 +202,10 @@ ShardMemory ZeroRedundancyOptimizer::Memory() const {
 }
 
 std::string ZeroRedundancyOptimizer::ShardTable() const {
+  const bool bf16 = !shards_.empty() && shards_[0].copies.defined();
   std::string out = absl::StrFormat(
-      "ZeRO-1: each bucket is cut into %d equal blocks; rank r steps block r, then all_gather returns the "
-      "parameters:\n",
-      pg_->size());
+      "ZeRO-1: each bucket is cut into %d equal blocks; rank r steps block r, then all_gather returns the %s:\n",
+      pg_->size(), bf16 ? "bfloat16 compute copies" : "parameters");
   if (std::string(pg_->backend_name()) == "nccl") {
     absl::StrAppend(&out, "  (reduce_scatter and all_gather run NCCL's kernels: the copy engines only all-reduce)\n");
   }

@@ -26,6 +26,12 @@
 // the float32 master the optimizer steps: no copy, no extra memory. Under ZeRO-1 a parameter's .grad after
 // backward holds the average only in this rank's block (the rest is this rank's local gradient).
 //
+// Mixed precision (nn/precision.h, bf16): the layers compute with bfloat16 copies, which become views into
+// a second flat buffer per bucket. The step of block r writes its float32 masters and, in the same pass,
+// block r of the bfloat16 buffer; the all-gather moves the bfloat16 buffer (half the bytes). The float32
+// parameters are then current in this rank's blocks only; ConsolidatedStateTensors (checkpoints) and the
+// re-sharding all-gather them first.
+//
 // Checkpoints stay those of plain DDP: ConsolidatedStateTensors gathers the shards into the full
 // per-parameter state an nn::Optimizer over all parameters would hold (PyTorch's names, "state.3.exp_avg"),
 // and LoadConsolidatedStateTensors takes its own blocks out of such a state, so a checkpoint written at N
@@ -46,6 +52,7 @@
 #include "dist/ddp/reducer.h"
 #include "dist/ddp/zero/shard_layout.h"
 #include "dist/process_group/process_group.h"
+#include "nn/module.h"
 #include "nn/optimizer.h"
 #include "nn/tensor_map.h"
 
@@ -78,13 +85,15 @@ struct ShardMemory {
 
 class ZeroRedundancyOptimizer {
  public:
-  /// Shards over the buckets `reducer` has now. `params`: the module's NamedParameters (their positions
-  /// number the state in consolidated form). Every parameter the reducer buckets becomes a view into its
-  /// bucket's flat parameter buffer (same values). Not collective; every rank builds the same shards.
+  /// Shards over the buckets `reducer` has now, for the parameters of `module` (their positions in
+  /// NamedParameters number the state in consolidated form). Every parameter the reducer buckets becomes a
+  /// view into its bucket's flat parameter buffer, and under bf16 its compute copy a view into the bucket's
+  /// bfloat16 buffer (same values). Not collective; every rank builds the same shards.
   /// Preconditions: the reducer pads its buckets with PaddedNumel and communicates them with
-  /// ReduceScatterHook; `factory` returns a non-null optimizer whose update is elementwise (SGD, Adam(W)).
-  ZeroRedundancyOptimizer(const Reducer& reducer, std::shared_ptr<ProcessGroup> pg,
-                          std::vector<std::pair<std::string, autograd::Variable>> params, OptimizerFactory factory);
+  /// ReduceScatterHook; `factory` returns a non-null optimizer whose update is elementwise (SGD, Adam(W));
+  /// `module` outlives this object.
+  ZeroRedundancyOptimizer(const Reducer& reducer, std::shared_ptr<ProcessGroup> pg, nn::Module& module,
+                          OptimizerFactory factory);
   ~ZeroRedundancyOptimizer();
   ZeroRedundancyOptimizer(const ZeroRedundancyOptimizer&) = delete;
   ZeroRedundancyOptimizer& operator=(const ZeroRedundancyOptimizer&) = delete;
@@ -112,8 +121,9 @@ class ZeroRedundancyOptimizer {
 
   // --- Checkpoints -----------------------------------------------------------------------------------
   /// Collective (every rank must call it; all receive the result): the state an optimizer made by the
-  /// same factory over all of `params` would hold after the same steps, "state.<i>.<field>" with i the
-  /// parameter's position in `params`. Memory: briefly the full state on every rank.
+  /// same factory over all the module's parameters would hold after the same steps, "state.<i>.<field>"
+  /// with i the parameter's position in NamedParameters. Under bf16 it first all-gathers the float32
+  /// parameters, so that the module itself can be saved too. Memory: briefly the full state on every rank.
   absl::StatusOr<nn::TensorMap> ConsolidatedStateTensors();
   /// Not collective: keeps this rank's blocks of a consolidated state (from ConsolidatedStateTensors, a
   /// checkpoint of plain DDP, or one written at another number of ranks). The parameters themselves come
@@ -128,6 +138,7 @@ class ZeroRedundancyOptimizer {
     int64_t numel = 0;               // elements of the bucket's parameters
     int64_t shard_numel = 0;         // one block
     Tensor flat;                     // [world * shard_numel]: the parameters (views into it), padding at the end
+    Tensor copies;                   // bf16: the same layout in bfloat16, the compute copies (views); else undefined
     Tensor grad_block;               // this rank's block of the reducer's gradient bucket
     autograd::Variable master;       // this rank's block of `flat`, as a leaf with grad = grad_block
     std::unique_ptr<nn::Optimizer> optimizer;  // over {master}
@@ -138,6 +149,8 @@ class ZeroRedundancyOptimizer {
   void Build();
   // Orders the current stream (CPU: the thread) after every all-gather in flight; failures go to status_.
   void DrainGathers();
+  // bf16: all-gathers the float32 parameters, current only in this rank's blocks since the last step.
+  absl::Status GatherMasters();
   void Fail(const absl::Status& status);
   // Gathers every shard's optimizer state into full per-parameter tensors (collective).
   absl::StatusOr<nn::TensorMap> GatherState();
@@ -146,11 +159,13 @@ class ZeroRedundancyOptimizer {
 
   const Reducer& reducer_;
   std::shared_ptr<ProcessGroup> pg_;
-  std::vector<std::pair<std::string, autograd::Variable>> params_;
+  nn::Module& module_;
+  std::vector<std::pair<std::string, autograd::Variable>> params_;  // module_.NamedParameters()
   OptimizerFactory factory_;
   std::vector<Shard> shards_;
   int64_t generation_ = -1;  // the reducer layout shards_ follow
   double lr_ = -1;           // < 0: the factory's own
+  bool masters_behind_ = false;  // bf16: the float32 parameters outside this rank's blocks are stale
   absl::Status status_;      // the first failure of a collective of ours (status())
 };
 

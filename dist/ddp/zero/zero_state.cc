@@ -40,6 +40,7 @@ absl::StatusOr<nn::TensorMap> ZeroRedundancyOptimizer::ConsolidatedStateTensors(
   TINYDDP_CHECK_OP(generation_ == reducer_.layout_generation(), "ZeroRedundancyOptimizer",
                    "the buckets changed since the last Forward; hint: consolidate between steps");
   if (!status_.ok()) return status_;  // the shards disagree across ranks: there is no one state to save
+  RETURN_IF_ERROR(GatherMasters());  // bf16: the module's float32 parameters, for the model file
   return GatherState();
 }
 
