@@ -168,7 +168,10 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
     // ZeRO-1: buckets padded to whole blocks and reduce-scattered (NCCL's kernels or Gloo's ring; the copy
     // engines only all-reduce). The step and the all-gather follow in RegisterFusedOptimizer's optimizer.
     const int world = pg->size();
-    options.padded_numel = [world](int64_t numel, int64_t esize) { return zero::PaddedNumel(numel, world, esize); };
+    const zero::BlockSize blocks = zero::BlockSizeFor(pg->backend_name());  // Gloo's chunks, or aligned (NCCL)
+    options.padded_numel = [world, blocks](int64_t numel, int64_t esize) {
+      return zero::PaddedNumel(numel, world, esize, blocks);
+    };
     hook = zero::ReduceScatterHook();
   } else if (!hook.run) {
     ASSIGN_OR_RETURN(copy_engines, CopyEngineHook::Create(*pg));

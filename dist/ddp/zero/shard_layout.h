@@ -12,12 +12,18 @@
 // for those elements only (the state of the others lives elsewhere), and an all-gather returns the new
 // values of every block to every rank. A parameter may straddle two blocks: each owner steps its piece.
 //
-// Why this block size and not simply ceil(numel / world): with it, ZeRO-1 trains to the *same bits* as
-// plain DDP. Floating-point addition is not associative, so a sum over 3 or more ranks depends on its
-// order. Gloo's ring all_reduce (what DDP runs on CPU) is a reduce-scatter followed by an all-gather over
-// blocks of exactly this size (its "chunks": 2 or more segments of at most 1 MiB per rank), adding each
-// block in the ring's order; our Gloo reduce-scatter (gloo_ring_reduce_scatter.h) runs the same ring. Same
-// blocks, same order, same sums. (On 2 ranks every order gives a + b; NCCL's orders are its own.)
+// The block size is about ceil(numel / world), chosen one of two ways (BlockSize):
+//   kGlooChunks  Gloo's (CPU). With these blocks ZeRO-1 trains to the *same bits* as plain DDP. Floating-
+//                point addition is not associative, so a sum over 3 or more ranks depends on its order.
+//                Gloo's ring all_reduce (what DDP runs on CPU) is a reduce-scatter followed by an all-gather
+//                over blocks of exactly this size (its "chunks": 2 or more segments of at most 1 MiB per rank),
+//                adding each block in the ring's order; our Gloo reduce-scatter (gloo_ring_reduce_scatter.h)
+//                runs the same ring. Same blocks, same order, same sums.
+//   kAligned     NCCL's (GPU). Rounded up to 16 elements, so every rank's block starts 64-byte aligned and
+//                the optimizer kernels take their vectorised path on every rank (a block at an odd offset
+//                would be stepped element by element, and the slowest rank sets the pace). NCCL's own sum
+//                orders are its own; on 1 and 2 ranks there is only one order (a + b), so the bits match DDP's
+//                anyway.
 #ifndef TINYDDP_DIST_DDP_ZERO_SHARD_LAYOUT_H_
 #define TINYDDP_DIST_DDP_ZERO_SHARD_LAYOUT_H_
 
@@ -27,14 +33,21 @@
 
 namespace tinyddp::dist::zero {
 
-/// Elements in one rank's block of a bucket of `numel` elements of `element_size` bytes on `world` ranks:
-/// the chunk Gloo's ring all_reduce gives each rank (see above). At least ceil(numel / world), and at most
-/// a few elements more (the padding: below 2 elements per rank for a bucket of up to 2 * world MiB, below
-/// one segment count per rank beyond). Preconditions: numel >= 1, world >= 1, element_size >= 1.
-int64_t ShardNumel(int64_t numel, int world, int64_t element_size);
+/// How blocks are sized (see above).
+enum class BlockSize { kGlooChunks, kAligned };
+
+/// kGlooChunks on a Gloo group, kAligned otherwise (NCCL).
+BlockSize BlockSizeFor(const char* backend_name);
+
+/// Elements in one rank's block of a bucket of `numel` elements of `element_size` bytes on `world` ranks.
+/// At least ceil(numel / world), and a few elements more (the padding), per rank:
+///   kGlooChunks  below 2 for a bucket of up to 2 * world MiB, below its segments per rank beyond;
+///   kAligned     below 16.
+/// Preconditions: numel >= 1, world >= 1, element_size >= 1.
+int64_t ShardNumel(int64_t numel, int world, int64_t element_size, BlockSize size);
 
 /// The bucket padded to `world` whole blocks: world * ShardNumel(...).
-int64_t PaddedNumel(int64_t numel, int world, int64_t element_size);
+int64_t PaddedNumel(int64_t numel, int world, int64_t element_size, BlockSize size);
 
 /// One parameter's place in a bucket: its index (the caller's), first element and size.
 struct ParamSpan {

@@ -9,34 +9,48 @@
 namespace tinyddp::dist::zero {
 namespace {
 
+constexpr BlockSize kGloo = BlockSize::kGlooChunks;
+
 TEST(ShardNumel, SmallBucketsAreTwoSegmentsOfCeilNumelOverTwoWorldPerRank) {
   // Up to 2 * world MiB, Gloo's ring cuts 2 * world segments: a block is 2 * ceil(numel / (2 * world)).
-  EXPECT_EQ(ShardNumel(10, 3, 4), 4);    // ceil(10/6) = 2 -> 4; blocks [0,4) [4,8) [8,12): 2 padding
-  EXPECT_EQ(ShardNumel(7, 3, 4), 4);     // ceil(7/6) = 2 -> 4, more than ceil(7/3) = 3
-  EXPECT_EQ(ShardNumel(12, 3, 4), 4);
-  EXPECT_EQ(ShardNumel(1, 4, 4), 2);     // one element: rank 0 owns it, ranks 1..3 own padding only
-  EXPECT_EQ(ShardNumel(1000, 2, 4), 500);
-  EXPECT_EQ(ShardNumel(1001, 2, 4), 502);
-  EXPECT_EQ(ShardNumel(5, 1, 4), 6);     // one rank: still two segments, 3 elements each
+  EXPECT_EQ(ShardNumel(10, 3, 4, kGloo), 4);    // ceil(10/6) = 2 -> 4; blocks [0,4) [4,8) [8,12): 2 padding
+  EXPECT_EQ(ShardNumel(7, 3, 4, kGloo), 4);     // ceil(7/6) = 2 -> 4, more than ceil(7/3) = 3
+  EXPECT_EQ(ShardNumel(12, 3, 4, kGloo), 4);
+  EXPECT_EQ(ShardNumel(1, 4, 4, kGloo), 2);     // one element: rank 0 owns it, ranks 1..3 own padding only
+  EXPECT_EQ(ShardNumel(1000, 2, 4, kGloo), 500);
+  EXPECT_EQ(ShardNumel(1001, 2, 4, kGloo), 502);
+  EXPECT_EQ(ShardNumel(5, 1, 4, kGloo), 6);     // one rank: still two segments, 3 elements each
 }
 
 TEST(ShardNumel, LargeBucketsAreWholeSegmentsOfAtMostOneMiB) {
   // 10.5 MiB of float32 on 2 ranks: 11 segments of <= 1 MiB, rounded up to 12 (a multiple of the ranks);
   // each rank's chunk is 6 segments of ceil(numel / 12) elements.
   const int64_t numel = (int64_t{21} << 20) / 2 / 4;  // 10.5 MiB / 4 bytes
-  EXPECT_EQ(ShardNumel(numel, 2, 4), 6 * ((numel + 11) / 12));
+  EXPECT_EQ(ShardNumel(numel, 2, 4, kGloo), 6 * ((numel + 11) / 12));
+}
+
+TEST(ShardNumel, AlignedBlocksAreAnEvenShareRoundedUpToSixteenElements) {
+  EXPECT_EQ(ShardNumel(1, 2, 4, BlockSize::kAligned), 16);
+  EXPECT_EQ(ShardNumel(33, 2, 4, BlockSize::kAligned), 32);  // ceil(33/2) = 17 -> 32
+  EXPECT_EQ(ShardNumel(16781312, 2, 4, BlockSize::kAligned), 8390656);  // 4096x4096 + 4096: already a multiple
+  EXPECT_EQ(BlockSizeFor("gloo"), BlockSize::kGlooChunks);
+  EXPECT_EQ(BlockSizeFor("nccl"), BlockSize::kAligned);
 }
 
 TEST(ShardNumel, IsAtLeastAnEvenShareAndPadsByLessThanTheSegmentsPerRank) {
   for (int world : {1, 2, 3, 4, 5, 8}) {
     for (int64_t numel : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{13}, int64_t{1000}, int64_t{262145},
                           int64_t{3} << 20, (int64_t{5} << 20) + 3}) {
-      const int64_t shard = ShardNumel(numel, world, 4);
+      const int64_t shard = ShardNumel(numel, world, 4, kGloo);
       const int64_t even = (numel + world - 1) / world;
       const int64_t segments_per_rank = std::max<int64_t>(2, (numel * 4 + (world << 20) - 1) / (world << 20) + 1);
       EXPECT_GE(shard, even) << numel << " on " << world;
       EXPECT_LT(shard - even, segments_per_rank) << numel << " on " << world;
-      EXPECT_EQ(PaddedNumel(numel, world, 4), world * shard);
+      EXPECT_EQ(PaddedNumel(numel, world, 4, kGloo), world * shard);
+      const int64_t aligned = ShardNumel(numel, world, 4, BlockSize::kAligned);
+      EXPECT_GE(aligned, even);
+      EXPECT_LT(aligned - even, 16);
+      EXPECT_EQ(aligned % 16, 0) << "every rank's block starts 64-byte aligned";
     }
   }
 }
@@ -79,7 +93,7 @@ TEST(PiecesInShard, EveryElementBelongsToExactlyOneRank) {
   const std::vector<ParamSpan> params = {{0, 0, 13}, {1, 13, 1}, {2, 14, 17 * 13}, {3, 14 + 17 * 13, 17}};
   const int64_t numel = 14 + 18 * 13 + 4;
   for (int world : {1, 2, 3, 4}) {
-    const int64_t shard = ShardNumel(numel, world, 4);
+    const int64_t shard = ShardNumel(numel, world, 4, kGloo);
     std::vector<int> owners(numel, 0);
     for (int r = 0; r < world; ++r) {
       for (const ShardPiece& p : PiecesInShard(params, shard, r)) {
