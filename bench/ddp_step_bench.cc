@@ -11,6 +11,9 @@
 //          --hook=allreduce|bf16  --backend=auto|nccl|gloo
 //          --fused_optimizer=true|false (DDP only, default true: one SGD per bucket stepped inside backward as
 //          each bucket's average arrives, DistributedDataParallel::RegisterFusedOptimizer)
+//          --zero=0|1 (--ddp=full only, default 0; 1: ZeRO-1, docs/zero.md: each bucket reduce-scattered, each
+//          rank steps its 1/N of the SGD (its momentum only), the parameters all-gathered, all inside backward;
+//          needs the fused optimizer)
 //          --precision=fp32|bf16 (bf16: bfloat16 compute copies and activations, float32 master weights,
 //          gradients, momentum and loss; nn/precision.h, docs/mixed_precision.md)
 //          --ddp=naive|flat|bucketed|full (default full): which rung of the DDP ladder (dist/ddp/ladder,
@@ -32,7 +35,9 @@
 // On CPU (Gloo) the host clock replaces the events; the line starting with '#' names the CPU kernels'
 // instruction set (tensor/cpu_isa.h). Rank 0 prints DDP's bucket table after the warm-up (the
 // buckets as measured, after the one-time rebuild: index, bytes, parameters, and the path each takes,
-// "NCCL all_reduce" or "copy engines"), then a readable line and one JSON line.
+// "NCCL all_reduce" or "copy engines"), then a readable line and one JSON line. Both report the optimizer
+// state one rank holds (SGD momentum: 4 bytes per parameter, or per parameter of its shard under ZeRO-1)
+// and, on GPU, the device bytes held by live tensors after the warm-up (parameters, gradients, state).
 //   comm_ms, exposed_ms    with --trace or --sweep_buckets: the communication per step, and the part of it no
 //                          computation hid, from rank 0's trace of --trace_steps more steps, as the trace's
 //                          picture marks it (dist/ddp/timeline/step_timeline.h; for the naive and flat rungs,
@@ -78,7 +83,9 @@
 #include "nn/mlp.h"
 #include "nn/precision.h"
 #include "nn/sgd.h"
+#include "dist/ddp/zero/zero_optimizer.h"
 #include "tensor/cpu_isa.h"
+#include "tensor/cuda_allocator.h"
 #include "tensor/cuda_device.h"
 #include "tensor/ops.h"
 #include "tensor/stream.h"
@@ -100,6 +107,7 @@ struct Options {
   bool bucket_view = true;
   bool bf16_hook = false;
   bool fused_optimizer = true;
+  int zero = 0;
   nn::Precision precision = nn::Precision::kFloat32;
   dist::Backend backend = dist::Backend::kAuto;
   std::string ddp = "full";    // the rung of the DDP ladder
@@ -137,6 +145,8 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.bucket_view = !has || v == "true";
     } else if (kv[0] == "--fused_optimizer" && (!has || v == "true" || v == "false")) {
       o.fused_optimizer = !has || v == "true";
+    } else if (kv[0] == "--zero" && has && (v == "0" || v == "1")) {
+      o.zero = v == "1" ? 1 : 0;
     } else if (kv[0] == "--hook" && has && (v == "allreduce" || v == "bf16")) {
       o.bf16_hook = v == "bf16";
     } else if (kv[0] == "--precision" && has) {
@@ -161,6 +171,11 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
   }
   if (o.ddp != "full" && (o.bf16_hook || !o.bucket_view)) {
     return absl::InvalidArgumentError("--hook and --bucket_view=false are settings of --ddp=full only");
+  }
+  if (o.zero == 1 && (o.no_ddp || o.ddp != "full" || !o.fused_optimizer || !o.bucket_view || o.bf16_hook)) {
+    return absl::InvalidArgumentError(
+        "--zero=1 shards DDP's fused optimizer over flat buckets with its own reduce-scatter: it needs --ddp=full "
+        "and cannot be combined with --no_ddp, --fused_optimizer=false, --bucket_view=false or --hook=bf16");
   }
   return o;
 }
@@ -212,6 +227,8 @@ struct Measured {
   int collectives = 0;                   // all_reduces per step: buckets, tensors (naive) or 1 (flat)
   std::string paths;                     // full DDP: how many buckets each path carries
   int64_t params = 0;
+  int64_t state_bytes = 0;   // optimizer state one rank holds
+  int64_t device_bytes = 0;  // GPU: device bytes in live tensors after the warm-up
 };
 
 // "copy engines 4/5, NCCL all_reduce 1/5": how many buckets each path carries.
@@ -312,6 +329,10 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   }
 
   Measured m;
+  // What one rank holds, measured after the warm-up (the state exists, the buckets are rebuilt).
+  m.state_bytes = ddp && ddp->zero() ? ddp->zero()->Memory().optimizer_state_bytes
+                                     : 4 * model->NumParameters();  // one float of momentum each
+  m.device_bytes = device.is_cuda() ? cuda::GetAllocatorStats(device.index).allocated_bytes : 0;
   StepTimer timer(device);
   std::vector<double> synced;
   for (int i = 0; i < o.steps; ++i) {
@@ -405,6 +426,7 @@ int Run(const Options& o) {
   ddp_options.bucket_cap_bytes = static_cast<int64_t>(o.bucket_cap_mb * dist::kMiB);
   ddp_options.first_bucket_bytes = static_cast<int64_t>(o.first_bucket_mb * dist::kMiB);
   ddp_options.gradient_as_bucket_view = o.bucket_view;
+  ddp_options.zero_stage = o.zero;
   if (o.bf16_hook) ddp_options.comm_hook = dist::Bf16CompressHook();
   const std::string dims = absl::StrJoin(o.dims, ",");
   const char* backend = pg ? pg->backend_name() : (device.is_cuda() ? "cuda" : "cpu");
@@ -451,7 +473,8 @@ int Run(const Options& o) {
     std::string what = "";
     if (full) {
       what = absl::StrCat(" buckets=", m->collectives, o.bucket_view ? " layout=views" : " layout=coalesced",
-                          fused ? " fused_optimizer" : "", o.bf16_hook ? " hook=bf16" : "", " all_reduce=", m->paths);
+                          fused ? " fused_optimizer" : "", o.zero ? " zero=1" : "", o.bf16_hook ? " hook=bf16" : "",
+                          " all_reduce=", m->paths);
     } else if (pg) {
       what = absl::StrCat(" all_reduces=", m->collectives);
     }
@@ -462,6 +485,9 @@ int Run(const Options& o) {
                 "ms/step, CPU %.3f ms/step%s\n",
                 label.c_str(), nn::PrecisionName(o.precision), dims.c_str(), static_cast<long long>(o.batch), world,
                 backend, what.c_str(), m->median_ms, m->burst_ms, m->cpu_ms, exposed.c_str());
+    std::printf("  per rank: optimizer state %lld bytes%s\n", static_cast<long long>(m->state_bytes),
+                device.is_cuda() ? absl::StrCat(", device memory in live tensors ", m->device_bytes, " bytes").c_str()
+                                 : "");
     double gemm_flop = 0;  // forward, dW, and dX except the first layer's (the input needs no gradient)
     for (size_t l = 0; l + 1 < o.dims.size(); ++l) {
       gemm_flop += 2.0 * o.batch * o.dims[l] * o.dims[l + 1] * (l == 0 ? 2 : 3);
@@ -489,6 +515,9 @@ int Run(const Options& o) {
                           {"buckets", m->collectives},
                           {"bucket_view", o.bucket_view},
                           {"fused_optimizer", fused},
+                          {"zero", o.zero},
+                          {"optimizer_state_bytes_per_rank", m->state_bytes},
+                          {"device_allocated_bytes", m->device_bytes},
                           {"hook", o.bf16_hook ? "bf16" : "allreduce"},
                           {"all_reduce", m->paths},
                           {"precision", nn::PrecisionName(o.precision)},

@@ -18,6 +18,8 @@
 #   torch   the same steps in PyTorch: eager fp32, bf16 autocast, CUDA graph (tiny)    -> OUT/torch.log
 #   compile PyTorch with torch.compile (slow: minutes of autotuning)                   -> OUT/compile.log
 #   ddp     the DDP step on every GPU of the machine, tinyddp and PyTorch              -> OUT/ddp.log
+#   zero    the DDP step on every GPU, --zero=0 then --zero=1 (ZeRO-1, docs/zero.md): step time,
+#           optimizer state and device bytes per rank                                   -> OUT/zero.log
 #   allreduce  allreduce_bench (NCCL kernels and copy engines) beside PyTorch's NCCL   -> OUT/allreduce.log
 #   mlp     ddp_mlp on Fashion-MNIST (needs DATA_DIR with the IDX files)               -> OUT/mlp.log
 # Every JSON line the benchmarks print is also collected in OUT/results.jsonl.
@@ -96,6 +98,15 @@ for step in "${steps[@]}"; do
           run ddp "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p
           torch_ok && (( gpus > 1 )) && run ddp torchrun --nproc_per_node="$gpus" "$repo/bench/reference/torch_ddp_step.py" \
             --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p
+        done
+      done ;;
+    zero)
+      has ddp_step_bench || continue
+      for w in tiny medium large; do
+        for p in fp32 bf16; do
+          for z in 0 1; do
+            run zero "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p --zero=$z
+          done
         done
       done ;;
     allreduce)

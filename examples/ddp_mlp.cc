@@ -43,6 +43,7 @@
 #include "data/synthetic.h"                      // MakeSyntheticDataset (--dataset=synthetic)
 #include "dist/ddp/comm_hooks.h"                     // Bf16CompressHook (--comm_hook=bf16)
 #include "dist/ddp/ddp.h"                            // DdpOptions
+#include "dist/ddp/ladder/full_ddp.h"                // FullDdp::ddp(): the DistributedDataParallel of --ddp=full
 #include "dist/ddp/ladder/ladder.h"                  // CreateDataParallel: --ddp=naive|flat|bucketed|full
 #include "dist/launch/env.h"                            // IsWorker, RestartCount
 #include "dist/launch/error_file.h"                     // RecordWorkerFailure: why, for the launcher
@@ -50,6 +51,7 @@
 #include "dist/launch/spawn.h"                          // SpawnWorkersIfNeeded
 #include "dist/ddp/timeline/timeline_svg.h"            // WriteTimelineSvg: --trace's picture
 #include "dist/ddp/trace.h"                          // Tracer (--trace)
+#include "dist/ddp/zero/zero_optimizer.h"            // ZeRO-1 (--zero=1): memory, consolidated state
 #include "examples/internal/evaluate.h"          // EvalShardIndices, EvaluateShard, AllReduceEvalSums
 #include "examples/internal/loss_window.h"       // LossWindow: step losses on the device, non-finite check
 #include "examples/internal/metrics_writer.h"    // MetricsWriter (--metrics_out): JSON lines + SVG plot
@@ -163,6 +165,8 @@ struct Setup {
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<dist::Tracer> tracer;                 // --trace; null when off
   std::unique_ptr<dist::ladder::DataParallel> ddp;     // --ddp's rung (full: DistributedDataParallel), wraps `model`
+  dist::DistributedDataParallel* full = nullptr;       // --ddp=full: the DDP inside `ddp` (ZeRO-1 lives there)
+  dist::zero::ZeroRedundancyOptimizer* zero() const { return full != nullptr ? full->zero() : nullptr; }
   std::vector<std::string> notes;                      // rank 0's lines from PrepareOutputs
 };
 
@@ -250,6 +254,15 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
   return loaded;
 }
 
+// --zero=1: the optimizer becomes ZeRO-1's, sharded over the ranks inside DDP (docs/zero.md). s.optimizer
+// stays as the unsharded vessel checkpoints read and write: here it hands a resumed state to the shards, and
+// it holds no state while training.
+absl::Status ShardOptimizer(const TrainOptions& o, Setup& s) {
+  s.full->RegisterFusedOptimizer([o](std::vector<Variable> params) { return MakeOptimizer(o, std::move(params)); });
+  RETURN_IF_ERROR(s.zero()->LoadConsolidatedStateTensors(s.optimizer->StateTensors()));
+  return s.optimizer->LoadStateTensors({});
+}
+
 // --- Reporting: what rank 0 prints and writes (the other ranks print only errors) -----------------
 
 struct Report {
@@ -274,10 +287,11 @@ void PrintHeader(const TrainOptions& o, const Job& job, const Setup& s, Progress
           ? ""
           : absl::StrFormat(" x %d accumulated (%d examples per optimizer step)", o.grad_accum_steps,
                             o.batch_size * job.pg->size() * o.grad_accum_steps);
-  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global)%s, %s, lr %s%s, --ddp=%s",
+  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global)%s, %s, lr %s%s, --ddp=%s%s",
                                  o.epochs, OptimizerStepsPerEpoch(o, *s.loader), o.batch_size,
                                  o.batch_size * job.pg->size(), accumulation, o.optimizer, s.schedule->ToString(),
-                                 o.precision == "bf16" ? ", bf16 mixed precision" : "", o.ddp));
+                                 o.precision == "bf16" ? ", bf16 mixed precision" : "", o.ddp,
+                                 o.zero == 1 ? ", optimizer sharded by ZeRO-1" : ""));
   if (job.device.is_cpu()) progress.Print("  " + CpuIsaSummary());  // which CPU kernels run (tensor/cpu_isa.h)
 }
 
@@ -334,9 +348,16 @@ absl::StatusOr<EvalMetrics> EvaluateEpoch(const TrainOptions& o, const Job& job,
 
 // Collective: rank 0 writes the checkpoint (every rank holds the same weights and optimizer state) and
 // every rank learns whether that worked.
-absl::Status CheckpointOnEveryRank(const TrainOptions& o, const Job& job, const Setup& s,
-                                   const TrainingProgress& at, Report& r) {
+absl::Status CheckpointOnEveryRank(const TrainOptions& o, const Job& job, Setup& s, const TrainingProgress& at,
+                                   Report& r) {
   if (o.checkpoint_dir.empty()) return absl::OkStatus();
+  // ZeRO-1: every rank gathers the shards into the unsharded optimizer (collective), which is saved as
+  // plain DDP's is, so the checkpoint resumes at any number of ranks, with or without ZeRO.
+  dist::zero::ZeroRedundancyOptimizer* zero = s.zero();
+  if (zero != nullptr) {
+    ASSIGN_OR_RETURN(const nn::TensorMap full, zero->ConsolidatedStateTensors());
+    RETURN_IF_ERROR(s.optimizer->LoadStateTensors(full));
+  }
   absl::Status saved_ok;
   if (r.lead) {
     absl::StatusOr<std::string> saved = SaveTrainingCheckpoint(
@@ -344,6 +365,7 @@ absl::Status CheckpointOnEveryRank(const TrainOptions& o, const Job& job, const 
     if (saved.ok()) r.progress.Print(absl::StrCat("  checkpoint: ", *saved));
     saved_ok = saved.status();
   }
+  if (zero != nullptr) RETURN_IF_ERROR(s.optimizer->LoadStateTensors({}));  // the shards hold it
   return AgreeOnStatus(job, saved_ok, "writing the checkpoint");
 }
 
@@ -404,6 +426,7 @@ absl::StatusOr<Tensor> TrainStep(Setup& s, const std::vector<data::Batch>& batch
   // Failure tests make a rank hang, exit or die here (TINYDDP_FAULT); "nan" poisons this step's batches.
   const bool poison = MaybeInjectFault("step", step) == FaultAction::kNonFinite;
   s.optimizer->set_lr(s.schedule->LrAt(step));
+  if (s.zero() != nullptr) s.full->SetFusedOptimizerLr(s.optimizer->lr());
   s.optimizer->ZeroGrad();
   int64_t examples = 0;
   for (const data::Batch& b : batches) examples += b.size();
@@ -428,7 +451,7 @@ absl::StatusOr<Tensor> TrainStep(Setup& s, const std::vector<data::Batch>& batch
       ops::AddInto(step_loss, loss.data(), share);
     }
   }
-  {
+  if (s.zero() == nullptr) {  // ZeRO-1 stepped each rank's shard inside Backward
     dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "optimizer", step);
     s.optimizer->Step();
   }
@@ -481,7 +504,10 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
     s.tracer = std::make_unique<dist::Tracer>(job.pg->rank(), job.device);
     ddp_options.tracer = s.tracer.get();  // DDP records forward and each bucket's all_reduce
   }
+  ddp_options.zero_stage = static_cast<int>(o.zero);
   ASSIGN_OR_RETURN(s.ddp, dist::ladder::CreateDataParallel(o.ddp, *s.model, job.pg, ddp_options));
+  if (o.ddp == "full") s.full = &static_cast<dist::ladder::FullDdp&>(*s.ddp).ddp();
+  if (o.zero == 1) RETURN_IF_ERROR(ShardOptimizer(o, s));
 
   ASSIGN_OR_RETURN(report.metrics, OpenMetrics(o, job, at));
   if (lead) PrintHeader(o, job, s, report.progress);
@@ -495,6 +521,7 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   LossWindow window(job.device, std::min(o.log_every, steps_per_epoch), /*check_finite=*/!o.allow_nonfinite);
   bool stop = o.max_steps > 0 && at.global_step >= o.max_steps;
   EvalMetrics last_eval;
+  bool zero_reported = false;
   for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
     StartEpoch(o, job, epoch, s, at, report);
     const auto loop_start = std::chrono::steady_clock::now();
@@ -502,6 +529,10 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
     for (std::vector<data::Batch> batches; !(batches = NextBatches(*s.loader, o.grad_accum_steps)).empty();) {
       ASSIGN_OR_RETURN(const Tensor loss, TrainStep(s, batches, at.global_step));
       window.Add(loss, at.global_step);
+      if (lead && s.zero() != nullptr && !zero_reported) {  // after the first step: its state exists
+        zero_reported = true;
+        report.progress.Print(absl::StrCat("ZeRO-1 memory per rank: ", s.zero()->Memory().ToString()));
+      }
       ++at.global_step;
       ++at.batch_in_epoch;
       stop = o.max_steps > 0 && at.global_step >= o.max_steps;

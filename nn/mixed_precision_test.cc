@@ -207,6 +207,34 @@ TEST(MixedPrecision, SetPrecisionBackToFp32DropsTheCopiesAndComputesInFloat32) {
   EXPECT_EQ((*model)(Variable(Tensor::Zeros({2, 6}))).dtype(), DType::kFloat32);
 }
 
+TEST(MixedPrecision, SetComputeCopyPutsACopyIntoAGivenViewThatForwardAndRefreshUse) {
+  // ZeRO-1's use: the copies of several parameters as views into one flat bfloat16 buffer.
+  auto model = Bf16Mlp({6, 5, 3});
+  const Variable input(Tensor::Full({2, 6}, 0.5, DType::kFloat32));
+  auto forward = [&] {  // the output's bytes (bfloat16)
+    autograd::NoGradGuard no_grad;
+    const Tensor y = (*model)(input).data();
+    return std::string(static_cast<const char*>(y.data_ptr()), y.nbytes());
+  };
+  const std::string before = forward();
+  Tensor flat = Tensor::Zeros({64}, DType::kBFloat16);
+  int64_t offset = 1;  // not at the start: a real view
+  for (const auto& [param, copy] : model->ComputeCopies()) {
+    model->SetComputeCopy(param, flat.Rows(offset, offset + param.numel()).View(param.shape()));
+    offset += param.numel();
+  }
+  ExpectCopiesAreTheRoundedMasters(*model, "after SetComputeCopy");
+  for (const auto& [param, copy] : model->ComputeCopies()) EXPECT_TRUE(copy.SharesStorageWith(flat)) << param.name();
+  EXPECT_EQ(forward(), before);
+  // Writing the flat buffer is what the layers see; RefreshComputeCopies writes into it, not elsewhere.
+  ops::Fill(flat, 0.0);
+  EXPECT_NE(forward(), before);
+  model->RefreshComputeCopies();
+  EXPECT_EQ(forward(), before);
+  EXPECT_DEATH(model->SetComputeCopy(model->Parameters()[0], Tensor::Zeros({4, 4}, DType::kBFloat16)),
+               "must be bfloat16 \\[5, 6\\]");
+}
+
 TEST(MixedPrecision, MisuseStopsWithAMessage) {
   MlpOptions f64;
   f64.dtype = DType::kFloat64;

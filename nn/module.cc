@@ -89,6 +89,30 @@ void Module::CastComputeCopy(size_t i) {
   ops::CastInto(copy, p.data());  // rounds to nearest even, as the optimizer's copies will be
 }
 
+void Module::SetComputeCopy(const Variable& param, Tensor copy) {
+  TINYDDP_CHECK_OP(ReplaceComputeCopy(param, copy), "Module::SetComputeCopy", "'", param.name(),
+                   "' is not a parameter of ", ToString(), " or it has no compute copy; hint: set bf16 precision first");
+}
+
+bool Module::ReplaceComputeCopy(const Variable& param, const Tensor& copy) {
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (!parameters_[i].second.Is(param)) continue;
+    if (!compute_copies_[i].defined()) return false;
+    TINYDDP_CHECK_OP(copy.dtype() == DType::kBFloat16 && copy.shape() == param.shape() &&
+                         copy.device() == param.device(),
+                     "Module::SetComputeCopy", "the compute copy of '", param.name(), "' must be bfloat16 ",
+                     ShapeToString(param.shape()), " on ", param.device().ToString(), ", got ",
+                     DTypeName(copy.dtype()), " ", ShapeToString(copy.shape()), " on ", copy.device().ToString());
+    compute_copies_[i] = copy;
+    CastComputeCopy(i);
+    return true;
+  }
+  for (const auto& [name, child] : children_) {
+    if (child->ReplaceComputeCopy(param, copy)) return true;
+  }
+  return false;
+}
+
 void Module::SetPrecision(Precision precision) {
   precision_ = precision;
   for (size_t i = 0; i < parameters_.size(); ++i) {

@@ -77,6 +77,11 @@ class Module {
   /// it; DistributedDataParallel calls it after broadcasting rank 0's weights; code that writes
   /// parameters itself calls it after.
   void RefreshComputeCopies();
+  /// Makes `copy` the compute copy of `param` (a parameter of this module or of a descendant) and casts
+  /// the parameter into it. `copy` may be a view into a larger buffer: ZeRO-1 (dist/ddp/zero) keeps a
+  /// bucket's copies in one flat buffer that its all-gather fills. RefreshComputeCopies writes into it
+  /// from then on. Preconditions: kBFloat16; `copy` is bfloat16, of the parameter's shape and device.
+  void SetComputeCopy(const Variable& param, Tensor copy);
 
   /// "Linear(in_features=784, out_features=32, bias=True)", as PyTorch prints it; containers list their children.
   virtual std::string ToString() const = 0;
@@ -102,6 +107,8 @@ class Module {
   void CollectParameters(const std::string& prefix, std::vector<std::pair<std::string, Variable>>& out) const;
   // Makes (when missing or on another device) and fills the bfloat16 compute copy of parameters_[i].
   void CastComputeCopy(size_t i);
+  // SetComputeCopy on this module and its descendants; false when `param` is none of their parameters.
+  bool ReplaceComputeCopy(const Variable& param, const Tensor& copy);
 
   std::vector<std::pair<std::string, Variable>> parameters_;
   std::vector<Tensor> compute_copies_;  // by position in parameters_; undefined under kFloat32

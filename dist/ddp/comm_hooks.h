@@ -37,7 +37,8 @@ struct GradBucket {
   int64_t numel = 0;
   DType dtype = DType::kFloat32;
   /// The bucket's gradients, flattened: a 1-D tensor whose slices are the parameters' .grad
-  /// (gradient_as_bucket_view layout). Undefined in the coalesced layout.
+  /// (gradient_as_bucket_view layout), followed by zeros when the reducer pads its buckets
+  /// (ReducerOptions::padded_numel, ZeRO-1). Undefined in the coalesced layout.
   Tensor buffer;
   /// The parameters' gradients, one tensor each, in bucket order: views into `buffer`, or in the coalesced
   /// layout the separate tensors autograd made (set when the bucket is launched). The hook must leave the

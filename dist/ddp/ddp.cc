@@ -18,6 +18,9 @@
 #include "dist/ddp/trace.h"
 #include "dist/ddp/traced_comm_hook.h"
 #include "dist/process_group/exit_on_failure.h"
+#include "dist/ddp/zero/reduce_scatter_hook.h"
+#include "dist/ddp/zero/shard_layout.h"
+#include "dist/ddp/zero/zero_optimizer.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
 #include "tensor/internal/check.h"
@@ -129,6 +132,17 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
                                                    "bucket_cap_bytes=", options.bucket_cap_bytes,
                                                    " first_bucket_bytes=", options.first_bucket_bytes));
   }
+  if (options.zero_stage != 0 && options.zero_stage != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("DistributedDataParallel: zero_stage must be 0 (plain DDP) or 1 "
+                                                   "(ZeRO-1: sharded optimizer state), got ", options.zero_stage));
+  }
+  if (options.zero_stage == 1 &&
+      (!options.gradient_as_bucket_view || options.comm_hook.run || options.find_unused_parameters)) {
+    return absl::InvalidArgumentError(
+        "DistributedDataParallel: ZeRO-1 (zero_stage=1) reduce-scatters flat buckets with its own comm hook and "
+        "steps every parameter of a bucket together; hint: keep gradient_as_bucket_view=true, set no comm_hook "
+        "and leave find_unused_parameters off");
+  }
   RETURN_IF_ERROR(VerifyParametersMatchAcrossRanks(*pg, params));
 
   // Start from one model: rank 0's values everywhere (PyTorch's _sync_module_states). All broadcasts are
@@ -151,7 +165,16 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
   // wraps whichever it is.
   std::shared_ptr<CopyEngineHook> copy_engines;
   CommHook hook = options.comm_hook;
-  if (!hook.run) {
+  if (options.zero_stage == 1) {
+    // ZeRO-1: buckets padded to whole blocks and reduce-scattered (NCCL's kernels or Gloo's ring; the copy
+    // engines only all-reduce). The step and the all-gather follow in RegisterFusedOptimizer's optimizer.
+    const int world = pg->size();
+    const zero::BlockSize blocks = zero::BlockSizeFor(pg->backend_name());  // Gloo's chunks, or aligned (NCCL)
+    options.padded_numel = [world, blocks](int64_t numel, int64_t esize) {
+      return zero::PaddedNumel(numel, world, esize, blocks);
+    };
+    hook = zero::ReduceScatterHook();
+  } else if (!hook.run) {
     ASSIGN_OR_RETURN(copy_engines, CopyEngineHook::Create(*pg));
     hook = copy_engines->AsCommHook();
   }
@@ -169,9 +192,13 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared
     : module_(module), pg_(std::move(pg)), options_(std::move(options)), reducer_(std::move(reducer)),
       copy_engines_(std::move(copy_engines)) {
   reducer_->SetBucketReducedCallback([this](int bucket) {
-    if (fused_.empty()) return;
+    if (fused_.empty() && zero_ == nullptr) return;
     Tracer::Span span = Tracer::MaybeScope(options_.tracer, "optimizer", bucket);
-    fused_[bucket]->Step();
+    if (zero_ != nullptr) {
+      zero_->OnBucketReduced(bucket);  // steps this rank's block, starts the bucket's all_gather
+    } else {
+      fused_[bucket]->Step();
+    }
   });
 }
 
@@ -191,6 +218,12 @@ absl::Status DistributedDataParallel::RegisterBucketsIfRebuilt() {
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
+absl::Status DistributedDataParallel::status() const {
+  if (!status_.ok()) return status_;
+  if (!reducer_->status().ok()) return reducer_->status();
+  return zero_ != nullptr ? zero_->status() : absl::OkStatus();
+}
+
 autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& input) {
   Tracer::Span span = Tracer::MaybeScope(options_.tracer, "forward");
   // A loop that did not stop on status() would train on gradients that are not averages, over a broken
@@ -207,6 +240,12 @@ autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& in
       status_ = registered;
     }
   }
+  if (options_.zero_stage == 1 && grad && sync_enabled_) {
+    TINYDDP_CHECK_OP(zero_ != nullptr, "DistributedDataParallel", "zero_stage=1 shards an optimizer, but none was "
+                     "registered; hint: call RegisterFusedOptimizer before the first Forward (the training loop "
+                     "then calls no Step())");
+  }
+  if (zero_ != nullptr) zero_->BeforeForward();  // re-shards after the bucket rebuild
   if (fused_factory_ && fused_generation_ != reducer_->layout_generation()) RebuildFusedOptimizers();
   autograd::Variable output = module_.Forward(input);
   if (grad && sync_enabled_) {
@@ -219,6 +258,11 @@ autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& in
 
 void DistributedDataParallel::RegisterFusedOptimizer(OptimizerFactory factory) {
   TINYDDP_CHECK_OP(factory != nullptr, "DistributedDataParallel::RegisterFusedOptimizer", "empty factory");
+  if (options_.zero_stage == 1) {
+    zero_ = std::make_unique<zero::ZeroRedundancyOptimizer>(*reducer_, pg_, module_, std::move(factory));
+    if (fused_lr_ >= 0) zero_->SetLr(fused_lr_);
+    return;
+  }
   fused_factory_ = std::move(factory);
   RebuildFusedOptimizers();
 }
@@ -226,6 +270,7 @@ void DistributedDataParallel::RegisterFusedOptimizer(OptimizerFactory factory) {
 void DistributedDataParallel::SetFusedOptimizerLr(double lr) {
   fused_lr_ = lr;
   for (auto& opt : fused_) opt->set_lr(lr);
+  if (zero_ != nullptr) zero_->SetLr(lr);
 }
 
 void DistributedDataParallel::RebuildFusedOptimizers() {
@@ -302,6 +347,7 @@ std::string DistributedDataParallel::BucketTable() const {
   if (options_.rebuild_buckets && !reducer_->buckets_rebuilt() && !options_.find_unused_parameters) {
     absl::StrAppend(&out, "(rebuilt once after the first step, in the order gradients arrive)\n");
   }
+  if (zero_ != nullptr) absl::StrAppend(&out, zero_->ShardTable());
   return out;
 }
 

@@ -47,6 +47,9 @@ namespace tinyddp::dist {
 
 class CopyEngineHook;  // copy_engine_hook.h
 class Tracer;          // trace.h
+namespace zero {
+class ZeroRedundancyOptimizer;  // zero/zero_optimizer.h
+}
 
 inline constexpr int64_t kMiB = int64_t{1} << 20;
 
@@ -59,6 +62,12 @@ struct DdpOptions : ReducerOptions {
   CommHook comm_hook;
   /// When set, DDP records forward and each bucket's all_reduce into it (trace.h). Not owned.
   Tracer* tracer = nullptr;
+  /// 1: ZeRO stage 1 (dist/ddp/zero/zero_optimizer.h). Each bucket is reduce-scattered instead of
+  /// all-reduced, the optimizer registered with RegisterFusedOptimizer is sharded (each rank keeps the
+  /// state of 1/N of every bucket and steps only that), and the parameters are all-gathered after the
+  /// step, all inside Backward. Needs gradient_as_bucket_view, no comm_hook and no
+  /// find_unused_parameters. 0: plain DDP.
+  int zero_stage = 0;
 };
 
 class DistributedDataParallel {
@@ -110,6 +119,8 @@ class DistributedDataParallel {
   /// The training loop then calls no Step(): Backward leaves updated parameters (and averaged .grad).
   /// Per-parameter optimizer state follows the parameters when buckets are rebuilt. Backwards under NoSync
   /// step nothing. Precondition: call before the first Forward; `factory` returns a non-null optimizer.
+  /// With DdpOptions::zero_stage 1 the optimizer is ZeRO-1's, sharded over the ranks (zero()); it must
+  /// then be registered, and its update must be elementwise (SGD, Adam, AdamW).
   void RegisterFusedOptimizer(OptimizerFactory factory);
   /// Sets the learning rate of every fused optimizer (an LR schedule calls it before each step).
   void SetFusedOptimizerLr(double lr);
@@ -119,10 +130,11 @@ class DistributedDataParallel {
   /// The buckets, their order and per-iteration state (for tests, docs and the trace).
   const Reducer& reducer() const { return *reducer_; }
   /// OK, or the first communication error of this DDP (a bucket's all_reduce that failed because a peer
-  /// died, froze past the timeout or lost its link; the rebuild's collectives). Check it after every
-  /// Backward: once it is an error the gradients are not averages and the loop must stop with it (a loop
-  /// that calls Forward again instead ends the process there: exit status 3, exit_on_failure.h).
-  absl::Status status() const { return !status_.ok() ? status_ : reducer_->status(); }
+  /// died, froze past the timeout or lost its link; the rebuild's collectives; under ZeRO-1 also its
+  /// all-gathers). Check it after every Backward: once it is an error the gradients are not averages (or
+  /// the parameters differ across ranks) and the loop must stop with it (a loop that calls Forward again
+  /// instead ends the process there: exit status 3, exit_on_failure.h).
+  absl::Status status() const;
   const DdpOptions& options() const { return options_; }
 
   /// How bucket `b` is communicated: "NCCL all_reduce", "Gloo all_reduce", "copy engines", or the name a
@@ -135,6 +147,9 @@ class DistributedDataParallel {
   /// DDP's default hook, which chooses between NCCL and the copy engines (on, off_reason, calls); null
   /// when DdpOptions::comm_hook was given.
   const CopyEngineHook* copy_engines() const { return copy_engines_.get(); }
+  /// ZeRO-1's sharded optimizer (memory, consolidated state for checkpoints); null unless zero_stage is 1
+  /// and RegisterFusedOptimizer was called.
+  zero::ZeroRedundancyOptimizer* zero() { return zero_.get(); }
 
  private:
   DistributedDataParallel(nn::Module& module, std::shared_ptr<ProcessGroup> pg, DdpOptions options,
@@ -157,6 +172,7 @@ class DistributedDataParallel {
   std::vector<std::unique_ptr<nn::Optimizer>> fused_;
   int64_t fused_generation_ = -1;
   double fused_lr_ = -1;  // < 0: the factory's own
+  std::unique_ptr<zero::ZeroRedundancyOptimizer> zero_;  // zero_stage 1: replaces fused_
 };
 
 /// The collective check behind Create(), usable on its own: OK when every rank of `pg` passes the same

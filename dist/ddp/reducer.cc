@@ -95,7 +95,10 @@ void Reducer::BuildBuckets(const std::vector<size_t>& order) {
     if (!options_.gradient_as_bucket_view) continue;
     // One flat buffer; each parameter's gradient becomes a view into it. A gradient that already exists
     // (from an earlier bucket layout, or from before DDP) is copied in, so nothing is lost.
-    bucket.buffer = Tensor::Zeros({bucket.numel}, bucket.dtype, device_);
+    const int64_t esize = static_cast<int64_t>(DTypeSize(bucket.dtype));
+    const int64_t allocated = options_.padded_numel ? options_.padded_numel(bucket.numel, esize) : bucket.numel;
+    TINYDDP_CHECK_OP(allocated >= bucket.numel, kOp, "padded_numel(", bucket.numel, ") returned ", allocated);
+    bucket.buffer = Tensor::Zeros({allocated}, bucket.dtype, device_);
     bucket.grad_bucket.buffer = bucket.buffer;
     for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
       const autograd::Variable& p = params_[bucket.params[slot]];

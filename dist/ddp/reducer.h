@@ -72,6 +72,10 @@ struct ReducerOptions {
   /// After the first synchronised backward, re-bucket the parameters in the order their gradients were
   /// actually produced (rank 0's order, shared with every rank), as PyTorch does.
   bool rebuild_buckets = true;
+  /// Elements to allocate for a flat bucket of `numel` gradients of `element_size` bytes (>= numel; empty:
+  /// numel). ZeRO-1 (dist/ddp/zero/) pads each bucket to equal shards for its reduce-scatter; the padding
+  /// follows the gradients in the buffer and stays zero. Needs gradient_as_bucket_view.
+  std::function<int64_t(int64_t numel, int64_t element_size)> padded_numel;
 };
 
 class Reducer {
@@ -117,7 +121,7 @@ class Reducer {
   int64_t layout_generation() const { return layout_generation_; }
   /// Bytes of gradient in bucket `b`.
   int64_t BucketBytes(int b) const;
-  /// The flat buffer of bucket `b` (undefined when gradient_as_bucket_view is false).
+  /// The flat buffer of bucket `b`, padding included (undefined when gradient_as_bucket_view is false).
   const Tensor& BucketBuffer(int b) const { return buckets_.at(b).buffer; }
   /// Bucket `b` as the comm hook sees it (index, numel, dtype, buffer).
   const GradBucket& grad_bucket(int b) const { return buckets_.at(b).grad_bucket; }

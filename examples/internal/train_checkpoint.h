@@ -28,9 +28,10 @@
 //   2  progress.steps_per_epoch, and "crc32": the CRC-32 of the manifest's compact JSON without that
 //      field, so that an edited trainer state ("epoch": 1 -> 3) is refused like a damaged model file.
 //      Version-1 checkpoints still load (range checks against this run), with a notice.
-// A later version may list more data files (e.g. one optimizer shard per rank for ZeRO-1: every file
-// in "files" is verified, whatever its name) and say how to read them; a reader refuses versions newer
-// than its own with a message saying so, and the refusal falls back to an older checkpoint.
+// A later version may list more data files (every file in "files" is verified, whatever its name) and
+// say how to read them; a reader refuses versions newer than its own with a message saying so, and the
+// refusal falls back to an older checkpoint. (ZeRO-1 needs none: it consolidates its shards into the same
+// two files before saving, so its checkpoints are plain ones and resume at any number of ranks.)
 //
 // Sits between nn/checkpoint.h (module and optimizer <-> safetensors) and the training loop.
 #ifndef TINYDDP_EXAMPLES_INTERNAL_TRAIN_CHECKPOINT_H_

@@ -70,6 +70,9 @@ ABSL_FLAG(bool, find_unused_parameters, kDefaults.find_unused_parameters,
 ABSL_FLAG(std::string, comm_hook, kDefaults.comm_hook,
           "full: how a bucket is averaged: allreduce (DDP's default: an all_reduce, over the copy engines for "
           "large buckets of two GPUs) or bf16 (cast to bfloat16 for the wire, half the bytes) (allreduce|bf16)");
+ABSL_FLAG(int64_t, zero, kDefaults.zero,
+          "ZeRO stage: 1 shards the optimizer state over the ranks (reduce-scatter, step 1/N, all-gather; "
+          "docs/zero.md), 0 = plain DDP; --ddp=full only (0|1)");
 // Data.
 ABSL_FLAG(std::string, dataset, kDefaults.dataset,
           "synthetic: a learnable generated problem, no files needed (fashion_mnist|synthetic)");
@@ -103,7 +106,7 @@ const std::vector<FlagGroup>& Flags() {
        {"hidden", "optimizer", "precision", "lr_schedule", "lr", "momentum", "weight_decay", "warmup_steps",
         "lr_step_epochs", "lr_gamma", "epochs", "batch_size", "max_steps", "seed", "shuffle"}},
       {"data parallelism (DDP)",
-       {"ddp", "bucket_cap_mb", "first_bucket_mb", "grad_accum_steps", "find_unused_parameters", "comm_hook"}},
+       {"ddp", "bucket_cap_mb", "first_bucket_mb", "grad_accum_steps", "find_unused_parameters", "comm_hook", "zero"}},
       {"data", {"dataset", "data_dir", "synthetic_examples", "synthetic_input_size"}},
       {"output and state",
        {"log_every", "checkpoint_dir", "checkpoint_every", "keep_checkpoints", "resume", "init_from", "metrics_out",
@@ -154,6 +157,7 @@ absl::StatusOr<TrainOptions> FromFlags() {
   o.grad_accum_steps = absl::GetFlag(FLAGS_grad_accum_steps);
   o.find_unused_parameters = absl::GetFlag(FLAGS_find_unused_parameters);
   o.comm_hook = absl::GetFlag(FLAGS_comm_hook);
+  o.zero = absl::GetFlag(FLAGS_zero);
   o.dataset = absl::GetFlag(FLAGS_dataset);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.synthetic_examples = absl::GetFlag(FLAGS_synthetic_examples);
@@ -216,6 +220,8 @@ absl::Status Validate(const TrainOptions& o) {
             absl::StrCat("must be in [1, 1048576], got ", o.batch_size)),
       Check(o.max_steps >= 0, "max_steps", absl::StrCat("must be >= 0 (0 = no limit), got ", o.max_steps)),
       Check(o.seed >= 0, "seed", absl::StrCat("must be >= 0, got ", o.seed)),
+      Check(o.zero == 0 || o.zero == 1, "zero",
+            absl::StrCat("must be 0 (plain DDP) or 1 (ZeRO-1: sharded optimizer state), got ", o.zero)),
       Check(o.synthetic_examples >= 10, "synthetic_examples",
             absl::StrCat("must be >= 10, got ", o.synthetic_examples)),
       Check(o.synthetic_input_size >= 1, "synthetic_input_size",
@@ -242,6 +248,7 @@ absl::Status Validate(const TrainOptions& o) {
       OnlyFor(o, "first_bucket_mb", o.first_bucket_mb != kDefaults.first_bucket_mb, {"bucketed", "full"}),
       OnlyFor(o, "find_unused_parameters", o.find_unused_parameters, {"full"}),
       OnlyFor(o, "comm_hook", o.comm_hook != kDefaults.comm_hook, {"full"}),
+      OnlyFor(o, "zero", o.zero != kDefaults.zero, {"full"}),
   };
   for (const absl::Status& s : checks) {
     RETURN_IF_ERROR(s);

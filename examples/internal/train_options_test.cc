@@ -93,6 +93,7 @@ TEST(TrainOptions, BadValuesSayWhichFlagAndWhy) {
       {"--hidden=512,,3", "--hidden=512,,3: expected comma-separated positive integers"},
       {"--hidden=-4", "--hidden=-4: expected comma-separated positive integers"},
       {"--lr", "--lr needs a value (--lr=VALUE)"},
+      {"--zero=2", "--zero: must be 0 (plain DDP) or 1 (ZeRO-1: sharded optimizer state), got 2"},
   };
   for (const auto& [arg, want] : cases) {
     absl::StatusOr<TrainOptions> o = ParseTrainOptions({arg}, "");
@@ -122,7 +123,7 @@ TEST(TrainOptions, HelpStopsParsingAndListsEveryFlagWithItsDefault) {
     const std::string arg = absl::StrCat("--", name, "=", flag->DefaultValue());
     EXPECT_TRUE(ParseTrainOptions({arg}, "").ok()) << arg;
   }
-  EXPECT_EQ(listed, 39);
+  EXPECT_EQ(listed, 40);
 }
 
 TEST(TrainOptions, OutOfRangeValuesNameTheFlag) {

@@ -26,6 +26,7 @@ absl::StatusOr<std::unique_ptr<DataParallel>> CreateDataParallel(const std::stri
     return std::unique_ptr<DataParallel>(std::move(full));
   }
   const char* only_full = options.comm_hook.run               ? "a comm hook"
+                          : options.zero_stage != 0           ? "ZeRO-1 (zero_stage=1)"
                           : options.find_unused_parameters    ? "find_unused_parameters"
                           : !options.gradient_as_bucket_view ? "gradient_as_bucket_view=false"
                                                               : nullptr;

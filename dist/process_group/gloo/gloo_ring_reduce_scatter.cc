@@ -26,17 +26,18 @@ void RingReduceScatter(const std::shared_ptr<gloo::Context>& context, const Ring
   const uint8_t* input = static_cast<const uint8_t*>(args.input);
   auto block = [&](int b) { return input + static_cast<size_t>(b) * block_bytes; };
   if (n == 1) {
-    std::memcpy(args.output, block(0), block_bytes);
+    if (args.output != block(0)) std::memcpy(args.output, block(0), block_bytes);
     return;
   }
-  // Two staging blocks: `sending` holds the running sum travelling right, `arriving` the one from the left.
+  // Two staging blocks: `sending` holds the running sum travelling left, `arriving` the one from the right.
   if (scratch.size() < 2 * block_bytes) scratch.resize(2 * block_bytes);
   uint8_t* sending = scratch.data();
   uint8_t* arriving = scratch.data() + block_bytes;
   auto send_buf = context->createUnboundBuffer(sending, block_bytes);
   auto recv_buf = context->createUnboundBuffer(arriving, block_bytes);
-  const int right = Mod(rank + 1, n);
+  // Gloo's ring all_reduce sends to rank - 1 and receives from rank + 1; so do we (see the header).
   const int left = Mod(rank - 1, n);
+  const int right = Mod(rank + 1, n);
   const uint64_t slot = gloo::Slot::build(kRingReduceScatterSlotPrefix, args.tag);
   const auto deadline = std::chrono::steady_clock::now() + args.timeout;
   auto remaining = [&] {
@@ -45,16 +46,17 @@ void RingReduceScatter(const std::shared_ptr<gloo::Context>& context, const Ring
     return std::max(left_ms, std::chrono::milliseconds(1));
   };
 
-  // Step s sends block (rank - s - 1) and receives block (rank - s - 2): the first send is our own data,
+  // Step s sends block (rank + s + 1) and receives block (rank + s + 2): the first send is our own data,
   // and the block that arrives at the last step (s = n - 2) is block `rank`, complete but for our share.
-  std::memcpy(sending, block(Mod(rank - 1, n)), block_bytes);
+  // So block b sets out from rank b - 1 and gathers b - 2, b - 3, ... on its way to rank b, as in Gloo.
+  std::memcpy(sending, block(Mod(rank + 1, n)), block_bytes);
   for (int s = 0; s < n - 1; ++s) {
-    send_buf->send(right, slot);
-    recv_buf->recv(left, slot);
+    send_buf->send(left, slot);
+    recv_buf->recv(right, slot);
     if (!recv_buf->waitRecv(remaining()) || !send_buf->waitSend(remaining())) {
       throw gloo::IoException("ring reduce-scatter: a send or receive was aborted");
     }
-    const int b = Mod(rank - s - 2, n);
+    const int b = Mod(rank + s + 2, n);
     void* into = (s == n - 2) ? args.output : static_cast<void*>(sending);
     args.reduce(into, arriving, block(b), args.block_elements);
   }

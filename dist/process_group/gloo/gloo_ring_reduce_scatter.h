@@ -3,9 +3,15 @@
 // Gloo ships allreduce, broadcast, allgather, reduce and barrier with timeouts, but its only
 // reduce-scatter is an old-style algorithm class without them. This is the first half of ring allreduce,
 // the algorithm behind NCCL's and Gloo's bandwidth: with n ranks, the input is n blocks; in each of n-1
-// steps every rank sends one partially reduced block to its right neighbour and adds the block arriving
-// from its left neighbour to its own copy. After step n-2, rank r holds block r reduced over all ranks.
-// Each rank sends (n-1)/n of the input once: the minimum any reduce-scatter can do.
+// steps every rank sends one partially reduced block to its left neighbour (rank - 1) and adds the block
+// arriving from its right neighbour to its own copy. After step n-2, rank r holds block r reduced over all
+// ranks. Each rank sends (n-1)/n of the input once: the minimum any reduce-scatter can do.
+//
+// The direction and the order of the additions are Gloo's own ring all_reduce's: block r starts at rank
+// r-1 and collects r-2, r-3, ..., r. Floating-point sums depend on their order once 3 or more ranks add,
+// so this is what lets a reduce-scatter then all-gather (ZeRO-1, dist/ddp/zero/) give the same bits as
+// Gloo's all_reduce over blocks of the same size (dist/ddp/zero/shard_layout.h).
+// In place is allowed: `output` may be block `rank` of `input` (reduce_scatter_tensor's in-place form).
 #ifndef TINYDDP_DIST_PROCESS_GROUP_GLOO_GLOO_RING_REDUCE_SCATTER_H_
 #define TINYDDP_DIST_PROCESS_GROUP_GLOO_GLOO_RING_REDUCE_SCATTER_H_
 
@@ -21,8 +27,8 @@
 namespace tinyddp::dist {
 
 struct RingReduceScatterArgs {
-  const void* input = nullptr;  // context->size blocks of block_bytes each; read only
-  void* output = nullptr;       // block_bytes; receives block `rank` of the reduction
+  const void* input = nullptr;  // context->size blocks of block_bytes each; read only but for block `rank`
+  void* output = nullptr;       // block_bytes; receives block `rank` of the reduction (may be that block)
   size_t block_elements = 0;
   size_t element_size = 0;
   HostReduceFn reduce = nullptr;

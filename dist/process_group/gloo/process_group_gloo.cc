@@ -256,10 +256,15 @@ std::shared_ptr<Work> ProcessGroupGloo::RunBroadcast(const Tensor& tensor, const
 
 std::shared_ptr<Work> ProcessGroupGloo::RunAllGather(const Tensor& output, const Tensor& input, const Call& call) {
   return Enqueue(call, [this, output, input](uint32_t tag, std::chrono::milliseconds budget) {
+    // In place (all_gather_into_tensor's form, ZeRO-1's parameters): `input` is already block `rank` of
+    // `output`, so Gloo is given no input to copy there (a copy onto itself).
+    const bool in_place =
+        static_cast<const uint8_t*>(input.data_ptr()) == static_cast<const uint8_t*>(output.data_ptr()) +
+                                                            static_cast<size_t>(rank()) * input.nbytes();
     VisitCollectiveDType(input.dtype(), [&](auto type) {
       using T = decltype(type);
       gloo::AllgatherOptions opts(context_);
-      opts.setInput(static_cast<T*>(input.data_ptr()), input.numel());
+      if (!in_place) opts.setInput(static_cast<T*>(input.data_ptr()), input.numel());
       opts.setOutput(static_cast<T*>(output.data_ptr()), output.numel());
       opts.setTag(tag);
       opts.setTimeout(budget);
