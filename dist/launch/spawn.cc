@@ -65,8 +65,9 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
   RETURN_IF_ERROR(server);
   const int port = (*server)->port();
 
+  const std::string program = args[0].substr(args[0].rfind('/') + 1);  // the name, not Bazel's long path
   std::fprintf(stderr, "%s: starting %d worker(s) (%s; set TINYDDP_NPROC to change), store at 127.0.0.1:%d%s\n",
-               args[0].c_str(), nproc, why.c_str(), port,
+               program.c_str(), nproc, why.c_str(), port,
                options.max_restarts > 0 ? absl::StrCat(", up to ", options.max_restarts, " restart(s)").c_str() : "");
   int exit_code = 0;
   const JobFlightRecorder flight_recorder = JobFlightRecorder::ForThisJob();
