@@ -463,11 +463,13 @@ std::vector<std::shared_ptr<ExternalAllReduce>> ProcessGroupNCCL::FailInFlightLo
 }
 
 void ProcessGroupNCCL::AbortCommunicatorLocked(const std::vector<std::shared_ptr<ExternalAllReduce>>& externals) {
+  // External calls first: each implementation with a call in flight satisfies its waits on a peer that is
+  // gone locally, so its streams drain. Only then NCCL: ncclCommAbort frees device memory, and cudaFree
+  // waits for the whole device, including an external call's stream still waiting for its peer (measured:
+  // aborting NCCL first hung the watchdog for good on one H200).
+  for (const auto& e : externals) e->Release();
   if (comm_ != nullptr) ncclCommAbort(comm_);  // NCCL kernels exit; the streams move on
   comm_ = nullptr;
-  // So do the waits of external calls on a peer that is gone: each implementation with a call in flight
-  // satisfies its waits locally.
-  for (const auto& e : externals) e->Release();
 }
 
 void ProcessGroupNCCL::Abort(const absl::Status& cause, const WorkNCCL* culprit, const char* reason) {
