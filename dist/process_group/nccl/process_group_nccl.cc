@@ -271,8 +271,23 @@ std::shared_ptr<Work> ProcessGroupNCCL::LaunchOnStream(const Call& call, std::ve
   }
   DeviceScope scope(device_);
   cudaStream_t compute = static_cast<cudaStream_t>(cuda::Stream::Current(device_).handle());
+  // Recording a CUDA graph? Then this call is recorded, not run (the header's "CUDA graphs").
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (compute != nullptr && cudaStreamIsCapturing(compute, &capture) != cudaSuccess) {
+    cudaGetLastError();
+    capture = cudaStreamCaptureStatusNone;
+  }
+  const bool captured = capture != cudaStreamCaptureStatusNone;
+  if (captured && external != nullptr) {
+    return CompletionWork::Done(
+        absl::FailedPreconditionError(absl::StrCat(call.description, ": an external all_reduce cannot be recorded "
+                                                   "into a CUDA graph (its implementation synchronises outside the "
+                                                   "stream); use the group's AllReduce inside a graph")),
+        call.description, timeout());
+  }
   auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors), compute,
                                          external);
+  if (captured) work->MarkCaptured();
   cudaStream_t stream = static_cast<cudaStream_t>(nccl_stream_.handle());
 
   // 1. The NCCL stream waits for everything queued on the caller's stream so far.
@@ -280,8 +295,10 @@ std::shared_ptr<Work> ProcessGroupNCCL::LaunchOnStream(const Call& call, std::ve
   if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, work->start_event(), 0);
   // An external call may leave the NCCL stream before it has finished (the copy engines drain on a stream
   // of their own): anything else run here comes after its end, as the stream's order promises. The next
-  // call of the same implementation orders itself (it may start while the previous one drains).
-  if (err == cudaSuccess && last_external_ != nullptr && last_external_->external() != external) {
+  // call of the same implementation orders itself (it may start while the previous one drains). Not in a
+  // capture: an event of eager work cannot be waited on inside a graph; a graph is replayed on the
+  // caller's stream, which SynchronizeStream already ordered after that call.
+  if (err == cudaSuccess && !captured && last_external_ != nullptr && last_external_->external() != external) {
     err = cudaStreamWaitEvent(stream, last_external_->end_event(), 0);
   }
   if (err != cudaSuccess) {
@@ -296,6 +313,12 @@ std::shared_ptr<Work> ProcessGroupNCCL::LaunchOnStream(const Call& call, std::ve
     // only an abort can undo.
     if (s.code() != absl::StatusCode::kInvalidArgument) AbortLocked(s, nullptr);
     return CompletionWork::Done(std::move(s), call.description, timeout());
+  }
+  if (captured) {
+    // The graph holds it; each replay is watched as a whole (WatchReplay).
+    std::lock_guard<std::mutex> works_lock(works_mu_);
+    captured_.push_back(call.description);
+    return work;
   }
   last_external_ = external != nullptr ? work : nullptr;
   {
@@ -347,6 +370,38 @@ std::shared_ptr<Work> ProcessGroupNCCL::AllReduceExternal(std::shared_ptr<Extern
   return LaunchOnStream(p.call, list, std::move(impl), [&](cudaStream_t stream, cudaEvent_t end) {
     return raw->Enqueue(list, op, stream, end);
   });
+}
+
+std::vector<std::string> ProcessGroupNCCL::TakeCapturedCollectives() {
+  std::lock_guard<std::mutex> lock(works_mu_);
+  std::vector<std::string> taken;
+  taken.swap(captured_);
+  return taken;
+}
+
+std::shared_ptr<Work> ProcessGroupNCCL::WatchReplay(std::string description) {
+  std::lock_guard<std::mutex> lock(comm_mu_);
+  if (!broken_.ok()) {
+    return CompletionWork::Done(
+        absl::FailedPreconditionError(absl::StrCat(description, " not watched: this nccl process group was aborted "
+                                                   "earlier. The cause: ", broken_.message())),
+        description, timeout());
+  }
+  DeviceScope scope(device_);
+  cudaStream_t compute = static_cast<cudaStream_t>(cuda::Stream::Current(device_).handle());
+  auto work = std::make_shared<WorkNCCL>(description, timeout(), device_, events_, std::vector<Tensor>{}, compute);
+  // Both events behind the replay: the Work is "the replay has finished", timed from now.
+  cudaError_t err = cudaEventRecord(work->start_event(), compute);
+  if (err == cudaSuccess) err = cudaEventRecord(work->end_event(), compute);
+  if (err != cudaSuccess) {
+    return CompletionWork::Done(absl::InternalError(absl::StrCat(description, ": recording its end event: ",
+                                                                 cudaGetErrorString(err))),
+                                description, timeout());
+  }
+  std::lock_guard<std::mutex> works_lock(works_mu_);
+  if (in_flight_.size() >= kReapEvery) ReapFinishedLocked();
+  in_flight_.push_back(work);
+  return work;
 }
 
 std::shared_ptr<Store> ProcessGroupNCCL::SubStore(const std::string& purpose) {
