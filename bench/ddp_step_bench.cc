@@ -12,6 +12,10 @@
 //          each bucket's average arrives, DistributedDataParallel::RegisterFusedOptimizer)
 //          --precision=fp32|bf16 (bf16: bfloat16 compute copies and activations, float32 master weights,
 //          gradients, momentum and loss; nn/precision.h, docs/mixed_precision.md)
+//          --cuda_graph (the whole step - zero_grad, forward, backward with DDP's all_reduces, optimizer -
+//          recorded into one CUDA graph after the warm-up and replayed: dist/ddp/graphed_step.h; where that
+//          is not possible the step runs eagerly and the reason is printed)  --cuda_graph_dot=FILE (the
+//          recorded graph in Graphviz format)
 //
 // The step is PyTorch's: zero_grad(set_to_none) ; loss = cross_entropy(model(x), y) ; backward ; SGD
 // (lr 0.01, momentum 0.9) step. Inputs are made on the device once (different on each rank), so only the
@@ -21,7 +25,8 @@
 //                          the host waiting for each step to finish before starting the next;
 //   step_ms_burst          --steps steps back to back without waiting, total / steps (the host runs ahead,
 //                          as in a real training loop).
-// On CPU (Gloo) the host clock replaces the events. Rank 0 prints DDP's bucket table after the warm-up (the
+// On CPU (Gloo) the host clock replaces the events. Every output line says which mode ran: "mode=cuda_graph"
+// (each step one replay) or "mode=eager", and the JSON row carries "mode" with the reason when eager. Rank 0 prints DDP's bucket table after the warm-up (the
 // buckets as measured, after the one-time rebuild: index, bytes, parameters, and the path each takes,
 // "NCCL all_reduce" or "copy engines"), then a readable line and one JSON line.
 // Without DDP (--no_ddp) the two halves of the step are also timed alone, each as a burst of --steps:
@@ -48,6 +53,7 @@
 #include "base/status_macros.h"
 #include "dist/ddp/comm_hooks.h"
 #include "dist/ddp/ddp.h"
+#include "dist/ddp/graphed_step.h"
 #include "dist/init.h"
 #include "dist/ddp/reducer.h"
 #include "dist/launch/spawn.h"
@@ -79,6 +85,8 @@ struct Options {
   bool fused_optimizer = true;
   nn::Precision precision = nn::Precision::kFloat32;
   dist::Backend backend = dist::Backend::kAuto;
+  bool cuda_graph = false;
+  std::string cuda_graph_dot;
 };
 
 absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
@@ -114,6 +122,10 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.fused_optimizer = !has || v == "true";
     } else if (kv[0] == "--hook" && has && (v == "allreduce" || v == "bf16")) {
       o.bf16_hook = v == "bf16";
+    } else if (kv[0] == "--cuda_graph" && (!has || v == "true" || v == "false")) {
+      o.cuda_graph = !has || v == "true";
+    } else if (kv[0] == "--cuda_graph_dot" && has && !v.empty()) {
+      o.cuda_graph_dot = v;
     } else if (kv[0] == "--precision" && has) {
       ASSIGN_OR_RETURN(o.precision, nn::ParsePrecision(v));
     } else if (kv[0] == "--backend" && has) {
@@ -224,7 +236,7 @@ int Run(const Options& o) {
 
   dist::Tracer* trace = nullptr;  // set only for the traced steps at the end
   int64_t step_number = 0;
-  auto forward_backward = [&] {
+  auto forward_backward = [&]() -> Tensor {
     optimizer.ZeroGrad(/*set_to_none=*/true);
     autograd::Variable logits;
     if (ddp) {
@@ -238,18 +250,45 @@ int Run(const Options& o) {
       dist::Tracer::Span b = dist::Tracer::MaybeScope(trace, "backward");
       autograd::Backward(loss);  // DDP: buckets all-reduced inside; averaged gradients when it returns
     }
+    return loss.data();
   };
-  auto step = [&] {
+  auto step = [&]() -> Tensor {
     dist::Tracer::Span whole = dist::Tracer::MaybeScope(trace, "step", step_number++);
-    forward_backward();
-    if (fused) return;  // the per-bucket optimizers stepped inside Backward
+    Tensor loss = forward_backward();
+    if (fused) return loss;  // the per-bucket optimizers stepped inside Backward
     dist::Tracer::Span s = dist::Tracer::MaybeScope(trace, "optimizer");
     optimizer.Step();
+    return loss;
+  };
+
+  // --cuda_graph: the same step, recorded once after a few eager steps and then replayed. Its inputs (x, y)
+  // are fixed buffers already, and the learning rate never changes, so the step needs nothing else.
+  std::unique_ptr<dist::GraphedStep> graphed;
+  if (o.cuda_graph) {
+    dist::GraphedStepOptions go;
+    go.dot_path = o.cuda_graph_dot;
+    go.log = [rank](const std::string& line) {
+      if (rank == 0) std::printf("# %s\n", line.c_str());
+    };
+    graphed = std::make_unique<dist::GraphedStep>(device, step, ddp.get(),
+                                                  std::vector<const nn::Optimizer*>{&optimizer}, std::move(go));
+  }
+  absl::Status step_error;  // a failed capture or replay stops the run
+  auto run_step = [&] {
+    if (!graphed) {
+      step();
+      return;
+    }
+    absl::StatusOr<Tensor> loss = graphed->Run();
+    if (!loss.ok() && step_error.ok()) step_error = loss.status();
   };
 
   // DDP records into the tracer whenever it is enabled; keep it quiet until the traced steps.
   if (tracer) tracer->set_enabled(false);
-  for (int i = 0; i < o.warmup; ++i) step();
+  for (int i = 0; i < o.warmup; ++i) run_step();
+  // The capture belongs to the warm-up, whatever --warmup says: the timed steps are all replays.
+  while (graphed && !graphed->replaying() && graphed->eager_reason().empty() && step_error.ok()) run_step();
+  if (!step_error.ok()) return Fail("cuda graph", step_error);
   if (pg) {
     if (absl::Status s = pg->Barrier()->Wait(); !s.ok()) return Fail("barrier", s);
   }
@@ -263,19 +302,20 @@ int Run(const Options& o) {
   std::vector<double> synced;
   for (int i = 0; i < o.steps; ++i) {
     timer.Start();
-    step();
+    run_step();
     synced.push_back(timer.StopMs());
   }
   if (pg) {
     if (absl::Status s = pg->Barrier()->Wait(); !s.ok()) return Fail("barrier", s);
   }
   timer.Start();
-  for (int i = 0; i < o.steps; ++i) step();
+  for (int i = 0; i < o.steps; ++i) run_step();
   const double burst = timer.StopMs() / o.steps;
+  if (!step_error.ok()) return Fail("cuda graph", step_error);
   std::sort(synced.begin(), synced.end());
   const double median = synced[synced.size() / 2];
 
-  // The halves alone (one device only: with DDP, backward also waits for the all_reduce).
+  // The halves alone (one device only: with DDP, backward also waits for the all_reduce). Always eager.
   double fwd_bwd = 0, optimizer_ms = 0;
   if (!ddp) {
     timer.Start();
@@ -296,7 +336,7 @@ int Run(const Options& o) {
     // A few more steps, traced (DDP's reducer was created with the tracer; spans come from `trace`).
     tracer->set_enabled(true);
     trace = tracer.get();
-    for (int i = 0; i < o.trace_steps; ++i) step();
+    for (int i = 0; i < o.trace_steps; ++i) run_step();
     if (absl::Status s = tracer->WriteChromeTrace(pg.get(), o.trace); !s.ok()) return Fail("trace", s);
     if (rank == 0) std::printf("# trace of %d steps written to %s (open in https://ui.perfetto.dev)\n",
                                o.trace_steps, o.trace.c_str());
@@ -318,16 +358,18 @@ int Run(const Options& o) {
       }
       for (const auto& [path, n] : counts) absl::StrAppend(&paths, paths.empty() ? "" : ", ", path, " ", n, "/", buckets);
     }
-    std::printf("tinyddp %s %s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), burst %.3f "
-                "ms/step\n",
-                ddp ? "DDP" : (device.is_cuda() ? "1-GPU" : "1-CPU"), nn::PrecisionName(o.precision), dims.c_str(),
-                static_cast<long long>(o.batch),
+    const bool replayed = graphed && graphed->replaying();
+    std::printf("tinyddp %s %s mode=%s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), "
+                "burst %.3f ms/step\n",
+                ddp ? "DDP" : (device.is_cuda() ? "1-GPU" : "1-CPU"), nn::PrecisionName(o.precision),
+                replayed ? "cuda_graph" : "eager", dims.c_str(), static_cast<long long>(o.batch),
                 world, backend,
                 ddp ? absl::StrCat(" buckets=", buckets, o.bucket_view ? " layout=views" : " layout=coalesced",
                                    fused ? " fused_optimizer" : "", o.bf16_hook ? " hook=bf16" : "",
                                    " all_reduce=", paths).c_str()
                     : "",
                 median, burst);
+    if (graphed) std::printf("  mode: %s\n", graphed->ModeName().c_str());
     if (!ddp) {
       std::printf("  %s: forward+backward %.3f ms (%.3g TFLOP of GEMMs: %.4g TFLOP/s or more), optimizer %.3f ms "
                   "(%.3g GB: %.4g GB/s)\n",
@@ -350,7 +392,13 @@ int Run(const Options& o) {
                           {"fused_optimizer", fused},
                           {"hook", o.bf16_hook ? "bf16" : "allreduce"},
                           {"all_reduce", paths},
-                          {"precision", nn::PrecisionName(o.precision)}};
+                          {"precision", nn::PrecisionName(o.precision)},
+                          {"mode", replayed ? "cuda_graph" : "eager"}};
+    if (graphed) {
+      row["mode_detail"] = graphed->ModeName();
+      row["graph_nodes"] = graphed->graph().num_nodes();
+      row["graph_collectives"] = graphed->captured_collectives().size();
+    }
     if (!ddp) {
       row["fwd_bwd_ms_burst"] = round4(fwd_bwd);
       row["gemm_tflops"] = std::round(gemm_flop / (fwd_bwd * 1e9) * 100) / 100;

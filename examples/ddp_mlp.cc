@@ -37,6 +37,7 @@
 #include "data/fashion_mnist.h"                  // LoadFashionMnist
 #include "data/synthetic.h"                      // MakeSyntheticDataset (--dataset=synthetic)
 #include "dist/ddp/ddp.h"                            // DistributedDataParallel
+#include "dist/ddp/graphed_step.h"                   // GraphedStep (--cuda_graph): the step as one CUDA graph
 #include "dist/launch/env.h"                            // IsWorker
 #include "dist/init.h"                           // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/launch/spawn.h"                          // SpawnWorkersIfNeeded
@@ -48,6 +49,7 @@
 #include "examples/internal/train_options.h"     // TrainOptions, ParseTrainOptions: the flags
 #include "nn/adam.h"                             // AdamW
 #include "nn/checkpoint.h"                       // LoadModule (--init_from)
+#include "nn/device_lr.h"                        // DeviceLr (--cuda_graph): the schedule on the device
 #include "nn/loss.h"                             // CrossEntropyLoss
 #include "nn/lr_schedule.h"                      // ConstantLr, StepLr, CosineWithWarmupLr
 #include "nn/mlp.h"                              // MLP: Sequential(Linear, ReLU, ..., Linear)
@@ -143,6 +145,11 @@ struct Setup {
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<dist::Tracer> tracer;                 // --trace; null when off
   std::unique_ptr<dist::DistributedDataParallel> ddp;  // wraps `model`
+  // --cuda_graph (SetUpCudaGraph); all null/undefined when steps run eagerly.
+  std::unique_ptr<nn::DeviceLr> device_lr;   // the schedule, advanced on the device by each step
+  Tensor static_inputs, static_labels;       // the fixed buffers the recorded step reads
+  std::unique_ptr<dist::GraphedStep> graphed;
+  bool said_partial_batch = false;
 };
 
 absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
@@ -370,7 +377,11 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
 // of them: its Forward starts the iteration, and Backward all_reduces the gradient buckets while it runs.
 // Returns the loss, left on the device (reading it would wait for the GPU).
 Tensor TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
-  s.optimizer->set_lr(s.schedule->LrAt(step));
+  if (s.device_lr) {
+    s.device_lr->Advance();  // --cuda_graph: the schedule moves on the device, also inside the graph
+  } else {
+    s.optimizer->set_lr(s.schedule->LrAt(step));
+  }
   s.optimizer->ZeroGrad();
   const Variable logits = s.ddp->Forward(Variable(batch.inputs));
   const Variable loss = s.loss_fn(logits, batch.labels);
@@ -383,6 +394,53 @@ Tensor TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
     s.optimizer->Step();
   }
   return loss.data();
+}
+
+// --cuda_graph: the whole step recorded into one CUDA graph after a few eager steps, then replayed
+// (dist/ddp/graphed_step.h). Two things change for the step, not its results: the batch is copied into
+// fixed buffers (DataLoader::NextInto), and the learning rate comes from the device (nn/device_lr.h), so
+// that each replay follows the schedule. Where capture is impossible (CPU ranks, --trace) the reason is
+// printed once and the plain loop runs.
+void SetUpCudaGraph(const TrainOptions& o, const Job& job, const TrainingProgress& at, Setup& s, Report& r) {
+  dist::GraphedStepOptions options;
+  options.log = [&r](const std::string& line) {
+    if (r.lead) r.progress.Print(line);
+  };
+  auto graphed = std::make_unique<dist::GraphedStep>(
+      job.device, [&s] { return TrainStep(s, data::Batch{s.static_inputs, s.static_labels}, /*step=*/0); },
+      s.ddp.get(), std::vector<const nn::Optimizer*>{s.optimizer.get()}, std::move(options));
+  if (!graphed->eager_reason().empty()) return;  // said why; the eager loop it is
+  s.device_lr = std::make_unique<nn::DeviceLr>(*s.schedule, o.epochs * s.loader->num_batches(), job.device);
+  s.device_lr->SetStep(at.global_step);  // a resumed run continues the curve
+  s.optimizer->UseDeviceLr(s.device_lr->lr());
+  s.static_inputs = Tensor::Empty({o.batch_size, s.datasets.train->input_size()}, DType::kFloat32, job.device);
+  s.static_labels = Tensor::Empty({o.batch_size}, DType::kInt64, job.device);
+  s.graphed = std::move(graphed);
+}
+
+// One step on the next batch of the epoch; nullopt at its end (or on a loader error: loader->status()).
+// Eager: TrainStep on the loader's batch. --cuda_graph: the batch goes into the fixed buffers and the
+// graphed step runs (eagerly while warming up, then replays); a smaller last batch runs eagerly on the
+// buffers' first rows, since a graph replays fixed shapes.
+absl::StatusOr<std::optional<Tensor>> StepOnNextBatch(const TrainOptions& o, Setup& s, int64_t step, Report& r) {
+  if (!s.graphed) {
+    std::optional<data::Batch> batch = s.loader->Next();
+    if (!batch) return std::optional<Tensor>();
+    return std::optional<Tensor>(TrainStep(s, *batch, step));
+  }
+  const int64_t rows = s.loader->NextInto(s.static_inputs, s.static_labels);
+  if (rows == 0) return std::optional<Tensor>();
+  if (rows < o.batch_size) {
+    if (r.lead && !s.said_partial_batch) {
+      r.progress.Print(absl::StrFormat("cuda graph: the last batch of an epoch has %d rows, not %d: it runs eagerly "
+                                       "(a graph replays fixed shapes)", rows, o.batch_size));
+    }
+    s.said_partial_batch = true;
+    return std::optional<Tensor>(
+        TrainStep(s, data::Batch{s.static_inputs.Rows(0, rows), s.static_labels.Rows(0, rows)}, step));
+  }
+  ASSIGN_OR_RETURN(Tensor loss, s.graphed->Run());
+  return std::optional<Tensor>(loss);
 }
 
 // Starts epoch `epoch` at its first batch not trained yet (mid-epoch after a resume).
@@ -426,6 +484,7 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   if (lead) PrintHeader(o, job, s, report.progress);
   // Each bucket: bytes, parameters, and the path its all_reduce takes (NCCL, Gloo or the copy engines).
   if (lead) report.progress.Print(std::string(absl::StripTrailingAsciiWhitespace(s.ddp->BucketTable())));
+  if (o.cuda_graph) SetUpCudaGraph(o, job, at, s, report);  // the step as one CUDA graph, where possible
 
   // 4. The loop: epochs of steps, the loss logged every --log_every steps; after each epoch, evaluate
   //    and checkpoint. --max_steps may stop it mid-epoch.
@@ -435,13 +494,15 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   EvalMetrics last_eval;
   for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
     StartEpoch(o, job, epoch, s, at, report);
-    while (std::optional<data::Batch> batch = s.loader->Next()) {
-      window.Add(TrainStep(s, *batch, at.global_step));
+    for (;;) {
+      ASSIGN_OR_RETURN(const std::optional<Tensor> loss, StepOnNextBatch(o, s, at.global_step, report));
+      if (!loss) break;  // the end of the epoch
+      window.Add(*loss);
       ++at.global_step;
       ++at.batch_in_epoch;
       stop = o.max_steps > 0 && at.global_step >= o.max_steps;
       if (at.batch_in_epoch % o.log_every == 0 || at.batch_in_epoch == steps_per_epoch || stop) {
-        RETURN_IF_ERROR(LogLoss(job, window, s.optimizer->lr(), at, report));
+        RETURN_IF_ERROR(LogLoss(job, window, s.schedule->LrAt(at.global_step - 1), at, report));
       }
       if (lead) report.progress.Update(at.batch_in_epoch, std::nan(""));
       if (stop) break;
