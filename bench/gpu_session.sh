@@ -18,6 +18,8 @@
 #   torch   the same steps in PyTorch: eager fp32, bf16 autocast, CUDA graph (tiny)    -> OUT/torch.log
 #   compile PyTorch with torch.compile (slow: minutes of autotuning)                   -> OUT/compile.log
 #   ddp     the DDP step on every GPU of the machine, tinyddp and PyTorch              -> OUT/ddp.log
+#   graphs  the step as one CUDA graph (--cuda_graph) beside eager, tinyddp and PyTorch, one GPU
+#           (tiny, medium, large x fp32, bf16), then DDP on every GPU               -> OUT/graphs.log
 #   allreduce  allreduce_bench (NCCL kernels and copy engines) beside PyTorch's NCCL   -> OUT/allreduce.log
 #   mlp     ddp_mlp on Fashion-MNIST (needs DATA_DIR with the IDX files)               -> OUT/mlp.log
 # Every JSON line the benchmarks print is also collected in OUT/results.jsonl.
@@ -96,6 +98,26 @@ for step in "${steps[@]}"; do
           run ddp "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p
           torch_ok && (( gpus > 1 )) && run ddp torchrun --nproc_per_node="$gpus" "$repo/bench/reference/torch_ddp_step.py" \
             --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p
+        done
+      done ;;
+    graphs)
+      has ddp_step_bench || continue
+      for w in tiny medium large; do
+        for p in fp32 bf16; do
+          for mode in "" --cuda_graph; do
+            run graphs "$bin/ddp_step_bench" --no_ddp --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p $mode
+            torch_ok && run graphs python3 "$repo/bench/reference/torch_ddp_step.py" --no_ddp --dims="${dims[$w]}" \
+              --batch="${batch[$w]}" --precision=$p $mode
+          done
+        done
+      done
+      for w in tiny medium; do
+        for p in fp32 bf16; do
+          for mode in "" --cuda_graph; do
+            run graphs "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p $mode
+            torch_ok && (( gpus > 1 )) && run graphs torchrun --nproc_per_node="$gpus" \
+              "$repo/bench/reference/torch_ddp_step.py" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p $mode
+          done
         done
       done ;;
     allreduce)
