@@ -4,7 +4,8 @@
 //   bazel run -c opt //bench:ddp_step_bench -- --dims=784,512,512,10 --batch=64           # DDP, one rank per GPU
 //   bazel run -c opt //bench:ddp_step_bench -- --dims=784,512,512,10 --batch=64 --no_ddp  # 1 GPU, no DDP
 //   flags: --dims=D0,D1,...  --batch=B (per rank)  --nproc=N  --no_ddp  --steps=100  --warmup=20
-//          --trace=FILE (Chrome trace of --trace_steps=5 extra steps)  --bucket_cap_mb=25  --first_bucket_mb=1
+//          --trace=FILE.json (Chrome trace of --trace_steps=5 extra steps, and its picture FILE.svg)
+//          --bucket_cap_mb=25  --first_bucket_mb=1
 //          --bucket_view=true|false (DdpOptions::gradient_as_bucket_view; default true, as in DDP: gradients
 //          are views into the flat buckets, written there by the GEMMs; false: coalesced lists)
 //          --hook=allreduce|bf16  --backend=auto|nccl|gloo
@@ -57,6 +58,7 @@
 #include "dist/init.h"
 #include "dist/ddp/reducer.h"
 #include "dist/launch/spawn.h"
+#include "dist/ddp/timeline/timeline_svg.h"
 #include "dist/ddp/trace.h"
 #include "nlohmann/json.hpp"
 #include "nn/mlp.h"
@@ -293,6 +295,7 @@ int Run(const Options& o) {
     if (absl::Status s = pg->Barrier()->Wait(); !s.ok()) return Fail("barrier", s);
   }
   if (device.is_cuda()) cuda::Stream::Current(device.index).Synchronize();
+  if (ddp && !ddp->status().ok()) return Fail("warm-up", ddp->status());  // a bucket's all_reduce failed
   if (ddp && rank == 0) {
     std::printf("%s", ddp->BucketTable().c_str());
     std::fflush(stdout);
@@ -312,6 +315,7 @@ int Run(const Options& o) {
   for (int i = 0; i < o.steps; ++i) run_step();
   const double burst = timer.StopMs() / o.steps;
   if (!step_error.ok()) return Fail("cuda graph", step_error);
+  if (ddp && !ddp->status().ok()) return Fail("timed steps", ddp->status());
   std::sort(synced.begin(), synced.end());
   const double median = synced[synced.size() / 2];
 
@@ -338,8 +342,16 @@ int Run(const Options& o) {
     trace = tracer.get();
     for (int i = 0; i < o.trace_steps; ++i) run_step();
     if (absl::Status s = tracer->WriteChromeTrace(pg.get(), o.trace); !s.ok()) return Fail("trace", s);
-    if (rank == 0) std::printf("# trace of %d steps written to %s (open in https://ui.perfetto.dev)\n",
-                               o.trace_steps, o.trace.c_str());
+    if (rank == 0) {
+      std::printf("# trace of %d steps written to %s (open in https://ui.perfetto.dev)\n", o.trace_steps,
+                  o.trace.c_str());
+      dist::TraceSvgOptions svg;  // its picture beside it: the last two steps, buckets labelled with their bytes
+      for (int b = 0; ddp && b < ddp->reducer().num_buckets(); ++b) {
+        svg.bucket_bytes.push_back(ddp->reducer().BucketBytes(b));
+      }
+      const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(o.trace, svg);
+      std::printf("# timeline: %s\n", drawn.ok() ? drawn->c_str() : std::string(drawn.status().message()).c_str());
+    }
   }
 
   if (rank == 0) {

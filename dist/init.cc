@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "dist/launch/job_timeout.h"
 #include "dist/process_group/debug_check.h"
 #include "dist/store/prefix_store.h"
 #include "dist/process_group/gloo/process_group_gloo.h"
@@ -27,7 +28,7 @@ struct GroupWithStore {
 };
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeNccl(const WorkerEnv& env, std::shared_ptr<Store> store,
-                                                       const InitOptions& options) {
+                                                       std::chrono::milliseconds timeout) {
 #ifdef TINYDDP_HAVE_NCCL
   const int gpus = cuda::DeviceCount();
   if (gpus == 0) {
@@ -43,7 +44,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeNccl(const WorkerEnv& env, std
   }
   cuda::SetDevice(env.local_rank);
   NcclOptions nccl;
-  nccl.timeout = options.timeout;
+  nccl.timeout = timeout;
   nccl.device = env.local_rank;
   auto pg = ProcessGroupNCCL::Create(std::move(store), env.rank, env.world_size, nccl);
   RETURN_IF_ERROR(pg);
@@ -51,7 +52,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeNccl(const WorkerEnv& env, std
 #else
   (void)env;
   (void)store;
-  (void)options;
+  (void)timeout;
   return absl::FailedPreconditionError(
       "backend nccl: this binary was built without the CUDA toolkit, so it has no NCCL; rebuild where CUDA is "
       "installed (CUDA_HOME), or use backend gloo");
@@ -100,6 +101,12 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const InitOptions
 }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const WorkerEnv& env, const InitOptions& options) {
+  std::chrono::milliseconds timeout = kDefaultJobTimeout;
+  if (options.timeout) {
+    timeout = *options.timeout;
+  } else {
+    ASSIGN_OR_RETURN(timeout, ResolveJobTimeout());
+  }
   const Backend backend = ResolveBackend(options.backend, env.local_world_size);
   if (options.backend == Backend::kAuto && backend == Backend::kGloo && NcclAvailable() && env.local_rank == 0 &&
       cuda::DeviceCount() > 0) {
@@ -110,16 +117,21 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const WorkerEnv& 
                  env.local_world_size, cuda::DeviceCount());
   }
   auto holder = std::make_shared<GroupWithStore>();
-  absl::StatusOr<std::shared_ptr<TCPStore>> store = ConnectToJobStore(env, options.timeout);
+  absl::StatusOr<std::shared_ptr<TCPStore>> store = ConnectToJobStore(env, timeout);
   RETURN_IF_ERROR(store);
   holder->store = *store;
+  if (env.restart_count > 0) {
+    // The store outlives a failed round (the launcher hosts it): its keys, a dead rank's address among
+    // them, must not be read by the new round's rendezvous.
+    holder->store = std::make_shared<PrefixStore>(absl::StrCat("restart", env.restart_count), holder->store);
+  }
 
   absl::StatusOr<std::unique_ptr<ProcessGroup>> group;
   if (backend == Backend::kNccl) {
-    group = MakeNccl(env, holder->store, options);
+    group = MakeNccl(env, holder->store, timeout);
   } else {
     GlooOptions gloo;
-    gloo.timeout = options.timeout;
+    gloo.timeout = timeout;
     auto pg = ProcessGroupGloo::Create(holder->store, env.rank, env.world_size, gloo);
     if (pg.ok()) {
       group = std::unique_ptr<ProcessGroup>(std::move(*pg));
@@ -135,7 +147,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const WorkerEnv& 
   if (CollectiveFingerprintCheck::RequestedByEnvironment()) {
     holder->group->EnableDebugCheck(std::make_unique<CollectiveFingerprintCheck>(
         std::make_shared<PrefixStore>(absl::StrCat("debug_", BackendName(backend)), holder->store), env.rank,
-        env.world_size, options.timeout));
+        env.world_size, timeout));
   }
   ProcessGroup* raw = holder->group.get();
   return std::shared_ptr<ProcessGroup>(std::move(holder), raw);  // aliasing: owns the holder, points at the group

@@ -5,7 +5,9 @@
 //   if (!pg.ok()) { ...print pg.status()... }
 //   (*pg)->AllReduce(tensor)->Wait();
 //
-// Steps: read the WorkerEnv; connect to the job's TCPStore (rank 0 hosts it unless the launcher does);
+// Steps: resolve the job's timeout (InitOptions, else TINYDDP_TIMEOUT, else 300 s: job_timeout.h); read
+// the WorkerEnv; connect to the job's TCPStore (rank 0 hosts it unless the launcher does; after an
+// elastic restart, the group rendezvouses under keys of its own round, "restart<N>/");
 // pick the backend (auto never starts more NCCL ranks than there are GPUs: it falls back to Gloo and says
 // so in one line on stderr); for NCCL bind this process to cuda:LOCAL_RANK; build the group; turn on the
 // TINYDDP_DISTRIBUTED_DEBUG=DETAIL check when asked. The returned group keeps the store alive.
@@ -14,6 +16,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -38,12 +41,14 @@ Backend ResolveBackend(Backend backend, int ranks_on_this_machine = 1);
 
 struct InitOptions {
   Backend backend = Backend::kAuto;
-  /// Bounds the rendezvous (store connection, communicator setup) and every collective.
-  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;
+  /// The job's timeout: bounds connecting to the store, every store wait, the rendezvous, NCCL
+  /// communicator setup and every collective. Unset: TINYDDP_TIMEOUT, else 300 s (job_timeout.h).
+  std::optional<std::chrono::milliseconds> timeout;
 };
 
 /// Builds this rank's process group from the environment (see the header comment). Errors: NotFound when
-/// the process is not a rank of a job (with how to start one); InvalidArgument listing missing or
+/// the process is not a rank of a job (with how to start one); InvalidArgument for a bad TINYDDP_TIMEOUT,
+/// or listing missing or
 /// inconsistent variables; FailedPrecondition for nccl without CUDA or a GPU for LOCAL_RANK; the store's
 /// or backend's error (e.g. DeadlineExceeded when a rank never arrives) otherwise.
 absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const InitOptions& options = {});

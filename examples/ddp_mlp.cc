@@ -31,20 +31,27 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "autograd/engine.h"                     // Backward
+#include "base/fault_injection.h"                // MaybeInjectFault (TINYDDP_FAULT, for failure tests)
 #include "base/status_macros.h"
 #include "data/data_loader.h"                    // DataLoader: batches with prefetch, on the device
+#include "data/dataset_check.h"                  // CheckTrainingData: splits that can train together
 #include "data/distributed_sampler.h"            // DistributedSampler: this rank's share of each epoch
 #include "data/fashion_mnist.h"                  // LoadFashionMnist
 #include "data/synthetic.h"                      // MakeSyntheticDataset (--dataset=synthetic)
 #include "dist/ddp/ddp.h"                            // DistributedDataParallel
 #include "dist/ddp/graphed_step.h"                   // GraphedStep (--cuda_graph): the step as one CUDA graph
-#include "dist/launch/env.h"                            // IsWorker
+#include "dist/launch/env.h"                            // IsWorker, RestartCount
+#include "dist/launch/error_file.h"                     // RecordWorkerFailure: why, for the launcher
 #include "dist/init.h"                           // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/launch/spawn.h"                          // SpawnWorkersIfNeeded
+#include "dist/ddp/reducer.h"                        // Reducer::BucketBytes (the timeline's labels)
+#include "dist/ddp/timeline/timeline_svg.h"            // WriteTimelineSvg: --trace's picture
 #include "dist/ddp/trace.h"                          // Tracer (--trace)
 #include "examples/internal/evaluate.h"          // EvalShardIndices, EvaluateShard, AllReduceEvalSums
+#include "examples/internal/loss_window.h"       // LossWindow: step losses on the device, non-finite check
 #include "examples/internal/metrics_writer.h"    // MetricsWriter (--metrics_out): JSON lines + SVG plot
 #include "examples/internal/progress.h"          // Progress: the live bar, or plain lines
+#include "examples/internal/startup_checks.h"    // PrepareOutputs: writable outputs, stale temporaries
 #include "examples/internal/train_checkpoint.h"  // Save/Find/LoadTrainingCheckpoint
 #include "examples/internal/train_options.h"     // TrainOptions, ParseTrainOptions: the flags
 #include "nn/adam.h"                             // AdamW
@@ -85,10 +92,12 @@ absl::StatusOr<Datasets> LoadDatasets(const TrainOptions& o) {
     d.test = std::make_shared<data::TensorDataset>(*std::move(test));
     return d;
   }
+  const std::string where = "--data_dir=" + (o.data_dir.empty() ? data::kDefaultFashionMnistDir : o.data_dir);
   auto train = data::LoadFashionMnist(o.data_dir, "train");
   RETURN_IF_ERROR(train);
   auto test = data::LoadFashionMnist(o.data_dir, "test");
   RETURN_IF_ERROR(test);
+  RETURN_IF_ERROR(data::CheckTrainingData(*train, *test, where));  // before a model is built from them
   d.train = std::make_shared<data::TensorDataset>(*std::move(train));
   d.test = std::make_shared<data::TensorDataset>(*std::move(test));
   return d;
@@ -145,6 +154,7 @@ struct Setup {
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<dist::Tracer> tracer;                 // --trace; null when off
   std::unique_ptr<dist::DistributedDataParallel> ddp;  // wraps `model`
+  std::vector<std::string> notes;                      // rank 0's lines from PrepareOutputs
   // --cuda_graph (SetUpCudaGraph); all null/undefined when steps run eagerly.
   std::unique_ptr<nn::DeviceLr> device_lr;   // the schedule, advanced on the device by each step
   Tensor static_inputs, static_labels;       // the fixed buffers the recorded step reads
@@ -182,16 +192,9 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
   s.optimizer->SetComputeCopies(s.model->ComputeCopies());  // none under fp32
   s.schedule = MakeSchedule(o, s.loader->num_batches());
 
-  // A fresh run must not mix its checkpoints with another run's: retention keeps the highest step
-  // numbers, which could be the old run's, and a later --resume would continue the wrong run.
-  if (rank == 0 && !o.checkpoint_dir.empty() && !o.resume) {
-    const std::vector<int64_t> steps = CheckpointSteps(o.checkpoint_dir);
-    if (!steps.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("--checkpoint_dir=", o.checkpoint_dir,
-                       " already holds checkpoints of a run (newest: ", CheckpointPath(o.checkpoint_dir, steps.front()),
-                       "); pass --resume to continue it, or use an empty --checkpoint_dir"));
-    }
+  // Outputs writable now rather than after an epoch; no other run's checkpoints in a fresh run's folder.
+  if (rank == 0) {
+    ASSIGN_OR_RETURN(s.notes, PrepareOutputs(o, o.resume));
   }
   return absl::OkStatus();
 }
@@ -199,8 +202,8 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
 // --resume: rank 0 picks the newest good checkpoint and tells the others which one (they may not see
 // the same damaged files the same way, but they must all load the same step); every rank loads it,
 // and the ranks agree on success before anyone continues, so a failure stops all of them cleanly.
-absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOptions& o, nn::Module& model,
-                                                   nn::Optimizer& optimizer, Progress& progress) {
+absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOptions& o, int64_t steps_per_epoch,
+                                                   nn::Module& model, nn::Optimizer& optimizer, Progress& progress) {
   int64_t chosen = -1;  // -1: nothing to resume from
   absl::Status rank0_error;
   if (job.pg->rank() == 0) {
@@ -212,6 +215,11 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
       chosen = -2;
     } else if (found->has_value()) {
       chosen = (*found)->progress.global_step;
+      if ((*found)->version < kCheckpointVersion) {
+        progress.Print(absl::StrCat("notice: ", (*found)->path, " is in checkpoint format version ", (*found)->version,
+                                    " (no checksum of its trainer state); it loads, and new checkpoints are "
+                                    "written in version ", kCheckpointVersion));
+      }
     }
   }
   Tensor choice = Tensor::FromVector<int64_t>({chosen}, {1}, job.device);
@@ -228,7 +236,8 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
     return TrainingProgress{};
   }
   const std::string path = CheckpointPath(o.checkpoint_dir, chosen);
-  auto loaded = LoadTrainingCheckpoint(path, o.TrajectorySettings(job.pg->size()), model, optimizer);
+  auto loaded =
+      LoadTrainingCheckpoint(path, o.TrajectorySettings(job.pg->size()), steps_per_epoch, model, optimizer);
   RETURN_IF_ERROR(AgreeOnStatus(job, loaded.status(), "loading the checkpoint"));
   if (job.pg->rank() == 0) {
     progress.Print(absl::StrFormat("resumed from %s: epoch %d, batch %d, step %d", path, loaded->epoch + 1,
@@ -274,35 +283,11 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> OpenMetrics(const TrainOptions& o
   return metrics;
 }
 
-// Sum and count of rank-averaged step losses since the last flush. The sum lives on the device, so
-// adding a step's loss costs no synchronisation; Flush() all_reduces it, once per logged step.
-class LossWindow {
- public:
-  explicit LossWindow(Device device) : sum_(Tensor::Zeros({1}, DType::kFloat32, device)) {}
-  void Add(const Tensor& loss) {
-    ops::AddInto(sum_, loss.View({1}));
-    ++steps_;
-  }
-  int64_t steps() const { return steps_; }
-  /// Collective: the mean over ranks of the sum of this window's losses; resets the window.
-  absl::StatusOr<double> FlushSum(dist::ProcessGroup& pg) {
-    RETURN_IF_ERROR(pg.AllReduce(sum_, dist::ReduceOp::kAvg)->Wait());
-    const double sum = sum_.Item();
-    ops::Fill(sum_, 0);
-    steps_ = 0;
-    return sum;
-  }
-
- private:
-  Tensor sum_;
-  int64_t steps_ = 0;
-};
-
 // Collective (every rank logs at the same steps): the loss since the last log, averaged over steps and
 // ranks, added to the epoch's tally; rank 0 prints it and records it in --metrics_out.
 absl::Status LogLoss(const Job& job, LossWindow& window, double lr, TrainingProgress& at, Report& r) {
   const int64_t steps = window.steps();
-  ASSIGN_OR_RETURN(const double sum, window.FlushSum(*job.pg));
+  ASSIGN_OR_RETURN(const double sum, window.Flush(*job.pg));  // stops a run whose loss is NaN or Inf
   at.epoch_loss_sum += sum;
   at.epoch_loss_count += static_cast<double>(steps);
   if (!r.lead) return absl::OkStatus();
@@ -359,7 +344,15 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
   }
   if (s.tracer) {
     RETURN_IF_ERROR(s.tracer->WriteChromeTrace(job.pg.get(), o.trace));  // collective: rank 0 writes
-    if (r.lead) r.progress.Print(absl::StrCat("trace: ", o.trace, " (open in https://ui.perfetto.dev)"));
+    if (r.lead) {
+      // And its picture beside it (FILE.svg): the last two steps, each bucket labelled with its bytes.
+      dist::TraceSvgOptions svg;
+      const dist::Reducer& reducer = s.ddp->reducer();
+      for (int b = 0; b < reducer.num_buckets(); ++b) svg.bucket_bytes.push_back(reducer.BucketBytes(b));
+      const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(o.trace, svg);
+      r.progress.Print(absl::StrCat("trace: ", o.trace, " (open in https://ui.perfetto.dev), timeline: ",
+                                    drawn.ok() ? *drawn : std::string(drawn.status().message())));
+    }
   }
   if (r.lead && last_eval.count == 0) {
     r.progress.Print(absl::StrFormat("nothing to train: the run is already at step %d (--epochs=%d, --max_steps=%d)",
@@ -375,20 +368,24 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
 
 // One optimizer step on one batch, the five lines of every PyTorch training loop. DDP works inside two
 // of them: its Forward starts the iteration, and Backward all_reduces the gradient buckets while it runs.
-// Returns the loss, left on the device (reading it would wait for the GPU).
-Tensor TrainStep(Setup& s, const data::Batch& batch, int64_t step) {
+// Returns the loss, left on the device (reading it would wait for the GPU). `poison`: a failure test's
+// NaN batch (TINYDDP_FAULT, injected by StepOnNextBatch).
+absl::StatusOr<Tensor> TrainStep(Setup& s, const data::Batch& batch, int64_t step, bool poison = false) {
   if (s.device_lr) {
     s.device_lr->Advance();  // --cuda_graph: the schedule moves on the device, also inside the graph
   } else {
     s.optimizer->set_lr(s.schedule->LrAt(step));
   }
   s.optimizer->ZeroGrad();
-  const Variable logits = s.ddp->Forward(Variable(batch.inputs));
+  const Variable logits = s.ddp->Forward(Variable(poison ? ops::Scale(batch.inputs, std::nan("")) : batch.inputs));
   const Variable loss = s.loss_fn(logits, batch.labels);
   {
     dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "backward", step);
     autograd::Backward(loss);
   }
+  // A bucket whose all_reduce failed (a peer died, or froze past --timeout) left gradients that are not
+  // averages: stop with its error rather than step on them (PyTorch raises from backward()).
+  RETURN_IF_ERROR(s.ddp->status());
   {
     dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "optimizer", step);
     s.optimizer->Step();
@@ -421,23 +418,32 @@ void SetUpCudaGraph(const TrainOptions& o, const Job& job, const TrainingProgres
 // One step on the next batch of the epoch; nullopt at its end (or on a loader error: loader->status()).
 // Eager: TrainStep on the loader's batch. --cuda_graph: the batch goes into the fixed buffers and the
 // graphed step runs (eagerly while warming up, then replays); a smaller last batch runs eagerly on the
-// buffers' first rows, since a graph replays fixed shapes.
+// buffers' first rows, since a graph replays fixed shapes, and so does a failure test's poisoned batch.
 absl::StatusOr<std::optional<Tensor>> StepOnNextBatch(const TrainOptions& o, Setup& s, int64_t step, Report& r) {
-  if (!s.graphed) {
-    std::optional<data::Batch> batch = s.loader->Next();
+  int64_t rows = 0;
+  std::optional<data::Batch> batch;
+  if (s.graphed) {
+    rows = s.loader->NextInto(s.static_inputs, s.static_labels);
+    if (rows == 0) return std::optional<Tensor>();
+  } else {
+    batch = s.loader->Next();
     if (!batch) return std::optional<Tensor>();
-    return std::optional<Tensor>(TrainStep(s, *batch, step));
   }
-  const int64_t rows = s.loader->NextInto(s.static_inputs, s.static_labels);
-  if (rows == 0) return std::optional<Tensor>();
-  if (rows < o.batch_size) {
-    if (r.lead && !s.said_partial_batch) {
+  // Failure tests make a rank hang, exit or die here (TINYDDP_FAULT); "nan" poisons this batch.
+  const bool poison = MaybeInjectFault("step", step) == FaultAction::kNonFinite;
+  if (!s.graphed) {
+    ASSIGN_OR_RETURN(Tensor loss, TrainStep(s, *batch, step, poison));
+    return std::optional<Tensor>(loss);
+  }
+  if (rows < o.batch_size || poison) {
+    if (r.lead && !s.said_partial_batch && !poison) {
       r.progress.Print(absl::StrFormat("cuda graph: the last batch of an epoch has %d rows, not %d: it runs eagerly "
                                        "(a graph replays fixed shapes)", rows, o.batch_size));
+      s.said_partial_batch = true;
     }
-    s.said_partial_batch = true;
-    return std::optional<Tensor>(
-        TrainStep(s, data::Batch{s.static_inputs.Rows(0, rows), s.static_labels.Rows(0, rows)}, step));
+    ASSIGN_OR_RETURN(Tensor loss, TrainStep(s, data::Batch{s.static_inputs.Rows(0, rows), s.static_labels.Rows(0, rows)},
+                                            step, poison));
+    return std::optional<Tensor>(loss);
   }
   ASSIGN_OR_RETURN(Tensor loss, s.graphed->Run());
   return std::optional<Tensor>(loss);
@@ -447,7 +453,9 @@ absl::StatusOr<std::optional<Tensor>> StepOnNextBatch(const TrainOptions& o, Set
 void StartEpoch(const TrainOptions& o, const Job& job, int64_t epoch, Setup& s, TrainingProgress& at, Report& r) {
   s.loader->Reset(epoch);  // the shuffle of this epoch, a function of (seed, epoch)
   const int64_t first_batch = epoch == at.epoch ? at.batch_in_epoch : 0;
-  for (int64_t skip = 0; skip < first_batch; ++skip) s.loader->Next();  // trained before the resume
+  for (int64_t skip = 0; skip < first_batch; ++skip) {  // trained before the resume
+    if (!s.loader->Next()) break;
+  }
   if (first_batch == 0) at.epoch_loss_sum = at.epoch_loss_count = 0;     // a fresh epoch
   at.epoch = epoch;
   at.batch_in_epoch = first_batch;
@@ -466,11 +474,15 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   Setup s;
   RETURN_IF_ERROR(AgreeOnStatus(job, BuildSetup(o, job, s), "setting up"));
 
-  // 2. Where to start: step 0, or the latest good checkpoint.
+  for (const std::string& note : s.notes) report.progress.Print(note);
+
+  // 2. Where to start: step 0, or the latest good checkpoint (also after an elastic restart).
+  const int64_t steps_per_epoch = s.loader->num_batches();
   TrainingProgress at;
   if (o.resume) {
-    ASSIGN_OR_RETURN(at, ResumeOnEveryRank(job, o, *s.model, *s.optimizer, report.progress));
+    ASSIGN_OR_RETURN(at, ResumeOnEveryRank(job, o, steps_per_epoch, *s.model, *s.optimizer, report.progress));
   }
+  at.steps_per_epoch = steps_per_epoch;
 
   // 3. DDP: from here on, every backward averages the gradients over the ranks.
   dist::DdpOptions ddp_options;  // PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket, grads as bucket views
@@ -486,10 +498,10 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   if (lead) report.progress.Print(std::string(absl::StripTrailingAsciiWhitespace(s.ddp->BucketTable())));
   if (o.cuda_graph) SetUpCudaGraph(o, job, at, s, report);  // the step as one CUDA graph, where possible
 
-  // 4. The loop: epochs of steps, the loss logged every --log_every steps; after each epoch, evaluate
-  //    and checkpoint. --max_steps may stop it mid-epoch.
-  const int64_t steps_per_epoch = s.loader->num_batches();
-  LossWindow window(job.device);
+  // 4. The loop: epochs of steps, the loss logged every --log_every steps (and checked: a NaN stops
+  //    the run); after each epoch, evaluate and checkpoint, and every --checkpoint_every steps too.
+  //    --max_steps may stop it mid-epoch.
+  LossWindow window(job.device, std::min(o.log_every, steps_per_epoch), /*check_finite=*/!o.allow_nonfinite);
   bool stop = o.max_steps > 0 && at.global_step >= o.max_steps;
   EvalMetrics last_eval;
   for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
@@ -497,13 +509,16 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
     for (;;) {
       ASSIGN_OR_RETURN(const std::optional<Tensor> loss, StepOnNextBatch(o, s, at.global_step, report));
       if (!loss) break;  // the end of the epoch
-      window.Add(*loss);
+      window.Add(*loss, at.global_step);
       ++at.global_step;
       ++at.batch_in_epoch;
       stop = o.max_steps > 0 && at.global_step >= o.max_steps;
-      if (at.batch_in_epoch % o.log_every == 0 || at.batch_in_epoch == steps_per_epoch || stop) {
+      const bool epoch_end = at.batch_in_epoch == steps_per_epoch;
+      const bool checkpoint = o.checkpoint_every > 0 && at.global_step % o.checkpoint_every == 0 && !epoch_end && !stop;
+      if (at.batch_in_epoch % o.log_every == 0 || epoch_end || stop || checkpoint) {
         RETURN_IF_ERROR(LogLoss(job, window, s.schedule->LrAt(at.global_step - 1), at, report));
       }
+      if (checkpoint) RETURN_IF_ERROR(CheckpointOnEveryRank(o, job, s, at, report));  // mid-epoch
       if (lead) report.progress.Update(at.batch_in_epoch, std::nan(""));
       if (stop) break;
     }
@@ -522,14 +537,26 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
 
 // A worker's life: join the job (who am I, who are the others, how do we talk), train, leave. An error
 // is printed while the process group still exists, so that this rank's message comes out before the
-// other ranks notice the closed connections and report theirs.
-int RunWorker(const TrainOptions& o) {
+// other ranks notice the closed connections and report theirs, and recorded in the launcher's error
+// file, so that the launcher can tell the rank that failed first from those that stopped because of it.
+int RunWorker(TrainOptions o) {
   dist::InitOptions init;
   init.backend = dist::ParseBackend(o.backend).value();  // checked by ParseTrainOptions
+  init.timeout = o.timeout;  // --timeout: every wait of this rank, from the store to each collective
   absl::StatusOr<std::shared_ptr<dist::ProcessGroup>> pg = dist::InitProcessGroup(init);
   if (!pg.ok()) {
     std::fprintf(stderr, "ddp_mlp: %s\n", std::string(pg.status().message()).c_str());
+    dist::RecordWorkerFailure(-1, pg.status());
     return 1;
+  }
+  // An elastic restart (launch/spawn --max_restarts) resumes from the last good checkpoint by itself.
+  if (const int restart = dist::RestartCount(); restart > 0) {
+    if ((*pg)->rank() == 0) {
+      std::printf("elastic restart %d (%s=%d): %s\n", restart, dist::kRestartCountEnv, restart,
+                  o.checkpoint_dir.empty() ? "no --checkpoint_dir, so training starts over from step 0"
+                                           : "resuming from the last good checkpoint in --checkpoint_dir");
+    }
+    o.resume = !o.checkpoint_dir.empty();
   }
   Job job{*pg, Device::CPU()};
   if (std::string((*pg)->backend_name()) == "nccl") {
@@ -542,6 +569,7 @@ int RunWorker(const TrainOptions& o) {
   if (!status.ok()) {
     std::fprintf(stderr, "ddp_mlp: rank %d: %s\n", job.pg->rank(), std::string(status.message()).c_str());
     std::fflush(stderr);
+    dist::RecordWorkerFailure(job.pg->rank(), status);
     return 1;
   }
   return 0;
@@ -552,6 +580,9 @@ dist::SpawnOptions SpawnOptionsFor(const TrainOptions& o) {
   dist::SpawnOptions s;
   s.nproc = static_cast<int>(o.nproc);
   if (s.nproc == 0 && o.backend == "gloo") s.nproc = s.cpu_ranks;  // Gloo on a GPU machine: CPU ranks
+  s.max_restarts = static_cast<int>(o.max_restarts);
+  s.one_gpu_each = o.backend == "nccl";
+  s.ignore_worker_limits = o.ignore_worker_limits;
   return s;
 }
 
@@ -571,6 +602,10 @@ int main(int argc, char** argv) {
   if (options->help) {
     std::fputs(TrainUsage().c_str(), stdout);
     return 0;
+  }
+  if (absl::Status fault = tinyddp::CheckFaultInjectionEnvironment(); !fault.ok()) {
+    std::fprintf(stderr, "ddp_mlp: %s\n", std::string(fault.message()).c_str());
+    return 2;
   }
   // Before starting workers, a missing dataset is reported once, here, rather than by every rank.
   if (!tinyddp::dist::IsWorker() && options->dataset == "fashion_mnist") {
@@ -592,7 +627,7 @@ int main(int argc, char** argv) {
   absl::Status spawned = tinyddp::dist::SpawnWorkersIfNeeded(argc, argv, SpawnOptionsFor(*options));
   if (!spawned.ok()) {
     std::fprintf(stderr, "ddp_mlp: could not start workers: %s\n", std::string(spawned.message()).c_str());
-    return 1;
+    return absl::IsResourceExhausted(spawned) || absl::IsInvalidArgument(spawned) ? 2 : 1;
   }
   return RunWorker(*options);
 }

@@ -197,8 +197,9 @@ autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& in
   // pairs its new bucket buffers with the others' (collective, like the rebuild).
   if (grad) {
     reducer_->RebuildBucketsIfNeeded();
-    const absl::Status registered = RegisterBucketsIfRebuilt();
-    TINYDDP_CHECK_OP(registered.ok(), "DistributedDataParallel", registered.message());
+    if (const absl::Status registered = RegisterBucketsIfRebuilt(); !registered.ok() && status_.ok()) {
+      status_ = registered;
+    }
   }
   if (fused_factory_ && fused_generation_ != reducer_->layout_generation()) RebuildFusedOptimizers();
   autograd::Variable output = module_.Forward(input);

@@ -126,6 +126,10 @@ class DistributedDataParallel {
   ProcessGroup& process_group() { return *pg_; }
   /// The buckets, their order and per-iteration state (for tests, docs and the trace).
   const Reducer& reducer() const { return *reducer_; }
+  /// OK, or the first communication error of this DDP (a bucket's all_reduce that failed because a peer
+  /// died, froze past the timeout or lost its link; the rebuild's collectives). Check it after every
+  /// Backward: once it is an error the gradients are not averages and the loop must stop with it.
+  absl::Status status() const { return !status_.ok() ? status_ : reducer_->status(); }
   const DdpOptions& options() const { return options_; }
 
   /// How bucket `b` is communicated: "NCCL all_reduce", "Gloo all_reduce", "copy engines", or the name a
@@ -152,6 +156,7 @@ class DistributedDataParallel {
   std::shared_ptr<CopyEngineHook> copy_engines_;  // null with a custom comm hook
   int64_t registered_generation_ = -1;            // the bucket layout the copy engines know
   bool sync_enabled_ = true;  // false inside NoSync()
+  absl::Status status_;       // the buckets' registration failed (status())
 
   // Fused optimizers: one per bucket, rebuilt (with their state) when the reducer rebuilds its buckets.
   void RebuildFusedOptimizers();

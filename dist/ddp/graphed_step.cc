@@ -43,7 +43,7 @@ std::string WhyNotCapturable(const CaptureFacts& facts) {
 GraphedStep::GraphedStep(Device device, StepFn step, DistributedDataParallel* ddp,
                          std::vector<const nn::Optimizer*> optimizers, GraphedStepOptions options)
     : device_(device), step_(std::move(step)), ddp_(ddp), optimizers_(std::move(optimizers)),
-      options_(std::move(options)) {
+      options_(std::move(options)), graph_(std::make_unique<cuda::CudaGraph>()) {
   CaptureFacts facts;
   facts.built_with_cuda = cuda::BuiltWithCuda();
   facts.on_gpu = device_.is_cuda();
@@ -94,14 +94,14 @@ absl::StatusOr<Tensor> GraphedStep::Run() {
     facts.no_sync = true;
     FallBack(WhyNotCapturable(facts));
   }
-  if (eager_reason_.empty() && graph_.captured()) {
+  if (eager_reason_.empty() && graph_->captured()) {
     if (std::string stale = StaleLearningRate(); !stale.empty()) FallBack(std::move(stale));
   }
-  if (!eager_reason_.empty() || (!graph_.captured() && !WarmedUp())) {
+  if (!eager_reason_.empty() || (!graph_->captured() && !WarmedUp())) {
     ++eager_steps_;
     return step_();
   }
-  if (!graph_.captured()) {
+  if (!graph_->captured()) {
     if (absl::Status s = Capture(); !s.ok()) return s;
   }
 
@@ -109,7 +109,7 @@ absl::StatusOr<Tensor> GraphedStep::Run() {
   if (last_watch_ != nullptr && last_watch_->IsCompleted()) {
     if (absl::Status s = last_watch_->Wait(std::chrono::milliseconds(0)); !s.ok()) return s;
   }
-  if (absl::Status s = graph_.Replay(); !s.ok()) return s;
+  if (absl::Status s = graph_->Replay(); !s.ok()) return s;
   ++replays_;
   if (ddp_ != nullptr) last_watch_ = WatchReplay(ddp_->process_group(), absl::StrCat(watch_description_, replays_));
   return output_;
@@ -136,13 +136,25 @@ absl::Status GraphedStep::Capture() {
   if (ddp_ != nullptr) CollectiveStream(ddp_->process_group()).Synchronize();
   if (ddp_ != nullptr) TakeCapturedCollectives(ddp_->process_group());  // start from an empty list
 
-  if (absl::Status s = graph_.Capture(stream, [this] { output_ = step_(); }); !s.ok()) {
+  absl::Status step_status;
+  absl::Status s = graph_->Capture(stream, [this, &step_status] {
+    absl::StatusOr<Tensor> out = step_();
+    if (out.ok()) {
+      output_ = *std::move(out);
+    } else {
+      step_status = out.status();
+    }
+  });
+  if (s.ok()) s = step_status;  // the step failed while it was recorded: what was recorded is not replayed
+  if (!s.ok()) {
+    graph_ = std::make_unique<cuda::CudaGraph>();
+    output_ = Tensor();
     return absl::Status(s.code(), absl::StrCat("recording the training step into a CUDA graph after ", eager_steps_,
                                                " eager steps: ", s.message()));
   }
   if (ddp_ != nullptr) collectives_ = TakeCapturedCollectives(ddp_->process_group());
   if (!options_.dot_path.empty()) {
-    if (absl::Status s = graph_.WriteDot(options_.dot_path); !s.ok()) return s;
+    if (absl::Status dot = graph_->WriteDot(options_.dot_path); !dot.ok()) return dot;
   }
 
   const int rank = ddp_ != nullptr ? ddp_->process_group().rank() : 0;
@@ -151,8 +163,8 @@ absl::Status GraphedStep::Capture() {
                                     ") #");
   Log(absl::StrFormat("cuda graph: captured the training step after %d eager steps: %d nodes, %d collective(s), "
                       "%.1f MiB private memory; every step from here on is one replay",
-                      eager_steps_, graph_.num_nodes(), collectives_.size(),
-                      static_cast<double>(graph_.pool_bytes()) / (1 << 20)));
+                      eager_steps_, graph_->num_nodes(), collectives_.size(),
+                      static_cast<double>(graph_->pool_bytes()) / (1 << 20)));
   if (ddp_ != nullptr && ddp_->copy_engines() != nullptr && ddp_->copy_engines()->on()) {
     Log("cuda graph: the copy-engine all_reduce stays outside the graph (its calls number themselves in stream "
         "memory, which a replay would freeze): every bucket of a replay goes through NCCL's all_reduce");

@@ -95,8 +95,9 @@ std::string WhyNotCapturable(const CaptureFacts& facts);
 
 class GraphedStep {
  public:
-  /// Enqueues one whole training step and returns its output (the loss), a tensor on the device.
-  using StepFn = std::function<Tensor()>;
+  /// Enqueues one whole training step and returns its output (the loss), a tensor on the device, or the
+  /// error that stopped it (a lambda returning a plain Tensor converts).
+  using StepFn = std::function<absl::StatusOr<Tensor>()>;
 
   /// `device`: where the step runs. `ddp`: the DDP the step's forward goes through, or null (one device,
   /// no collectives). `optimizers`: the optimizers the step calls Step() on, whose learning rates are
@@ -109,20 +110,21 @@ class GraphedStep {
   GraphedStep& operator=(const GraphedStep&) = delete;
 
   /// One training step: eager (warm-up, or when capture is not possible), the capture and first replay,
-  /// or a replay. Returns the step's output. Errors: the capture failed (Internal/FailedPrecondition with
-  /// the reason), or an earlier replay failed (the watchdog's status, e.g. DeadlineExceeded naming the
-  /// replay); after an error the group is unusable and training should stop.
+  /// or a replay. Returns the step's output. Errors: an eager step's own error; the capture failed
+  /// (Internal/FailedPrecondition with the reason, or the step's error while it was recorded: nothing is
+  /// replayed then); an earlier replay failed (the watchdog's status, e.g. DeadlineExceeded naming the
+  /// replay). After a replay's error the group is unusable and training should stop.
   absl::StatusOr<Tensor> Run();
 
   /// True once the step is captured and replays (until a fallback).
-  bool replaying() const { return graph_.captured() && eager_reason_.empty(); }
+  bool replaying() const { return graph_->captured() && eager_reason_.empty(); }
   /// Why steps run eagerly for good ("" while warming up or replaying).
   const std::string& eager_reason() const { return eager_reason_; }
   /// Steps run so far: eager ones, and replays.
   int64_t eager_steps() const { return eager_steps_; }
   int64_t replays() const { return replays_; }
   /// The recorded graph (captured() is false before the capture).
-  const cuda::CudaGraph& graph() const { return graph_; }
+  const cuda::CudaGraph& graph() const { return *graph_; }
   /// The collectives each replay runs, as the process group describes them (empty without DDP).
   const std::vector<std::string>& captured_collectives() const { return collectives_; }
   /// "cuda graph (replaying)" or "eager (<reason>)": which mode ran, for logs and benchmark rows.
@@ -143,7 +145,7 @@ class GraphedStep {
   std::vector<const nn::Optimizer*> optimizers_;
   const GraphedStepOptions options_;
 
-  cuda::CudaGraph graph_;
+  std::unique_ptr<cuda::CudaGraph> graph_;  // replaced by a fresh one when a capture fails
   Tensor output_;                        // the captured step's output, rewritten by each replay
   std::vector<double> captured_lrs_;     // host learning rate of each watched optimizer at capture
   std::vector<const void*> captured_device_lrs_;  // the device learning rate's address, or null

@@ -23,10 +23,9 @@ bool IsView(const Tensor& grad, const Tensor& view) {
   return grad.defined() && grad.storage() == view.storage() && grad.byte_offset() == view.byte_offset();
 }
 
-// Waits for a collective issued outside the training step (rebuild, used map) and stops on failure.
-void WaitOrDie(const std::shared_ptr<Work>& work, const char* what) {
-  const absl::Status status = work->Wait();
-  TINYDDP_CHECK_OP(status.ok(), kOp, what, " failed: ", status.ToString());
+// Names the step of DDP a collective's error came from: "all_reduce of bucket 2 failed on rank 1: ...".
+absl::Status Annotate(const absl::Status& status, const std::string& what) {
+  return absl::Status(status.code(), absl::StrCat(kOp, ": ", what, " failed: ", status.message()));
 }
 
 }  // namespace
@@ -124,7 +123,10 @@ void Reducer::RebuildBucketsIfNeeded() {
   // produced gradients in different orders.
   std::vector<int64_t> order64(ready_order_.begin(), ready_order_.end());
   Tensor order = Tensor::FromVector<int64_t>(order64, {static_cast<int64_t>(order64.size())}, device_);
-  WaitOrDie(pg_->Broadcast(order, /*root=*/0), "broadcasting rank 0's gradient order for the bucket rebuild");
+  if (const absl::Status s = pg_->Broadcast(order, /*root=*/0)->Wait(); !s.ok()) {
+    Fail(Annotate(s, "broadcasting rank 0's gradient order for the bucket rebuild"));
+    return;
+  }
   order64 = order.ToVector<int64_t>();
   const std::vector<size_t> observed(order64.begin(), order64.end());
 
@@ -239,6 +241,10 @@ void Reducer::Launch(Bucket& bucket) {
                    bucket.grad_bucket.index, "; hint: a hook must return the collective it started");
 }
 
+void Reducer::Fail(absl::Status status) {
+  if (status_.ok()) status_ = std::move(status);
+}
+
 void Reducer::FinalizeBackward() {
   armed_ = false;
   finalize_queued_ = false;
@@ -260,10 +266,14 @@ void Reducer::FinalizeBackward() {
 
   for (Bucket& bucket : buckets_) {
     const absl::Status status = bucket.future.Complete();
-    TINYDDP_CHECK_OP(status.ok(), kOp, "all_reduce of bucket ", bucket.grad_bucket.index, " failed on rank ",
-                     pg_->rank(), ": ", status.ToString());
     bucket.future = CommFuture{};  // drop the Work (and the tensors it holds)
-    if (on_bucket_reduced_) on_bucket_reduced_(bucket.grad_bucket.index);
+    if (!status.ok()) {
+      // A peer died, froze past the timeout, or the link broke: the gradients are not averages. Keep the
+      // error for the training loop (status()), step nothing, and let the remaining futures drain.
+      Fail(Annotate(status, absl::StrCat("all_reduce of bucket ", bucket.grad_bucket.index, " on rank ", pg_->rank())));
+      continue;
+    }
+    if (on_bucket_reduced_ && status_.ok()) on_bucket_reduced_(bucket.grad_bucket.index);
   }
   if (!options_.gradient_as_bucket_view) {
     for (Bucket& bucket : buckets_) {
@@ -287,7 +297,10 @@ void Reducer::RestoreGloballyUnused() {
   std::vector<int32_t> used(params_.size(), 1);
   for (size_t i : unused_) used[i] = 0;
   Tensor map = Tensor::FromVector<int32_t>(used, {static_cast<int64_t>(used.size())}, device_);
-  WaitOrDie(pg_->AllReduce(map, ReduceOp::kMax), "exchanging the map of used parameters");
+  if (const absl::Status s = pg_->AllReduce(map, ReduceOp::kMax)->Wait(); !s.ok()) {
+    Fail(Annotate(s, "exchanging the map of used parameters"));
+    return;
+  }
   used = map.ToVector<int32_t>();
   for (size_t i : unused_) {
     if (used[i] == 0 && !had_grad_[i]) params_[i].set_grad(Tensor());

@@ -101,6 +101,12 @@ class Reducer {
   /// buckets may still be in flight. DDP steps fused optimizers here. Empty: nothing.
   void SetBucketReducedCallback(std::function<void(int bucket)> callback) { on_bucket_reduced_ = std::move(callback); }
 
+  /// OK, or the first communication error (a bucket's all_reduce, the rebuild's broadcast, the used-map
+  /// exchange) since construction: a peer that died or froze past the group's timeout, a broken link.
+  /// Once set, the gradients of that backward are not averages and per-bucket callbacks no longer run;
+  /// the training loop must stop (DistributedDataParallel::status()). PyTorch raises from backward().
+  const absl::Status& status() const { return status_; }
+
   // --- Introspection (tests, docs, logs) --------------------------------------------------------------
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
   /// Dotted names of the parameters of each bucket, in launch order.
@@ -183,6 +189,8 @@ class Reducer {
   bool rebuilt_ = false;
   bool rebuild_pending_ = false;
   int64_t num_synced_backwards_ = 0;
+  absl::Status status_;  // the first communication error (status())
+  void Fail(absl::Status status);
   int64_t layout_generation_ = 0;
   std::function<void(int)> on_bucket_reduced_;
 };

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <optional>
 #include <vector>
 
@@ -236,6 +237,12 @@ bool IsWorker(const EnvVars& vars) {
 
 bool IsWorker() { return IsWorker(CurrentEnvironment()); }
 
+int RestartCount() {
+  const char* text = std::getenv(kRestartCountEnv);
+  int n = 0;
+  return text != nullptr && absl::SimpleAtoi(text, &n) && n > 0 ? n : 0;
+}
+
 absl::StatusOr<WorkerEnv> ReadWorkerEnv(const EnvVars& vars) {
   if (!IsWorker(vars)) {
     return absl::NotFoundError(
@@ -266,6 +273,11 @@ absl::StatusOr<WorkerEnv> ReadWorkerEnv(const EnvVars& vars) {
   }
   auto hosted = vars.find(kLauncherStoreEnv);
   env.launcher_hosts_store = hosted != vars.end() && hosted->second == "1";
+  auto restart = vars.find(kRestartCountEnv);
+  if (restart != vars.end() && !absl::SimpleAtoi(restart->second, &env.restart_count)) {
+    return absl::InvalidArgumentError(absl::StrCat(kRestartCountEnv, "=", restart->second,
+                                                   " is not a number; it is set by the launcher (0, 1, ...)"));
+  }
   return env;
 }
 

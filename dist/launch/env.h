@@ -30,6 +30,12 @@ const char* EnvSourceName(EnvSource source);
 /// themselves; rank 0 then connects as a plain client instead of starting a server.
 inline constexpr char kLauncherStoreEnv[] = "TINYDDP_LAUNCHER_STORE";
 
+/// Set by `launch --max_restarts` and self-launching programs to the round a worker belongs to: 0 for
+/// the first start, 1 after the first restart, ... (torchrun's TORCHELASTIC_RESTART_COUNT). A program
+/// that checkpoints resumes from its last good checkpoint when it is above 0; InitProcessGroup keeps
+/// each round's rendezvous keys apart in the job's store.
+inline constexpr char kRestartCountEnv[] = "TINYDDP_RESTART_COUNT";
+
 struct WorkerEnv {
   int rank = 0;              // global rank, 0 <= rank < world_size
   int world_size = 1;
@@ -39,6 +45,7 @@ struct WorkerEnv {
   std::string master_addr;   // where the store server listens
   int master_port = 0;
   bool launcher_hosts_store = false;  // kLauncherStoreEnv was set: rank 0 must not start a server
+  int restart_count = 0;              // kRestartCountEnv: 0 on the first start, N after N restarts
   EnvSource source = EnvSource::kEnvVars;
 
   /// "rank 1/4 (local 1/2, node 0) store 127.0.0.1:29500 [env://]" for logs.
@@ -61,6 +68,9 @@ absl::StatusOr<WorkerEnv> ReadWorkerEnv();
 /// SLURM_PROCID with a task count, or OMPI_COMM_WORLD_RANK is present.
 bool IsWorker(const EnvVars& vars);
 bool IsWorker();
+
+/// TINYDDP_RESTART_COUNT of this process (0 when unset or not a number).
+int RestartCount();
 
 }  // namespace tinyddp::dist
 

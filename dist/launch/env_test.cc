@@ -124,6 +124,18 @@ TEST(ReadWorkerEnv, LauncherVariablesWinOverSlurmUnderSrunLaunch) {
   EXPECT_EQ(env->rank, 5);
 }
 
+TEST(ReadWorkerEnv, ReadsTheRestartRoundAndRefusesGarbage) {
+  EnvVars vars = Launched();
+  EXPECT_EQ(ReadWorkerEnv(vars)->restart_count, 0) << "a first start";
+  vars[kRestartCountEnv] = "2";
+  EXPECT_EQ(ReadWorkerEnv(vars)->restart_count, 2);
+  vars[kRestartCountEnv] = "two";
+  auto env = ReadWorkerEnv(vars);
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find("TINYDDP_RESTART_COUNT=two is not a number"), std::string::npos)
+      << env.status();
+}
+
 TEST(IsWorker, IsFalseWithoutAnyLauncherVariables) {
   EXPECT_FALSE(IsWorker(EnvVars{{"HOME", "/root"}, {"SLURM_JOB_ID", "5"}}));
   EXPECT_TRUE(IsWorker(EnvVars{{"RANK", "0"}}));

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
+#include "dist/launch/job_timeout.h"
 
 namespace {
 const tinyddp::dist::LaunchOptions kDefaults;
@@ -24,7 +25,15 @@ ABSL_FLAG(std::string, master_addr, kDefaults.master_addr, "address of node 0");
 ABSL_FLAG(int32_t, master_port, kDefaults.master_port,
           "store port on node 0; -1: a free port for one node, 29500 for several");
 ABSL_FLAG(int32_t, rendezvous_timeout, kDefaults.rendezvous_timeout_seconds,
-          "seconds the launchers of a multi-node job wait for each other");
+          "seconds the launchers of a multi-node job wait for each other; 0 = --timeout");
+ABSL_FLAG(std::string, timeout, "",
+          "bound on every wait of the job (store, rendezvous, collectives), handed to the workers as "
+          "TINYDDP_TIMEOUT: seconds or 30s, 2m; empty = $TINYDDP_TIMEOUT, else 300s");
+ABSL_FLAG(int32_t, max_restarts, kDefaults.max_restarts,
+          "when a worker fails, stop all and start them again, this many times (workers see "
+          "TINYDDP_RESTART_COUNT; ddp_mlp resumes from its last checkpoint)");
+ABSL_FLAG(bool, ignore_worker_limits, kDefaults.ignore_worker_limits,
+          "start --nproc_per_node workers even if this machine's memory, process or file limits cannot hold them");
 ABSL_FLAG(bool, prefix_output, kDefaults.prefix_output, "prefix every line workers print with \"[rank N] \"");
 ABSL_FLAG(std::string, tee, "",
           "torchrun's --tee STREAMS (0-3, or per rank as 0:3,1:1): any but 0 works as --prefix_output");
@@ -38,7 +47,8 @@ namespace {
 
 const std::vector<FlagGroup>& Flags() {
   static const auto* groups = new std::vector<FlagGroup>{
-      {"workers", {"nproc_per_node", "prefix_output", "tee", "grace_seconds"}},
+      {"workers", {"nproc_per_node", "prefix_output", "tee", "grace_seconds", "ignore_worker_limits"}},
+      {"failures", {"timeout", "max_restarts"}},
       {"several machines", {"nnodes", "node_rank", "master_addr", "master_port", "rendezvous_timeout"}},
       {"other", {"check"}},
   };
@@ -78,6 +88,7 @@ std::string LaunchUsage() {
       FlagsHelp(Flags()),
       "\nexamples:\n"
       "  launch --nproc_per_node=gpu bazel-bin/examples/ddp_mlp --epochs=20\n"
+      "  launch --nproc_per_node=2 --max_restarts=3 --timeout=2m bazel-bin/examples/ddp_mlp --checkpoint_dir=ckpt\n"
       "  launch --nnodes=2 --node_rank=0 --master_addr=10.0.0.1 --master_port=29500 --nproc-per-node=8 ./train\n");
 }
 
@@ -95,6 +106,13 @@ absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& ar
   o.master_port = absl::GetFlag(FLAGS_master_port);
   o.rendezvous_timeout_seconds = absl::GetFlag(FLAGS_rendezvous_timeout);
   o.grace_seconds = absl::GetFlag(FLAGS_grace_seconds);
+  o.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  o.ignore_worker_limits = absl::GetFlag(FLAGS_ignore_worker_limits);
+  const std::string timeout = absl::GetFlag(FLAGS_timeout);
+  absl::StatusOr<std::chrono::milliseconds> resolved = ResolveJobTimeout(timeout, "--timeout");
+  if (!resolved.ok()) return BadArg(std::string(resolved.status().message()));
+  o.timeout = *resolved;
+  o.timeout_given = !timeout.empty();
   o.check = absl::GetFlag(FLAGS_check);
   const std::string tee = absl::GetFlag(FLAGS_tee);
   if (!tee.empty() && !IsTeeSpec(tee)) {
@@ -108,7 +126,8 @@ absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& ar
                                 CheckRange("node_rank", o.node_rank, 0, 1 << 20),
                                 CheckRange("master_port", o.master_port, -1, 65535),
                                 CheckRange("grace_seconds", o.grace_seconds, 0, 3600),
-                                CheckRange("rendezvous_timeout", o.rendezvous_timeout_seconds, 1, 86400)}) {
+                                CheckRange("rendezvous_timeout", o.rendezvous_timeout_seconds, 0, 86400),
+                                CheckRange("max_restarts", o.max_restarts, 0, 1000)}) {
     if (!s.ok()) return s;
   }
   if (o.check) return o;

@@ -2,10 +2,12 @@
 // spawn use it. launch_flags.h reads it from the command line:
 //
 //   launch [--nproc_per_node=N|gpu|cpu|auto] [--nnodes=K --node_rank=I --master_addr=H --master_port=P]
-//          [--prefix_output|--tee=3] [--grace_seconds=S] [--check] PROGRAM [ARGS...]
+//          [--prefix_output|--tee=3] [--grace_seconds=S] [--timeout=T] [--max_restarts=N]
+//          [--ignore_worker_limits] [--check] PROGRAM [ARGS...]
 #ifndef TINYDDP_DIST_LAUNCH_LAUNCH_OPTIONS_H_
 #define TINYDDP_DIST_LAUNCH_LAUNCH_OPTIONS_H_
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -24,7 +26,13 @@ struct LaunchOptions {
   int master_port = -1;
   bool prefix_output = false;  // --prefix_output, or torchrun's --tee (which also prefixes lines)
   int grace_seconds = 5;       // SIGTERM to SIGKILL when stopping workers
-  int rendezvous_timeout_seconds = 300;  // how long launchers of a multi-node job wait for each other
+  // --timeout (job_timeout.h): bounds every wait of the job. Given on the command line, it is handed to
+  // the workers as TINYDDP_TIMEOUT; otherwise TINYDDP_TIMEOUT or 300 s, which the workers read themselves.
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  bool timeout_given = false;
+  int rendezvous_timeout_seconds = 0;  // how long launchers of a multi-node job wait for each other; 0: timeout
+  int max_restarts = 0;                // --max_restarts: restart every worker this often after a failure
+  bool ignore_worker_limits = false;   // skip the check that the workers fit on this machine (worker_limits.h)
   bool check = false;          // --check: print the GPU/driver/NCCL report and exit
   bool help = false;
   std::vector<std::string> program;  // PROGRAM and its arguments

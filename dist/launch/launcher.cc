@@ -1,5 +1,6 @@
 // RunLauncher: see launcher.h. Keys the launchers share live under "tinyddp/launch/" in the job's
-// store, apart from anything the workers write.
+// store, apart from anything the workers write; those of one round of an elastic job under
+// "tinyddp/launch/round/<r>/".
 #include "dist/launch/launcher.h"
 
 #include <unistd.h>
@@ -13,9 +14,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "dist/launch/env.h"
+#include "dist/launch/job_timeout.h"
 #include "dist/launch/supervisor.h"
+#include "dist/launch/worker_limits.h"
 #include "dist/store/store_secret.h"
 #include "dist/store/tcp_store.h"
 #include "dist/store/tcp_store_server.h"
@@ -24,11 +28,16 @@
 namespace tinyddp::dist {
 namespace {
 
-constexpr char kAbortKey[] = "tinyddp/launch/abort";
-constexpr char kFinishedKey[] = "tinyddp/launch/finished";
-constexpr char kAllFinishedKey[] = "tinyddp/launch/all_finished";
+// One round's keys: "abort" (a node's failure, which stops the others), "failed"/"interrupted" (counts of
+// nodes), "finished" (count), "verdict" (set by the last node to finish), "read" / "all_read".
+std::string RoundKey(int round, const char* what) { return absl::StrCat("tinyddp/launch/round/", round, "/", what); }
 
 void Say(const std::string& line) { std::fprintf(stderr, "launch: %s\n", line.c_str()); }
+
+std::chrono::milliseconds RendezvousTimeout(const LaunchOptions& o) {
+  if (o.rendezvous_timeout_seconds <= 0) return o.timeout;
+  return std::chrono::seconds(o.rendezvous_timeout_seconds);
+}
 
 // Step 2: every launcher claims its node_rank and publishes its worker count; all must agree.
 absl::Status MeetOtherLaunchers(Store& store, const LaunchOptions& o, int nproc) {
@@ -48,10 +57,10 @@ absl::Status MeetOtherLaunchers(Store& store, const LaunchOptions& o, int nproc)
   RETURN_IF_ERROR(s);
   std::vector<std::string> keys;
   for (int n = 0; n < o.nnodes; ++n) keys.push_back(absl::StrCat("tinyddp/launch/nproc/", n));
-  s = store.Wait(keys, std::chrono::seconds(o.rendezvous_timeout_seconds));
+  s = store.Wait(keys, RendezvousTimeout(o));
   if (absl::IsDeadlineExceeded(s)) {
     return absl::DeadlineExceededError(absl::StrCat("not every node's launcher joined within ",
-                                                    o.rendezvous_timeout_seconds, "s (", s.message(),
+                                                    FormatTimeout(RendezvousTimeout(o)), " (", s.message(),
                                                     "); start `launch --node_rank=I` on each of the ", o.nnodes,
                                                     " machines with the same --master_addr/--master_port"));
   }
@@ -68,13 +77,135 @@ absl::Status MeetOtherLaunchers(Store& store, const LaunchOptions& o, int nproc)
   return absl::OkStatus();
 }
 
+// How one round went on every node (for one node: here).
+struct RoundVerdict {
+  int failed_nodes = 0;
+  int interrupted_nodes = 0;
+  std::string cause;  // the job's root cause, "node N: rank R ... failed first: ..." ("" when none failed)
+};
+
+// A node's cause for the round, as stored: "<order> <time_us> <text>". Order 0 is an own failure, 1 a
+// timeout, 2 a reaction to another's failure, 3 none; the lowest order wins across nodes, then the
+// earliest time (the machines' clocks need only agree to within the time failures take to spread).
+struct Cause {
+  int order = 3;
+  int64_t time_us = 0;
+  std::string text;
+  std::string Record() const { return absl::StrCat(order, " ", time_us, " ", text); }
+  bool Before(const Cause& other) const {
+    return order < other.order || (order == other.order && time_us < other.time_us);
+  }
+};
+
+Cause LocalCause(const LaunchOptions& o, const JobResult& r) {
+  Cause c;
+  if (r.cause_kind) {
+    c.order = *r.cause_kind == FailureKind::kError ? 0 : *r.cause_kind == FailureKind::kTimeout ? 1 : 2;
+    c.time_us = r.cause_time_us;
+  }
+  if (r.exit_code != 0) c.text = absl::StrCat("node ", o.node_rank, ": ", r.reason);
+  return c;
+}
+
+Cause ParseCause(const std::string& record) {
+  std::vector<std::string> parts = absl::StrSplit(record, absl::MaxSplits(' ', 2));
+  Cause c;
+  if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &c.order) || !absl::SimpleAtoi(parts[1], &c.time_us)) return {};
+  if (parts.size() == 3) c.text = parts[2];
+  return c;
+}
+
+// Several nodes: after this node's workers are done, publish how they ended and learn how the round went
+// everywhere. Every node reaches the same verdict, so all restart or all stop, and all name the same
+// cause. Node 0 hosts the store, so before it may close it, every node must have read the verdict.
+absl::StatusOr<RoundVerdict> AgreeOnRound(Store& store, const LaunchOptions& o, int round, const JobResult& local) {
+  const std::chrono::milliseconds timeout = RendezvousTimeout(o);
+  RETURN_IF_ERROR(store.Add(RoundKey(round, "failed"), local.exit_code != 0 ? 1 : 0).status());
+  RETURN_IF_ERROR(store.Add(RoundKey(round, "interrupted"), local.interrupted ? 1 : 0).status());
+  RETURN_IF_ERROR(store.Set(absl::StrCat(RoundKey(round, "cause/"), o.node_rank), LocalCause(o, local).Record()));
+  ASSIGN_OR_RETURN(const int64_t finished, store.Add(RoundKey(round, "finished"), 1));
+  if (finished == o.nnodes) {  // the last node to finish: every node's keys are written
+    ASSIGN_OR_RETURN(const int64_t failed, store.Add(RoundKey(round, "failed"), 0));
+    ASSIGN_OR_RETURN(const int64_t interrupted, store.Add(RoundKey(round, "interrupted"), 0));
+    Cause best;
+    for (int n = 0; n < o.nnodes; ++n) {
+      ASSIGN_OR_RETURN(const std::string record, store.GetString(absl::StrCat(RoundKey(round, "cause/"), n)));
+      const Cause cause = ParseCause(record);
+      if (!cause.text.empty() && (best.text.empty() || cause.Before(best))) best = cause;
+    }
+    RETURN_IF_ERROR(store.Set(RoundKey(round, "verdict"), absl::StrCat(failed, " ", interrupted, "\n", best.text)));
+  }
+  absl::Status waited = store.Wait({RoundKey(round, "verdict")}, timeout);
+  if (!waited.ok()) {
+    return absl::Status(waited.code(), absl::StrCat("not every node's launcher reported the end of its workers within ",
+                                                    FormatTimeout(timeout), ": ", waited.message()));
+  }
+  ASSIGN_OR_RETURN(const std::string text, store.GetString(RoundKey(round, "verdict")));
+  // "<failed nodes> <interrupted nodes>\n<the cause>"
+  std::pair<std::string, std::string> lines = absl::StrSplit(text, absl::MaxSplits('\n', 1));
+  std::pair<std::string, std::string> counts = absl::StrSplit(lines.first, ' ');
+  RoundVerdict verdict;
+  if (!absl::SimpleAtoi(counts.first, &verdict.failed_nodes) ||
+      !absl::SimpleAtoi(counts.second, &verdict.interrupted_nodes)) {
+    return absl::InternalError(absl::StrCat("garbled round verdict \"", text, "\" in the job's store"));
+  }
+  verdict.cause = lines.second;
+  ASSIGN_OR_RETURN(const int64_t read, store.Add(RoundKey(round, "read"), 1));
+  if (read == o.nnodes) RETURN_IF_ERROR(store.Set(RoundKey(round, "all_read"), std::string("1")));
+  if (o.node_rank == 0) {
+    absl::Status all = store.Wait({RoundKey(round, "all_read")}, timeout);
+    if (!all.ok()) {
+      Say(absl::StrCat("not every node read the round's outcome before the store closes: ", all.message()));
+    }
+  }
+  return verdict;
+}
+
+// Runs one round of the workers on this node and waits for them. With several nodes, a watcher stops
+// them when another node reports a failure of this round.
+JobResult RunRound(const LaunchOptions& o, int round, const std::vector<WorkerProcessSpec>& specs, Store* store) {
+  Supervisor supervisor({.prefix_output = o.prefix_output, .grace = std::chrono::seconds(o.grace_seconds)});
+  if (absl::Status s = supervisor.Start(specs); !s.ok()) {
+    Say(std::string(s.message()));
+    JobResult failed;
+    failed.exit_code = 2;
+    failed.reason = std::string(s.message());
+    failed.interrupted = true;  // cannot start: restarting would fail the same way
+    return failed;
+  }
+  std::atomic<bool> watching{true};
+  std::thread watcher;
+  if (store != nullptr) {
+    watcher = std::thread([&] {
+      const std::string abort_key = RoundKey(round, "abort");
+      while (watching) {
+        absl::Status s = store->Wait({abort_key}, std::chrono::seconds(1));
+        if (absl::IsDeadlineExceeded(s)) continue;
+        if (!watching) break;
+        auto why = store->GetString(abort_key);
+        supervisor.RequestStop(s.ok() ? absl::StrCat("another node failed: ", why.ok() ? *why : "?")
+                                      : absl::StrCat("lost the job's store on node 0: ", s.message()));
+        break;
+      }
+    });
+  }
+  JobResult result = supervisor.Wait();
+  watching = false;
+  if (watcher.joinable()) watcher.join();
+  if (store != nullptr && result.exit_code != 0) {
+    (void)store->Set(RoundKey(round, "abort"), absl::StrCat("node ", o.node_rank, ": ", result.reason));
+  }
+  return result;
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int rank, int world_size, int local_rank,
                                                                    int local_world_size, int group_rank,
                                                                    const std::string& master_addr,
                                                                    int master_port,
-                                                                   const std::string& store_secret) {
+                                                                   const std::string& store_secret,
+                                                                   int restart_count) {
   std::vector<std::pair<std::string, std::string>> env = {
       {"RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(world_size)},
@@ -84,6 +215,7 @@ std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int rank, int
       {"MASTER_ADDR", master_addr},
       {"MASTER_PORT", std::to_string(master_port)},
       {kLauncherStoreEnv, "1"},
+      {kRestartCountEnv, std::to_string(restart_count)},
   };
   if (!store_secret.empty()) env.emplace_back(kStoreSecretEnv, store_secret);
   // Workers sharing a machine would each start one OpenMP/Eigen thread per core and fight over them.
@@ -92,11 +224,19 @@ std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int rank, int
 }
 
 int RunLauncher(const LaunchOptions& o) {
-  // Step 1: how many workers, and the store.
+  // Step 1: how many workers (and whether this machine can hold them), and the store.
   auto nproc = ResolveNprocPerNode(o.nproc_per_node, cuda::DeviceCount(), UsableCpuCount());
   if (!nproc.ok()) {
     std::fprintf(stderr, "%s\n", std::string(nproc.status().message()).c_str());
     return 2;
+  }
+  if (!o.ignore_worker_limits) {
+    absl::Status fits = CheckWorkerCount(*nproc, ReadMachineCapacity(), /*one_gpu_each=*/false, 0,
+                                         absl::StrCat("--nproc_per_node=", o.nproc_per_node), "--ignore_worker_limits");
+    if (!fits.ok()) {
+      Say(std::string(fits.message()));
+      return 2;
+    }
   }
   const int world_size = o.nnodes * *nproc;
   int port = o.master_port >= 0 ? o.master_port : (o.nnodes == 1 ? 0 : 29500);
@@ -133,7 +273,7 @@ int RunLauncher(const LaunchOptions& o) {
   if (o.nnodes > 1) {
     auto client = TCPStore::Create({.host = server ? server->local_address() : o.master_addr,
                                     .port = port,
-                                    .timeout = std::chrono::seconds(o.rendezvous_timeout_seconds),
+                                    .timeout = RendezvousTimeout(o),
                                     .secret = secret});
     absl::Status met = client.ok() ? MeetOtherLaunchers(**client, o, *nproc) : client.status();
     if (!met.ok()) {
@@ -143,57 +283,47 @@ int RunLauncher(const LaunchOptions& o) {
     store = std::move(*client);
   }
 
-  // Step 3: the workers.
-  std::vector<WorkerProcessSpec> specs;
-  for (int local = 0; local < *nproc; ++local) {
-    const int rank = o.node_rank * *nproc + local;
-    specs.push_back({rank, local, o.program,
-                     WorkerEnvironment(rank, world_size, local, *nproc, o.node_rank, store_addr, port, secret)});
-  }
+  // Step 3: the workers, in rounds: a failed round is followed by a new one while --max_restarts allows.
   Say(absl::StrCat("node ", o.node_rank, "/", o.nnodes, ": starting ", *nproc, " worker(s), ranks ",
                    o.node_rank * *nproc, "-", (o.node_rank + 1) * *nproc - 1, " of ", world_size, "; store at ",
-                   store_addr, ":", port, server ? absl::StrCat(" (listening on ", server->listening_on(), ")") : ""));
-  Supervisor supervisor({.prefix_output = o.prefix_output, .grace = std::chrono::seconds(o.grace_seconds)});
-  if (absl::Status s = supervisor.Start(specs); !s.ok()) {
-    Say(std::string(s.message()));
-    return 2;
-  }
+                   store_addr, ":", port, server ? absl::StrCat(" (listening on ", server->listening_on(), ")") : "",
+                   "; timeout ", FormatTimeout(o.timeout),
+                   o.max_restarts > 0 ? absl::StrCat(", up to ", o.max_restarts, " restart(s)") : ""));
+  for (int round = 0;; ++round) {
+    std::vector<WorkerProcessSpec> specs;
+    for (int local = 0; local < *nproc; ++local) {
+      const int rank = o.node_rank * *nproc + local;
+      specs.push_back({rank, local, o.program,
+                       WorkerEnvironment(rank, world_size, local, *nproc, o.node_rank, store_addr, port, secret,
+                                         round)});
+      if (o.timeout_given) specs.back().env.emplace_back(kTimeoutEnv, FormatTimeout(o.timeout));
+    }
+    const JobResult result = RunRound(o, round, specs, store.get());
 
-  // Step 4: another node's failure stops ours. The watcher polls the abort key once a second.
-  std::atomic<bool> watching{true};
-  std::thread watcher;
-  if (store) {
-    watcher = std::thread([&] {
-      while (watching) {
-        absl::Status s = store->Wait({kAbortKey}, std::chrono::seconds(1));
-        if (absl::IsDeadlineExceeded(s)) continue;
-        if (!watching) break;
-        auto why = store->GetString(kAbortKey);
-        supervisor.RequestStop(s.ok() ? absl::StrCat("another node failed: ", why.ok() ? *why : "?")
-                                      : absl::StrCat("lost the job's store on node 0: ", s.message()));
-        break;
+    // Step 4: how the round went everywhere (several nodes agree on it), and what follows.
+    RoundVerdict verdict{result.exit_code != 0 ? 1 : 0, result.interrupted ? 1 : 0, result.reason};
+    if (store) {
+      absl::StatusOr<RoundVerdict> agreed = AgreeOnRound(*store, o, round, result);
+      if (!agreed.ok()) {
+        Say(absl::StrCat("node ", o.node_rank, ": ", agreed.status().message()));
+        return result.exit_code != 0 ? result.exit_code : 1;
       }
-    });
-  }
-  JobResult result = supervisor.Wait();
-  watching = false;
-  if (watcher.joinable()) watcher.join();
-
-  if (store) {
-    if (result.first_failure) {
-      (void)store->Set(kAbortKey, absl::StrCat("node ", o.node_rank, ": ", result.reason));
+      verdict = *agreed;
     }
-    // Node 0's store must outlive every node's workers, so node 0 waits for all launchers to finish.
-    auto finished = store->Add(kFinishedKey, 1);
-    if (finished.ok() && *finished == o.nnodes) (void)store->Set(kAllFinishedKey, std::string("1"));
-    if (o.node_rank == 0) {
-      absl::Status all = store->Wait({kAllFinishedKey}, std::chrono::seconds(o.rendezvous_timeout_seconds));
-      if (!all.ok()) Say(absl::StrCat("not every node reported back before closing the store: ", all.message()));
+    if (verdict.failed_nodes == 0) return 0;
+    const int code = result.exit_code != 0 ? result.exit_code : 1;
+    const std::string why = !verdict.cause.empty() ? verdict.cause : "a worker on another node failed";
+    if (verdict.interrupted_nodes > 0 || round >= o.max_restarts) {
+      Say(absl::StrCat("job failed: ", why,
+                       verdict.interrupted_nodes == 0 && o.max_restarts > 0
+                           ? absl::StrCat(" (no restarts left: --max_restarts=", o.max_restarts, ")")
+                           : "",
+                       "; exiting with ", code));
+      return code;
     }
+    Say(absl::StrCat("round ", round, " failed: ", why, "; restarting all workers (restart ", round + 1, " of ",
+                     o.max_restarts, ", ", kRestartCountEnv, "=", round + 1, ")"));
   }
-  if (result.exit_code == 0) return 0;
-  Say(absl::StrCat("job failed: ", result.reason, "; exiting with ", result.exit_code));
-  return result.exit_code;
 }
 
 }  // namespace tinyddp::dist

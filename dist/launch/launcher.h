@@ -1,10 +1,14 @@
 // RunLauncher: the body of the `launch` tool (launch.cc holds only main). On each machine it
-//   1. resolves --nproc_per_node, hosts the job's TCPStore on node 0 (a free port for one node),
+//   1. resolves --nproc_per_node, checks that the machine can hold that many workers (worker_limits.h),
+//      hosts the job's TCPStore on node 0 (a free port for one node),
 //   2. with several nodes, meets the other launchers in that store: each node claims its node_rank
 //      and all must agree on the workers per node,
 //   3. starts the workers with their env:// variables through the Supervisor and watches them,
-//   4. with several nodes, tells the other launchers when a local worker fails (they stop theirs) and
-//      keeps node 0's store up until every node's workers are done.
+//   4. with several nodes, tells the other launchers when a local worker fails (they stop theirs),
+//      and all agree on how the round went, keeping node 0's store up until every node knows;
+//   5. elastic restart (--max_restarts=N, torchrun's): after a failed round, steps 3-4 run again with
+//      TINYDDP_RESTART_COUNT one higher, up to N times. The store stays up; the workers' process groups
+//      rendezvous under keys of their own round (init.h), and a program that checkpoints resumes.
 #ifndef TINYDDP_DIST_LAUNCH_LAUNCHER_H_
 #define TINYDDP_DIST_LAUNCH_LAUNCHER_H_
 
@@ -21,13 +25,14 @@ namespace tinyddp::dist {
 /// Precondition: options come from ParseLaunchArgs with help and check unset.
 int RunLauncher(const LaunchOptions& options);
 
-/// The env:// variables of one worker (also used by spawn.h), with TINYDDP_STORE_SECRET when
-/// `store_secret` is not empty.
+/// The env:// variables of one worker (also used by spawn.h), with TINYDDP_RESTART_COUNT, and
+/// TINYDDP_STORE_SECRET when `store_secret` is not empty.
 std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int rank, int world_size, int local_rank,
                                                                    int local_world_size, int group_rank,
                                                                    const std::string& master_addr,
                                                                    int master_port,
-                                                                   const std::string& store_secret = "");
+                                                                   const std::string& store_secret = "",
+                                                                   int restart_count = 0);
 
 }  // namespace tinyddp::dist
 

@@ -16,6 +16,7 @@
 #include "dist/launch/launch_options.h"
 #include "dist/launch/launcher.h"
 #include "dist/launch/supervisor.h"
+#include "dist/launch/worker_limits.h"
 #include "dist/store/store_secret.h"
 #include "dist/store/tcp_store_server.h"
 #include "tensor/cuda_device.h"
@@ -36,6 +37,14 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
     why = absl::StrCat("TINYDDP_NPROC=", override_nproc);
   }
   if (gpus > 0 && nproc > gpus) absl::StrAppend(&why, ", more than the ", gpus, " GPU(s)");
+  if (!options.ignore_worker_limits) {
+    const char* env_nproc = std::getenv("TINYDDP_NPROC");
+    RETURN_IF_ERROR(CheckWorkerCount(nproc, ReadMachineCapacity(), options.one_gpu_each, gpus,
+                                     env_nproc != nullptr  ? absl::StrCat("TINYDDP_NPROC=", env_nproc)
+                                     : options.nproc > 0 ? absl::StrCat(options.nproc_flag, "=", nproc)
+                                                         : absl::StrCat(nproc, " ranks (", why, ")"),
+                                     options.override_flag));
+  }
 
   // The real binary, even when argv[0] is a symlink or a bare name found through PATH.
   char exe[PATH_MAX];
@@ -55,21 +64,31 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
   RETURN_IF_ERROR(server);
   const int port = (*server)->port();
 
-  std::vector<WorkerProcessSpec> specs;
-  for (int rank = 0; rank < nproc; ++rank) {
-    specs.push_back({rank, rank, args, WorkerEnvironment(rank, nproc, rank, nproc, 0, "127.0.0.1", port, secret)});
-  }
-  std::fprintf(stderr, "%s: starting %d worker(s) (%s; set TINYDDP_NPROC to change), store at 127.0.0.1:%d\n",
-               args[0].c_str(), nproc, why.c_str(), port);
+  std::fprintf(stderr, "%s: starting %d worker(s) (%s; set TINYDDP_NPROC to change), store at 127.0.0.1:%d%s\n",
+               args[0].c_str(), nproc, why.c_str(), port,
+               options.max_restarts > 0 ? absl::StrCat(", up to ", options.max_restarts, " restart(s)").c_str() : "");
   int exit_code = 0;
-  {
+  for (int round = 0;; ++round) {
+    std::vector<WorkerProcessSpec> specs;
+    for (int rank = 0; rank < nproc; ++rank) {
+      specs.push_back(
+          {rank, rank, args, WorkerEnvironment(rank, nproc, rank, nproc, 0, "127.0.0.1", port, secret, round)});
+    }
     Supervisor supervisor({.prefix_output = options.prefix_output, .name = "spawn"});
     RETURN_IF_ERROR(supervisor.Start(specs));
-    JobResult result = supervisor.Wait();
-    if (result.exit_code != 0) {
-      std::fprintf(stderr, "spawn: job failed: %s; exiting with %d\n", result.reason.c_str(), result.exit_code);
-    }
+    const JobResult result = supervisor.Wait();
     exit_code = result.exit_code;
+    if (exit_code == 0) break;
+    if (result.interrupted || round >= options.max_restarts) {
+      std::fprintf(stderr, "spawn: job failed: %s%s; exiting with %d\n", result.reason.c_str(),
+                   !result.interrupted && options.max_restarts > 0
+                       ? absl::StrCat(" (no restarts left: --max_restarts=", options.max_restarts, ")").c_str()
+                       : "",
+                   exit_code);
+      break;
+    }
+    std::fprintf(stderr, "spawn: round %d failed: %s; restarting all workers (restart %d of %d, %s=%d)\n", round,
+                 result.reason.c_str(), round + 1, options.max_restarts, kRestartCountEnv, round + 1);
   }
   server->reset();
   std::fflush(nullptr);

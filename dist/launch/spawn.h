@@ -6,9 +6,13 @@
 // Open MPI variables are set) it returns at once; otherwise the process becomes a small launcher for its
 // own binary: it hosts the job's store on a free port, re-executes /proc/self/exe with the same
 // arguments once per rank (with RANK, WORLD_SIZE, ... set), supervises them exactly like `launch` does
-// (supervisor.h) and exits with the job's status. Works the same inside and outside Bazel.
+// (supervisor.h) and exits with the job's status. Works the same inside and outside Bazel. Like launch,
+// it refuses more workers than the machine can hold (worker_limits.h) and, with max_restarts, starts
+// them all again after a failure (TINYDDP_RESTART_COUNT tells them which round they are in).
 #ifndef TINYDDP_DIST_LAUNCH_SPAWN_H_
 #define TINYDDP_DIST_LAUNCH_SPAWN_H_
+
+#include <string>
 
 #include "absl/status/status.h"
 
@@ -20,11 +24,19 @@ struct SpawnOptions {
   int nproc = 0;
   int cpu_ranks = 2;
   bool prefix_output = false;  // "[rank N] " before each line the workers print
+  int max_restarts = 0;        // after a failed round, start every worker again this many times
+  bool one_gpu_each = false;   // the workers use NCCL: refuse more of them than there are GPUs
+  bool ignore_worker_limits = false;  // skip the worker_limits.h check (the program's override flag)
+  /// How the program spells its worker-count flag and its override flag, for the refusal message
+  /// ("" = none offered).
+  std::string nproc_flag = "--nproc";
+  std::string override_flag = "--ignore_worker_limits";
 };
 
 /// Returns OK in a worker. In the starting process, runs the job and calls std::exit() with its status
 /// (0, or the failing rank's exit code / 128 + signal), so it returns only with an error when the
-/// workers could not be started at all. Precondition: argv is main()'s, unmodified; call it before
+/// workers could not be started at all: ResourceExhausted when the machine cannot hold them,
+/// InvalidArgument for a bad TINYDDP_NPROC. Precondition: argv is main()'s, unmodified; call it before
 /// starting threads (workers are tied to the calling thread's lifetime by PR_SET_PDEATHSIG).
 absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& options = {});
 

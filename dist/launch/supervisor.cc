@@ -11,8 +11,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 extern char** environ;
@@ -69,6 +71,38 @@ std::vector<std::string> MergedEnvironment(const std::vector<std::pair<std::stri
   return out;
 }
 
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A fresh folder for the workers' error files ("" when none can be made: blame then uses exits only).
+std::string MakeErrorDir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/tinyddp-errors-XXXXXX");
+  return ::mkdtemp(path.data()) != nullptr ? path : "";
+}
+
+std::string Describe(const WorkerExit& e) {
+  return absl::StrCat("rank ", e.rank, " (local rank ", e.local_rank, ", pid ", e.pid, ")");
+}
+
+int ExitCodeOf(const WorkerExit& e) { return e.signaled ? 128 + e.value : e.value; }
+
+// What a signal that ended a worker on its own usually means, for the job's one-line verdict.
+std::string SignalHint(const WorkerExit& e) {
+  if (!e.signaled || e.stopped) return "";
+  switch (e.value) {
+    case SIGKILL: return " (sent from outside the job: the out-of-memory killer? see dmesg)";
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL: return " (a crash: its last output above, a debugger or a core dump show where)";
+    case SIGABRT: return " (it aborted: its last lines above say why)";
+    default: return "";
+  }
+}
+
 std::vector<char*> CStrings(std::vector<std::string>& strings) {
   std::vector<char*> out;
   for (auto& s : strings) out.push_back(s.data());
@@ -121,6 +155,8 @@ Supervisor::~Supervisor() {
   for (int fd : wake_pipe_) {
     if (fd >= 0) ::close(fd);
   }
+  std::error_code ec;
+  if (!error_dir_.empty()) std::filesystem::remove_all(error_dir_, ec);
 }
 
 std::vector<pid_t> Supervisor::pids() const {
@@ -134,16 +170,21 @@ absl::Status Supervisor::Start(const std::vector<WorkerProcessSpec>& specs) {
     return absl::InternalError(absl::StrCat("pipe2 failed: ", std::strerror(errno)));
   }
   const pid_t parent = ::getpid();
+  error_dir_ = MakeErrorDir();
   workers_.reserve(specs.size());
   for (const WorkerProcessSpec& spec : specs) {
     Worker& w = workers_.emplace_back();
     w.spec = spec;
+    if (!error_dir_.empty()) {
+      w.error_file = absl::StrCat(error_dir_, "/rank-", spec.rank, ".json");
+      w.spec.env.emplace_back(kErrorFileEnv, w.error_file);
+    }
     w.exit.rank = spec.rank;
     w.exit.local_rank = spec.local_rank;
     // Everything the child needs is built before fork(): see ResolveProgram.
     const std::string program = ResolveProgram(spec.argv.at(0));
     std::vector<std::string> argv_strings = spec.argv;
-    std::vector<std::string> env_strings = MergedEnvironment(spec.env);
+    std::vector<std::string> env_strings = MergedEnvironment(w.spec.env);
     std::vector<char*> argv = CStrings(argv_strings);
     std::vector<char*> envp = CStrings(env_strings);
     int pipes[2][2] = {{-1, -1}, {-1, -1}};
@@ -229,6 +270,7 @@ bool Supervisor::ReapOne(Worker& w) {
   const pid_t r = ::waitpid(w.pid, &status, WNOHANG);
   if (r != w.pid) return false;
   w.running = false;
+  w.exited_us = NowMicros();
   w.exit.signaled = WIFSIGNALED(status);
   w.exit.value = w.exit.signaled ? WTERMSIG(status) : WEXITSTATUS(status);
   return true;
@@ -242,6 +284,7 @@ void Supervisor::BeginStop(const std::string& reason, int exit_code, int signo) 
   for (Worker& w : workers_) {
     if (!w.running) continue;
     ++still_running;
+    w.exit.stopped = true;
     ::kill(-w.pid, signo);  // the worker's whole process group: its own children stop too
   }
   kill_at_ = std::chrono::steady_clock::now() + options_.grace;
@@ -260,7 +303,75 @@ void Supervisor::Signal(int signo) {
     }
     return;
   }
+  result_.interrupted = true;
   BeginStop(absl::StrCat("interrupted by ", SignalName(signo), ", forwarding it"), 128 + signo, signo);
+}
+
+void Supervisor::OnWorkerFailed(Worker& w) {
+  w.exit.failure = ReadWorkerFailure(w.error_file);
+  if (stopping_) return;
+  const bool timed_out = w.exit.failure && w.exit.failure->kind == FailureKind::kTimeout;
+  const bool gave_way = w.exit.failure && w.exit.failure->kind == FailureKind::kPeer;
+  if (timed_out && !settle_until_) {
+    // The others waiting in the same collective time out within moments; let them say so, so that the
+    // one that does not is recognisable as the one everybody waited for.
+    settle_until_ = std::chrono::steady_clock::now() + options_.timeout_settle;
+    WriteAll(STDERR_FILENO, absl::StrCat(options_.name, ": ", Describe(w.exit), " timed out: ",
+                                         FirstLine(w.exit.failure->message, 200), "\n"));
+    return;
+  }
+  if (settle_until_ && (timed_out || gave_way)) return;  // part of the same timeout
+  BeginStop(absl::StrCat(Describe(w.exit), " exited with ", w.exit.How()), ExitCodeOf(w.exit), SIGTERM);
+}
+
+void Supervisor::Blame() {
+  if (result_.interrupted) return;
+  // Class 0: the worker's own failure (its error file says so, or it died without one and without
+  // being stopped by us); 1: a timeout; 2: it stopped because another failed. Earliest wins within a class.
+  const Worker* root = nullptr;
+  int root_class = 3;
+  int64_t root_time = 0;
+  for (const Worker& w : workers_) {
+    if (w.exit.ok()) continue;
+    // Without an error file, a worker we had signalled and that died of that signal was stopped by us;
+    // any other end (its own exit code, SIGSEGV, SIGABRT, an outside SIGKILL) is its own failure.
+    const bool died_of_our_signal = w.exit.signaled && (w.exit.value == SIGTERM || w.exit.value == SIGKILL ||
+                                                        w.exit.value == SIGINT);
+    int cls = w.exit.stopped && died_of_our_signal ? 3 : 0;
+    if (w.exit.failure) {
+      cls = w.exit.failure->kind == FailureKind::kError ? 0 : w.exit.failure->kind == FailureKind::kTimeout ? 1 : 2;
+    }
+    const int64_t t = w.exit.failure ? w.exit.failure->time_us : w.exited_us;
+    if (cls < 3 && (root == nullptr || cls < root_class || (cls == root_class && t < root_time))) {
+      root = &w;
+      root_class = cls;
+      root_time = t;
+    }
+  }
+  if (root == nullptr) return;               // nobody failed on their own: keep the stop's reason
+  if (root_class == 2 && stop_requested_) return;  // the cause is elsewhere (another node), as requested
+  result_.first_failure = root->exit;
+  result_.exit_code = ExitCodeOf(root->exit);
+  result_.cause_kind = root_class == 0   ? FailureKind::kError
+                       : root_class == 1 ? FailureKind::kTimeout
+                                         : FailureKind::kPeer;
+  result_.cause_time_us = root_time;
+  result_.reason = absl::StrCat(Describe(root->exit), " failed first: ", root->exit.How(), SignalHint(root->exit));
+  if (root->exit.failure) {
+    absl::StrAppend(&result_.reason, " (", FailureKindName(root->exit.failure->kind), ": ",
+                    FirstLine(root->exit.failure->message), ")");
+  }
+  if (root_class != 1) return;
+  // A timeout: the ranks that did not time out themselves are the ones the others were waiting for.
+  std::vector<std::string> who;
+  for (const Worker& w : workers_) {
+    if (w.exit.failure) continue;
+    result_.suspects.push_back(w.exit.rank);
+    who.push_back(absl::StrCat("rank ", w.exit.rank,
+                               w.exit.stopped ? " (still running when the others gave up: hung or stuck?)"
+                                              : absl::StrCat(" (", w.exit.How(), " before the others)")));
+  }
+  if (!who.empty()) absl::StrAppend(&result_.reason, "; suspect ", absl::StrJoin(who, ", "));
 }
 
 void Supervisor::RequestStop(const std::string& reason) {
@@ -268,6 +379,7 @@ void Supervisor::RequestStop(const std::string& reason) {
     std::lock_guard<std::mutex> lock(stop_mu_);
     if (!stop_request_) stop_request_ = reason;
   }
+  stop_requested_ = true;
   const unsigned char wake = 0;
   if (wake_pipe_[1] >= 0) (void)!::write(wake_pipe_[1], &wake, 1);
 }
@@ -299,6 +411,9 @@ JobResult Supervisor::Wait() {
     // Poll at least once a second: a backstop should a SIGCHLD ever be missed.
     auto wait = std::chrono::milliseconds(1000);
     if (kill_at_) wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at_ - now));
+    if (settle_until_ && !stopping_) {
+      wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(*settle_until_ - now));
+    }
     if (drain_until) wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(*drain_until - now));
     std::vector<pollfd> fds = {{wake_pipe_[0], POLLIN, 0}};
     std::vector<std::pair<Worker*, int>> owners = {{nullptr, 0}};
@@ -329,15 +444,20 @@ JobResult Supervisor::Wait() {
     for (size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents != 0) ReadOutput(*owners[i].first, owners[i].second, false);
     }
+    // Reap every worker that has exited before acting on any: one that died at the same moment as
+    // another must not count as stopped by the stop the other's exit begins.
+    std::vector<Worker*> exited;
     for (Worker& w : workers_) {
-      if (!w.running || !ReapOne(w)) continue;
-      if (!w.exit.ok() && !stopping_) {
-        result_.first_failure = w.exit;
-        const int code = w.exit.signaled ? 128 + w.exit.value : w.exit.value;
-        BeginStop(absl::StrCat("rank ", w.exit.rank, " (local rank ", w.exit.local_rank, ", pid ", w.exit.pid,
-                               ") failed first: ", w.exit.How()),
-                  code, SIGTERM);
-      }
+      if (w.running && ReapOne(w)) exited.push_back(&w);
+    }
+    for (Worker* w : exited) {
+      if (w->exit.ok()) continue;
+      if (!result_.first_failure) result_.first_failure = w->exit;  // until Blame() knows better
+      OnWorkerFailed(*w);
+    }
+    if (settle_until_ && !stopping_ && Clock::now() >= *settle_until_) {
+      BeginStop("stopping the job after the timeout", result_.first_failure ? ExitCodeOf(*result_.first_failure) : 1,
+                SIGTERM);
     }
     if (kill_at_ && Clock::now() >= *kill_at_) {
       for (Worker& w : workers_) {
@@ -355,6 +475,7 @@ JobResult Supervisor::Wait() {
     }
     result_.exits.push_back(w.exit);
   }
+  Blame();
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
   ::sigaction(SIGCHLD, &old_chld, nullptr);

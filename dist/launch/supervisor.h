@@ -3,7 +3,12 @@
 // fail the same way:
 //
 //   - when a worker fails (non-zero exit or killed by a signal), the others get SIGTERM, then SIGKILL
-//     after a grace period, and the job's result names the rank that failed first and how;
+//     after a grace period, and the job's result names the rank whose failure came first and how;
+//   - "first" is the root cause, not the first exit seen: every worker gets an error file to explain
+//     its failure in (error_file.h), and a rank that failed on its own beats one that only gave up
+//     waiting (a timeout), which beats one that stopped because another failed. After a timeout the
+//     others get a moment (timeout_settle) to time out too; a rank still running then, which never
+//     timed out, is named as the suspect (a hang);
 //   - SIGINT/SIGTERM sent to this process are forwarded to every worker (a second one kills them);
 //   - every worker runs in its own process group (signals reach its children too) and dies with
 //     this process (PR_SET_PDEATHSIG), so no worker outlives a crashed or killed supervisor;
@@ -24,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "dist/launch/error_file.h"
 
 namespace tinyddp::dist {
 
@@ -38,6 +44,9 @@ struct SupervisorOptions {
   bool prefix_output = false;  // "[rank N] " before every line of the workers' stdout and stderr
   std::chrono::milliseconds grace = std::chrono::seconds(5);  // SIGTERM to SIGKILL
   std::string name = "launch";  // prefix of this supervisor's own messages on stderr
+  /// After the first worker fails with a timeout, how long the others may take to report theirs before
+  /// they are stopped; whoever is still running then and never timed out is the suspect.
+  std::chrono::milliseconds timeout_settle = std::chrono::seconds(1);
 };
 
 /// How one worker ended.
@@ -47,6 +56,9 @@ struct WorkerExit {
   pid_t pid = 0;
   bool signaled = false;  // killed by a signal (value = signal number) rather than exited (value = code)
   int value = 0;
+  bool stopped = false;   // it was still running when the supervisor stopped the job (signalled it)
+  /// What the worker wrote to its error file before exiting (error_file.h), if anything.
+  std::optional<WorkerFailure> failure;
   bool ok() const { return !signaled && value == 0; }
   /// "exit code 3" or "signal SIGSEGV (11)".
   std::string How() const;
@@ -58,8 +70,17 @@ struct JobResult {
   int exit_code = 0;
   std::optional<WorkerExit> first_failure;
   /// Empty on success; otherwise one line saying why the job ended, e.g.
-  /// "rank 1 (local rank 1, pid 4242) failed first: exit code 3".
+  /// "rank 1 (local rank 1, pid 4242) failed first: exit code 3 (error: cannot open data.bin)".
   std::string reason;
+  /// Set when the root cause was a timeout: the ranks that were still running then and did not time
+  /// out themselves (the ones the others waited for).
+  std::vector<int> suspects;
+  /// What kind of failure the named one was (kError also for a crash without an error file), and when
+  /// (wall clock, microseconds): for comparing causes across machines. Unset when no worker failed on its
+  /// own (the job was stopped from outside).
+  std::optional<FailureKind> cause_kind;
+  int64_t cause_time_us = 0;
+  bool interrupted = false;  // SIGINT/SIGTERM stopped the job: do not restart it
   std::vector<WorkerExit> exits;  // every worker, in rank order
 };
 
@@ -91,19 +112,26 @@ class Supervisor {
     int out[2] = {-1, -1};   // read ends of the worker's stdout / stderr pipes (prefix_output only)
     std::string pending[2];  // a partial last line, until its newline arrives
     WorkerExit exit;
+    std::string error_file;
+    int64_t exited_us = 0;  // wall clock when reaped
   };
   void Signal(int signo);
   void BeginStop(const std::string& reason, int exit_code, int signo);
   void ReadOutput(Worker& w, int stream, bool flush);
   bool ReapOne(Worker& w);
+  void OnWorkerFailed(Worker& w);
+  void Blame();  // fills result_'s first_failure, exit_code, reason and suspects from every exit
 
   SupervisorOptions options_;
   std::vector<Worker> workers_;
   JobResult result_;
   bool stopping_ = false;
   std::optional<std::chrono::steady_clock::time_point> kill_at_;
+  std::optional<std::chrono::steady_clock::time_point> settle_until_;  // a timeout was seen; stop then
+  std::string error_dir_;  // holds the workers' error files; removed by the destructor
   std::mutex stop_mu_;
   std::optional<std::string> stop_request_;  // set by RequestStop from another thread
+  std::atomic<bool> stop_requested_{false};
   int wake_pipe_[2] = {-1, -1};
 };
 

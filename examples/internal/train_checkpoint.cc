@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -25,8 +26,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 constexpr char kFormat[] = "tinyddp.ddp_mlp.checkpoint";
-constexpr int kVersion = 1;
 constexpr char kManifest[] = "trainer_state.json";
+constexpr char kTmpPrefix[] = ".tmp-step-";
 constexpr const char* kDataFiles[] = {"model.safetensors", "optimizer.safetensors"};
 
 absl::Status FsError(const std::string& what, const std::string& path, const std::error_code& ec) {
@@ -37,28 +38,78 @@ json ProgressToJson(const TrainingProgress& p) {
   return {{"global_step", p.global_step},
           {"epoch", p.epoch},
           {"batch_in_epoch", p.batch_in_epoch},
-          {"epoch_loss_sum", p.epoch_loss_sum},
-          {"epoch_loss_count", p.epoch_loss_count}};
+          {"epoch_loss_sum", p.epoch_loss_sum},  // NaN (under --allow_nonfinite) is written as null
+          {"epoch_loss_count", p.epoch_loss_count},
+          {"steps_per_epoch", p.steps_per_epoch}};
 }
 
-// Parses the manifest; any missing or mistyped field throws (caught by the caller).
-CheckpointInfo InfoFromJson(const json& j, const std::string& path) {
-  if (j.at("format").get<std::string>() != kFormat || j.at("version").get<int>() != kVersion) {
-    throw std::runtime_error(absl::StrCat("not a version-", kVersion, " ", kFormat, " manifest"));
-  }
+// The manifest's own checksum: CRC-32 of its compact JSON without the "crc32" field. nlohmann's
+// objects keep their keys sorted and print numbers so that they read back the same, so the text
+// a reader rebuilds is the text the writer checksummed.
+uint32_t ManifestCrc(json manifest) {
+  manifest.erase("crc32");
+  return Crc32(manifest.dump());
+}
+
+// Parses the manifest's fields; any missing or mistyped one throws (caught by the caller).
+CheckpointInfo InfoFromJson(const json& j, const std::string& path, int version) {
   CheckpointInfo info;
   info.path = path;
+  info.version = version;
   const json& p = j.at("progress");
   info.progress.global_step = p.at("global_step").get<int64_t>();
   info.progress.epoch = p.at("epoch").get<int64_t>();
   info.progress.batch_in_epoch = p.at("batch_in_epoch").get<int64_t>();
-  info.progress.epoch_loss_sum = p.at("epoch_loss_sum").get<double>();
+  const json& sum = p.at("epoch_loss_sum");
+  info.progress.epoch_loss_sum = sum.is_null() ? std::nan("") : sum.get<double>();
   info.progress.epoch_loss_count = p.at("epoch_loss_count").get<double>();
+  if (version >= 2) info.progress.steps_per_epoch = p.at("steps_per_epoch").get<int64_t>();
   info.settings = j.at("settings").get<SettingsMap>();
   return info;
 }
 
 }  // namespace
+
+std::string ProgressProblem(const TrainingProgress& p, int64_t steps_per_epoch) {
+  if (p.global_step < 0 || p.epoch < 0 || p.batch_in_epoch < 0) {
+    return absl::StrCat("global_step ", p.global_step, ", epoch ", p.epoch, " and batch_in_epoch ", p.batch_in_epoch,
+                        " must all be >= 0");
+  }
+  if (p.batch_in_epoch > p.global_step || p.epoch > p.global_step) {
+    return absl::StrCat("epoch ", p.epoch, " and batch_in_epoch ", p.batch_in_epoch,
+                        " cannot exceed global_step ", p.global_step, " (every epoch takes at least one step)");
+  }
+  if (!(p.epoch_loss_count >= 0) || (std::isfinite(p.epoch_loss_sum) && p.epoch_loss_sum < 0)) {
+    return absl::StrCat("epoch_loss_count ", p.epoch_loss_count, " and epoch_loss_sum ", p.epoch_loss_sum,
+                        " must be >= 0");
+  }
+  if (steps_per_epoch <= 0) return "";
+  if (p.batch_in_epoch >= steps_per_epoch) {
+    return absl::StrCat("batch_in_epoch ", p.batch_in_epoch, " is not below steps_per_epoch ", steps_per_epoch);
+  }
+  if (p.epoch > p.global_step / steps_per_epoch || p.epoch * steps_per_epoch + p.batch_in_epoch != p.global_step) {
+    return absl::StrCat("global_step ", p.global_step, " is not epoch ", p.epoch, " x steps_per_epoch ",
+                        steps_per_epoch, " + batch_in_epoch ", p.batch_in_epoch);
+  }
+  if (p.epoch_loss_count > std::max(p.batch_in_epoch, steps_per_epoch)) {
+    return absl::StrCat("epoch_loss_count ", p.epoch_loss_count, " exceeds the steps of an epoch (",
+                        steps_per_epoch, ")");
+  }
+  return "";
+}
+
+std::vector<std::string> RemoveStaleTemporaries(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    if (!absl::StartsWith(entry.path().filename().string(), kTmpPrefix)) continue;
+    std::error_code remove_ec;
+    fs::remove_all(entry.path(), remove_ec);
+    if (!remove_ec) removed.push_back(entry.path().string());
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
 
 std::vector<int64_t> CheckpointSteps(const std::string& dir) {
   std::vector<int64_t> steps;
@@ -81,11 +132,17 @@ std::string CheckpointPath(const std::string& dir, int64_t global_step) {
 absl::StatusOr<std::string> SaveTrainingCheckpoint(const std::string& dir, const nn::Module& model,
                                                    const nn::Optimizer& optimizer, const TrainingProgress& progress,
                                                    const SettingsMap& settings, int64_t keep) {
+  if (progress.steps_per_epoch < 1) {
+    return absl::InvalidArgumentError("SaveTrainingCheckpoint: progress.steps_per_epoch must be set (>= 1)");
+  }
+  if (const std::string problem = ProgressProblem(progress, progress.steps_per_epoch); !problem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("SaveTrainingCheckpoint: impossible progress: ", problem));
+  }
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return FsError("cannot create checkpoint folder", dir, ec);
   const std::string final_path = CheckpointPath(dir, progress.global_step);
-  const std::string tmp = absl::StrFormat("%s/.tmp-step-%08d-%d", dir, progress.global_step, ::getpid());
+  const std::string tmp = absl::StrFormat("%s/%s%08d-%d", dir, kTmpPrefix, progress.global_step, ::getpid());
   fs::remove_all(tmp, ec);
   if (!fs::create_directory(tmp, ec)) return FsError("cannot create", tmp, ec);
 
@@ -106,11 +163,12 @@ absl::StatusOr<std::string> SaveTrainingCheckpoint(const std::string& dir, const
     files[name] = {{"bytes", bytes->size()}, {"crc32", Crc32(*bytes)}};
   }
   if (s.ok()) {
-    const json manifest = {{"format", kFormat},
-                           {"version", kVersion},
-                           {"progress", ProgressToJson(progress)},
-                           {"settings", settings},
-                           {"files", files}};
+    json manifest = {{"format", kFormat},
+                     {"version", kCheckpointVersion},
+                     {"progress", ProgressToJson(progress)},
+                     {"settings", settings},
+                     {"files", files}};
+    manifest["crc32"] = ManifestCrc(manifest);
     s = WriteFileDurably(absl::StrCat(tmp, "/", kManifest), manifest.dump(2) + "\n");
   }
   if (s.ok()) s = FsyncDirectory(tmp);
@@ -153,10 +211,36 @@ absl::StatusOr<CheckpointInfo> VerifyCheckpoint(const std::string& path) {
   json files;
   try {
     const json j = json::parse(*text);
-    info = InfoFromJson(j, path);
+    if (j.at("format").get<std::string>() != kFormat) {
+      return absl::DataLossError(absl::StrCat(kManifest, " is not a ", kFormat, " manifest"));
+    }
+    const int version = j.at("version").get<int>();
+    if (version > kCheckpointVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(kManifest, " is in checkpoint format version ", version,
+                                                        ", written by a newer tinyddp; this build reads versions 1 to ",
+                                                        kCheckpointVersion));
+    }
+    if (version < 1) return absl::DataLossError(absl::StrCat(kManifest, " has an impossible version ", version));
+    if (version >= 2) {
+      const uint32_t want = j.at("crc32").get<uint32_t>();
+      const uint32_t crc = ManifestCrc(j);
+      if (crc != want) {
+        return absl::DataLossError(absl::StrFormat(
+            "%s fails its checksum (CRC-32 %08x, recorded %08x): it was edited or damaged after it was written",
+            kManifest, crc, want));
+      }
+    }
+    info = InfoFromJson(j, path, version);
     files = j.at("files");
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat(kManifest, " is damaged: ", e.what()));
+  }
+  if (info.version >= 2 && info.progress.steps_per_epoch < 1) {
+    return absl::DataLossError(absl::StrCat(kManifest, ": steps_per_epoch ", info.progress.steps_per_epoch,
+                                            " must be >= 1"));
+  }
+  if (const std::string problem = ProgressProblem(info.progress, info.progress.steps_per_epoch); !problem.empty()) {
+    return absl::DataLossError(absl::StrCat(kManifest, " holds an impossible progress: ", problem));
   }
   for (const char* name : kDataFiles) {
     absl::StatusOr<std::string> bytes = ReadWholeFile(absl::StrCat(path, "/", name));
@@ -211,7 +295,8 @@ absl::StatusOr<std::optional<CheckpointInfo>> FindLatestGoodCheckpoint(const std
 }
 
 absl::StatusOr<TrainingProgress> LoadTrainingCheckpoint(const std::string& path, const SettingsMap& expected,
-                                                        nn::Module& model, nn::Optimizer& optimizer) {
+                                                        int64_t steps_per_epoch, nn::Module& model,
+                                                        nn::Optimizer& optimizer) {
   absl::StatusOr<CheckpointInfo> info = VerifyCheckpoint(path);
   if (!info.ok()) return absl::Status(info.status().code(), absl::StrCat(path, ": ", info.status().message()));
   std::vector<std::string> differences;
@@ -232,10 +317,22 @@ absl::StatusOr<TrainingProgress> LoadTrainingCheckpoint(const std::string& path,
         path, " was written by a run with different settings, so resuming would match neither run:\n  ",
         absl::StrJoin(differences, "\n  "), "\nrerun with the checkpoint's values, or use another --checkpoint_dir"));
   }
+  TrainingProgress progress = info->progress;
+  if (info->version >= 2 && progress.steps_per_epoch != steps_per_epoch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " was written by a run with ", progress.steps_per_epoch, " steps per epoch and this run has ",
+        steps_per_epoch, " (a dataset of another size?), so resuming would not continue it; use the same data, "
+        "or another --checkpoint_dir"));
+  }
+  if (const std::string problem = ProgressProblem(progress, steps_per_epoch); !problem.empty()) {
+    return absl::DataLossError(absl::StrCat(path, ": its progress does not fit this run of ", steps_per_epoch,
+                                            " steps per epoch (", problem, "): the checkpoint was edited or damaged"));
+  }
+  progress.steps_per_epoch = steps_per_epoch;
   absl::Status s = nn::LoadModule(model, path + "/model.safetensors");
   if (s.ok()) s = nn::LoadOptimizer(optimizer, path + "/optimizer.safetensors");
   RETURN_IF_ERROR(s);
-  return info->progress;
+  return progress;
 }
 
 }  // namespace tinyddp::examples

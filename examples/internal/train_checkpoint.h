@@ -4,8 +4,8 @@
 // One checkpoint is one folder, named by the number of optimizer steps taken:
 //   <dir>/step-00000469/model.safetensors      state_dict, PyTorch names (0.weight [512, 784], 0.bias, ...)
 //   <dir>/step-00000469/optimizer.safetensors  optimizer state (state.0.momentum_buffer, ...)
-//   <dir>/step-00000469/trainer_state.json     progress (epoch, batch, step), the run's settings, and the
-//                                              size and CRC-32 of both files
+//   <dir>/step-00000469/trainer_state.json     progress (epoch, batch, step), the run's settings, the
+//                                              size and CRC-32 of both files, and a CRC-32 of itself
 // model.safetensors loads straight into PyTorch:
 //   torch.nn.Sequential(...).load_state_dict(safetensors.torch.load_file(".../model.safetensors"))
 //
@@ -16,8 +16,21 @@
 //
 // Atomicity: the folder is written under a temporary name (each file fsynced, the manifest last), then
 // renamed into place, and the parent folder fsynced. A half-written checkpoint never carries a
-// step-* name; a damaged one (disk error, truncation, a stray edit) fails its size/CRC check and
-// FindLatestGoodCheckpoint skips it with a message, falling back to the previous one.
+// step-* name (a kill leaves a .tmp-step-* folder, which RemoveStaleTemporaries clears at the next
+// start); a damaged one (disk error, truncation, a stray edit) fails its size/CRC check and
+// FindLatestGoodCheckpoint skips it with a message, falling back to the previous one. The progress is
+// also range-checked (batch_in_epoch below steps_per_epoch, global_step = epoch * steps_per_epoch +
+// batch_in_epoch, ...), so that even a manifest whose checksum was recomputed cannot send a resumed run
+// past its end or into a loop.
+//
+// The format version (trainer_state.json's "version"), and what each one adds:
+//   1  progress, the run's settings, and "files": the size and CRC-32 of every data file.
+//   2  progress.steps_per_epoch, and "crc32": the CRC-32 of the manifest's compact JSON without that
+//      field, so that an edited trainer state ("epoch": 1 -> 3) is refused like a damaged model file.
+//      Version-1 checkpoints still load (range checks against this run), with a notice.
+// A later version may list more data files (e.g. one optimizer shard per rank for ZeRO-1: every file
+// in "files" is verified, whatever its name) and say how to read them; a reader refuses versions newer
+// than its own with a message saying so, and the refusal falls back to an older checkpoint.
 //
 // Sits between nn/checkpoint.h (module and optimizer <-> safetensors) and the training loop.
 #ifndef TINYDDP_EXAMPLES_INTERNAL_TRAIN_CHECKPOINT_H_
@@ -35,6 +48,9 @@
 
 namespace tinyddp::examples {
 
+/// The version SaveTrainingCheckpoint writes; VerifyCheckpoint reads 1 to this.
+inline constexpr int kCheckpointVersion = 2;
+
 /// Where a run stands between two steps.
 struct TrainingProgress {
   int64_t global_step = 0;     // optimizer steps taken since the start of the run
@@ -44,12 +60,16 @@ struct TrainingProgress {
   // after a mid-epoch resume reports the same train loss as an uninterrupted run.
   double epoch_loss_sum = 0;
   double epoch_loss_count = 0;
+  /// Steps in one epoch of the run (set by the caller before saving; from the dataset's size, the batch
+  /// size and the number of ranks). 0 when unknown: a version-1 checkpoint.
+  int64_t steps_per_epoch = 0;
 };
 
 using SettingsMap = std::map<std::string, std::string>;
 
 struct CheckpointInfo {
   std::string path;  // the step-* folder
+  int version = kCheckpointVersion;  // of its manifest
   TrainingProgress progress;
   SettingsMap settings;  // TrainOptions::TrajectorySettings of the run that wrote it
 };
@@ -64,12 +84,14 @@ std::string CheckpointPath(const std::string& dir, int64_t global_step);
 /// Writes a checkpoint of `model` and `optimizer` at `progress` into `dir` (created if missing) as
 /// described above, replacing one of the same step, then deletes the oldest step-* folders so that
 /// `keep` remain. Returns the new folder. Errors name the path and the failing operation.
+/// Precondition: `progress` passes the range checks (InvalidArgument otherwise, nothing written).
 absl::StatusOr<std::string> SaveTrainingCheckpoint(const std::string& dir, const nn::Module& model,
                                                    const nn::Optimizer& optimizer, const TrainingProgress& progress,
                                                    const SettingsMap& settings, int64_t keep);
 
-/// Reads and verifies a checkpoint folder's manifest: present, valid, and both files with the recorded
-/// size and CRC-32. DataLoss (with what is wrong) for a damaged checkpoint, NotFound for a missing one.
+/// Reads and verifies a checkpoint folder's manifest: present, valid, its own checksum (version 2),
+/// progress within range, and both files with the recorded size and CRC-32. DataLoss (with what is
+/// wrong) for a damaged checkpoint, FailedPrecondition for a version newer than this reader's.
 absl::StatusOr<CheckpointInfo> VerifyCheckpoint(const std::string& path);
 
 /// The newest checkpoint in `dir` that verifies. Each newer one that does not is reported through
@@ -79,11 +101,21 @@ absl::StatusOr<std::optional<CheckpointInfo>> FindLatestGoodCheckpoint(const std
                                                                        std::vector<std::string>* rejected);
 
 /// Verifies the checkpoint at `path`, checks that it was written with `expected` settings
-/// (FailedPrecondition listing each difference, e.g. "--lr: checkpoint 0.1, this run 0.05"), and loads
-/// its weights into `model` and state into `optimizer` (strictly: names, shapes and dtypes must match).
-/// Returns the progress to continue from.
+/// (FailedPrecondition listing each difference, e.g. "--lr: checkpoint 0.1, this run 0.05") and with
+/// this run's `steps_per_epoch` (FailedPrecondition; for a version-1 checkpoint its progress must fit
+/// them, else DataLoss), and loads its weights into `model` and state into `optimizer` (strictly: names,
+/// shapes and dtypes must match). Returns the progress to continue from.
 absl::StatusOr<TrainingProgress> LoadTrainingCheckpoint(const std::string& path, const SettingsMap& expected,
-                                                        nn::Module& model, nn::Optimizer& optimizer);
+                                                        int64_t steps_per_epoch, nn::Module& model,
+                                                        nn::Optimizer& optimizer);
+
+/// Removes the temporary folders (.tmp-step-*) that a write interrupted by a kill left in `dir`, and
+/// returns their paths. Call at the start of a run, before anything writes to `dir`.
+std::vector<std::string> RemoveStaleTemporaries(const std::string& dir);
+
+/// Why `p` cannot be where a run stands ("batch_in_epoch 1000000000000000 is not below steps_per_epoch
+/// 19"), or "" when it passes. `steps_per_epoch` 0 skips the checks that need it.
+std::string ProgressProblem(const TrainingProgress& p, int64_t steps_per_epoch);
 
 }  // namespace tinyddp::examples
 

@@ -1,6 +1,8 @@
 // Training checkpoints: a round trip restores weights, optimizer state and progress bit for bit; a
-// damaged newest checkpoint is refused with the reason and the previous good one is chosen; settings
-// that differ are refused; only the newest `keep` checkpoints stay.
+// damaged newest checkpoint (data file or trainer state) is refused with the reason and the previous
+// good one is chosen; impossible progress is refused even under a valid checksum; version-1 checkpoints
+// still load; settings that differ are refused; only the newest `keep` checkpoints stay; temporaries
+// left by a kill are removed.
 #include "examples/internal/train_checkpoint.h"
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include "autograd/engine.h"
 #include "examples/internal/durable_file.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "nn/loss.h"
 #include "nn/mlp.h"
 #include "nn/sgd.h"
@@ -60,18 +63,37 @@ std::vector<float> Flat(const nn::TensorMap& m) {
 }
 
 const SettingsMap kSettings = {{"lr", "0.1"}, {"world_size", "2"}, {"hidden", "7"}};
+constexpr int64_t kSpe = 50;  // steps per epoch of the runs these checkpoints pretend to come from
+
+// Where a run of kSpe steps per epoch stands after `step` steps (the loss tally of a fresh epoch).
+TrainingProgress At(int64_t step) {
+  return {.global_step = step, .epoch = step / kSpe, .batch_in_epoch = step % kSpe, .steps_per_epoch = kSpe};
+}
+
+nlohmann::json ReadManifest(const std::string& checkpoint) {
+  return nlohmann::json::parse(ReadWholeFile(checkpoint + "/trainer_state.json").value());
+}
+void WriteManifest(const std::string& checkpoint, const nlohmann::json& j) {
+  ASSERT_TRUE(WriteFileDurably(checkpoint + "/trainer_state.json", j.dump(2)).ok());
+}
+// What a writer that knows the format would record as the manifest's own checksum.
+uint32_t Checksum(nlohmann::json j) {
+  j.erase("crc32");
+  return Crc32(j.dump());
+}
 
 TEST(TrainCheckpoint, RoundTripRestoresWeightsOptimizerStateAndProgressExactly) {
   const std::string dir = FreshDir("roundtrip");
   Trained a = MakeTrained(1, 3);
-  const TrainingProgress progress{.global_step = 123,
+  const TrainingProgress progress{.global_step = 117,
                                   .epoch = 2,
                                   .batch_in_epoch = 17,
                                   .epoch_loss_sum = 8.123456789012345,
-                                  .epoch_loss_count = 17};
+                                  .epoch_loss_count = 17,
+                                  .steps_per_epoch = kSpe};
   absl::StatusOr<std::string> path = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, progress, kSettings, 3);
   ASSERT_TRUE(path.ok()) << path.status();
-  EXPECT_EQ(*path, dir + "/step-00000123");
+  EXPECT_EQ(*path, dir + "/step-00000117");
   EXPECT_TRUE(fs::exists(*path + "/model.safetensors"));
 
   const auto as_map = [](const nn::Module& m) {
@@ -80,9 +102,9 @@ TEST(TrainCheckpoint, RoundTripRestoresWeightsOptimizerStateAndProgressExactly) 
   };
   Trained b = MakeTrained(2, 1);  // different weights and momentum
   ASSERT_NE(Flat(as_map(*a.model)), Flat(as_map(*b.model)));
-  absl::StatusOr<TrainingProgress> loaded = LoadTrainingCheckpoint(*path, kSettings, *b.model, *b.sgd);
+  absl::StatusOr<TrainingProgress> loaded = LoadTrainingCheckpoint(*path, kSettings, kSpe, *b.model, *b.sgd);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->global_step, 123);
+  EXPECT_EQ(loaded->global_step, 117);
   EXPECT_EQ(loaded->epoch, 2);
   EXPECT_EQ(loaded->batch_in_epoch, 17);
   EXPECT_EQ(loaded->epoch_loss_sum, progress.epoch_loss_sum);  // bitwise, through JSON
@@ -95,7 +117,7 @@ TEST(TrainCheckpoint, DamagedNewestIsRefusedWithTheReasonAndThePreviousGoodOneIs
   const std::string dir = FreshDir("fallback");
   Trained a = MakeTrained(3, 2);
   for (int64_t step : {100, 200, 300}) {
-    ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, {.global_step = step}, kSettings, 5).ok());
+    ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(step), kSettings, 5).ok());
   }
   // 300: one flipped bit in the weights. 200: truncated optimizer state.
   const std::string w300 = dir + "/step-00000300/model.safetensors";
@@ -120,7 +142,7 @@ TEST(TrainCheckpoint, DamagedNewestIsRefusedWithTheReasonAndThePreviousGoodOneIs
 
   // Loading a damaged one directly is refused too.
   Trained b = MakeTrained(4, 1);
-  auto loaded = LoadTrainingCheckpoint(dir + "/step-00000300", kSettings, *b.model, *b.sgd);
+  auto loaded = LoadTrainingCheckpoint(dir + "/step-00000300", kSettings, kSpe, *b.model, *b.sgd);
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
 
   // With every checkpoint damaged there is nothing to fall back to: an error listing each.
@@ -149,30 +171,163 @@ TEST(TrainCheckpoint, StepsAreListedNewestFirstWithoutTemporaryFolders) {
 TEST(TrainCheckpoint, DifferentSettingsAreRefusedNamingEachDifference) {
   const std::string dir = FreshDir("settings");
   Trained a = MakeTrained(5, 1);
-  auto path = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, {.global_step = 7}, kSettings, 3);
+  auto path = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(7), kSettings, 3);
   ASSERT_TRUE(path.ok());
   SettingsMap other = kSettings;
   other["lr"] = "0.05";
   other["world_size"] = "4";
-  auto loaded = LoadTrainingCheckpoint(*path, other, *a.model, *a.sgd);
+  auto loaded = LoadTrainingCheckpoint(*path, other, kSpe, *a.model, *a.sgd);
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(loaded.status().message().find("--lr: checkpoint 0.1, this run 0.05"), std::string::npos)
       << loaded.status();
   EXPECT_NE(loaded.status().message().find("world_size: checkpoint 2, this run 4"), std::string::npos);
+  // The same settings over data of another size: refused for its steps per epoch.
+  loaded = LoadTrainingCheckpoint(*path, kSettings, 2 * kSpe, *a.model, *a.sgd);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(loaded.status().message().find("50 steps per epoch and this run has 100"), std::string::npos)
+      << loaded.status();
 }
 
 TEST(TrainCheckpoint, KeepsOnlyTheNewestAndReplacesTheSameStep) {
   const std::string dir = FreshDir("retention");
   Trained a = MakeTrained(6, 1);
   for (int64_t step : {5, 10, 15, 20}) {
-    ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, {.global_step = step}, kSettings, 2).ok());
+    ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(step), kSettings, 2).ok());
   }
-  ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, {.global_step = 20, .epoch = 9}, kSettings, 2).ok());
+  TrainingProgress again = At(20);
+  again.epoch_loss_sum = 9;
+  again.epoch_loss_count = 20;
+  ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, again, kSettings, 2).ok());
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"step-00000015", "step-00000020"}));
-  EXPECT_EQ(VerifyCheckpoint(dir + "/step-00000020").value().progress.epoch, 9);
+  EXPECT_EQ(VerifyCheckpoint(dir + "/step-00000020").value().progress.epoch_loss_sum, 9);
+}
+
+TEST(TrainCheckpoint, AnEditedTrainerStateIsRefusedLikeADamagedFileAndThePreviousOneIsChosen) {
+  const std::string dir = FreshDir("edited_state");
+  Trained a = MakeTrained(7, 2);
+  for (int64_t step : {50, 100}) {
+    ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(step), kSettings, 5).ok());
+  }
+  // The example: one byte of trainer_state.json, "epoch": 2 -> 3 (a resume would skip an epoch).
+  const std::string newest = dir + "/step-00000100";
+  std::string text = ReadWholeFile(newest + "/trainer_state.json").value();
+  const size_t at = text.find("\"epoch\": 2");
+  ASSERT_NE(at, std::string::npos) << text;
+  text[at + 9] = '3';
+  ASSERT_TRUE(WriteFileDurably(newest + "/trainer_state.json", text).ok());
+
+  std::vector<std::string> rejected;
+  auto found = FindLatestGoodCheckpoint(dir, &rejected);
+  ASSERT_TRUE(found.ok() && found->has_value()) << found.status();
+  EXPECT_EQ((*found)->progress.global_step, 50);
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_NE(rejected[0].find("step-00000100: trainer_state.json fails its checksum"), std::string::npos)
+      << rejected[0];
+  EXPECT_NE(rejected[0].find("edited or damaged"), std::string::npos) << rejected[0];
+}
+
+TEST(TrainCheckpoint, ImpossibleProgressIsRefusedEvenUnderAValidChecksum) {
+  const std::string dir = FreshDir("impossible");
+  Trained a = MakeTrained(8, 1);
+  auto path = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(60), kSettings, 3);
+  ASSERT_TRUE(path.ok()) << path.status();
+  const std::pair<const char*, int64_t> edits[] = {
+      {"batch_in_epoch", 1000000000000000},  // the issue's: a resume would skip batches forever
+      {"epoch", 3},                          // past the step count
+      {"global_step", -1},
+  };
+  const nlohmann::json original = ReadManifest(*path);
+  for (const auto& [field, value] : edits) {
+    nlohmann::json j = original;
+    j["progress"][field] = value;
+    j["crc32"] = Checksum(j);  // someone who knows the format, or a bug: the checksum alone passes
+    WriteManifest(*path, j);
+    auto info = VerifyCheckpoint(*path);
+    ASSERT_EQ(info.status().code(), absl::StatusCode::kDataLoss) << field;
+    EXPECT_NE(info.status().message().find("trainer_state.json holds an impossible progress"), std::string::npos)
+        << info.status();
+  }
+  nlohmann::json j = original;
+  j["progress"]["batch_in_epoch"] = 1000000000000000;
+  j["crc32"] = Checksum(j);
+  WriteManifest(*path, j);
+  EXPECT_NE(VerifyCheckpoint(*path).status().message().find("batch_in_epoch 1000000000000000 cannot exceed"),
+            std::string::npos);
+  // Saving impossible progress is refused before anything is written.
+  TrainingProgress bad = At(10);
+  bad.batch_in_epoch = 70;
+  auto saved = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, bad, kSettings, 3);
+  EXPECT_TRUE(absl::IsInvalidArgument(saved.status())) << saved.status();
+  EXPECT_FALSE(fs::exists(dir + "/step-00000010"));
+}
+
+TEST(TrainCheckpoint, AVersion1CheckpointStillLoadsAndIsRangeCheckedAgainstThisRun) {
+  const std::string dir = FreshDir("version1");
+  Trained a = MakeTrained(9, 2);
+  TrainingProgress p = At(75);
+  p.epoch_loss_sum = 30.5;
+  p.epoch_loss_count = 25;
+  auto path = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, p, kSettings, 3);
+  ASSERT_TRUE(path.ok()) << path.status();
+  // What the previous release wrote: no checksum of its own, no steps_per_epoch.
+  nlohmann::json j = ReadManifest(*path);
+  j["version"] = 1;
+  j.erase("crc32");
+  j["progress"].erase("steps_per_epoch");
+  WriteManifest(*path, j);
+
+  auto info = VerifyCheckpoint(*path);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->version, 1);
+  EXPECT_EQ(info->progress.steps_per_epoch, 0);
+  Trained b = MakeTrained(10, 1);
+  auto loaded = LoadTrainingCheckpoint(*path, kSettings, kSpe, *b.model, *b.sgd);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->global_step, 75);
+  EXPECT_EQ(loaded->steps_per_epoch, kSpe);
+  EXPECT_EQ(loaded->epoch_loss_sum, 30.5);
+  // A run whose epochs have another length cannot be at step 75 = epoch 1, batch 25.
+  auto misfit = LoadTrainingCheckpoint(*path, kSettings, 20, *b.model, *b.sgd);
+  EXPECT_EQ(misfit.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(misfit.status().message().find("batch_in_epoch 25 is not below steps_per_epoch 20"), std::string::npos)
+      << misfit.status();
+}
+
+TEST(TrainCheckpoint, ANewerFormatVersionIsRefusedSayingSo) {
+  const std::string dir = FreshDir("version3");
+  Trained a = MakeTrained(11, 1);
+  auto path = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(5), kSettings, 3);
+  ASSERT_TRUE(path.ok());
+  nlohmann::json j = ReadManifest(*path);
+  j["version"] = kCheckpointVersion + 1;
+  j["crc32"] = Checksum(j);
+  WriteManifest(*path, j);
+  auto info = VerifyCheckpoint(*path);
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(info.status().message().find("written by a newer tinyddp; this build reads versions 1 to 2"),
+            std::string::npos)
+      << info.status();
+}
+
+TEST(TrainCheckpoint, TemporariesLeftByAKillAreRemovedAndNothingElse) {
+  const std::string dir = FreshDir("stale");
+  Trained a = MakeTrained(12, 1);
+  ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(9), kSettings, 3).ok());
+  for (const char* name : {".tmp-step-00000012-4242", ".tmp-step-00000009-77.old"}) {
+    fs::create_directories(dir + "/" + name);
+    ASSERT_TRUE(WriteFileDurably(dir + "/" + name + "/model.safetensors", "half written").ok());
+  }
+  ASSERT_TRUE(WriteFileDurably(dir + "/notes.txt", "the user's").ok());
+  const std::vector<std::string> removed = RemoveStaleTemporaries(dir);
+  EXPECT_EQ(removed, (std::vector<std::string>{dir + "/.tmp-step-00000009-77.old", dir + "/.tmp-step-00000012-4242"}));
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"notes.txt", "step-00000009"}));
+  EXPECT_TRUE(RemoveStaleTemporaries(FreshDir("missing")).empty());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
+#include "dist/launch/job_timeout.h"
 #include "examples/internal/user_path.h"
 
 namespace {
@@ -21,6 +22,18 @@ const tinyddp::examples::TrainOptions kDefaults;
 ABSL_FLAG(int64_t, nproc, kDefaults.nproc, "ranks to start when not under a launcher; 0 = one per GPU, or 2 on CPU");
 ABSL_FLAG(std::string, backend, kDefaults.backend,
           "collectives: nccl on GPUs, gloo on CPU; auto picks nccl when there is a GPU (auto|gloo|nccl)");
+ABSL_FLAG(bool, ignore_worker_limits, kDefaults.ignore_worker_limits,
+          "start --nproc (or TINYDDP_NPROC) ranks even if this machine's memory, process or file limits, or its "
+          "GPU count for NCCL, cannot hold them");
+// Failures.
+ABSL_FLAG(std::string, timeout, "",
+          "bound on every wait (store, rendezvous, each collective): seconds, or 30s, 2m; a rank that waits "
+          "longer for the others fails; empty = $TINYDDP_TIMEOUT, else 300s");
+ABSL_FLAG(int64_t, max_restarts, kDefaults.max_restarts,
+          "when a rank fails, stop all and start them again, this many times; with --checkpoint_dir the "
+          "restarted ranks resume from the last good checkpoint");
+ABSL_FLAG(bool, allow_nonfinite, kDefaults.allow_nonfinite,
+          "train on when the loss becomes NaN or infinite (by default the run stops, naming the step and rank)");
 // Model and optimisation.
 ABSL_FLAG(std::string, hidden, absl::StrJoin(kDefaults.hidden, ","), "hidden layer widths of the MLP 784-...-10");
 ABSL_FLAG(std::string, optimizer, kDefaults.optimizer, "sgd uses --momentum (sgd|adamw)");
@@ -50,6 +63,8 @@ ABSL_FLAG(int64_t, synthetic_input_size, kDefaults.synthetic_input_size, "synthe
 ABSL_FLAG(int64_t, log_every, kDefaults.log_every, "steps between logged losses");
 ABSL_FLAG(std::string, checkpoint_dir, kDefaults.checkpoint_dir,
           "write a checkpoint here after each epoch and at the end");
+ABSL_FLAG(int64_t, checkpoint_every, kDefaults.checkpoint_every,
+          "also checkpoint every N steps, so a restart loses less; 0 = after each epoch only");
 ABSL_FLAG(int64_t, keep_checkpoints, kDefaults.keep_checkpoints, "how many checkpoints to keep in --checkpoint_dir");
 ABSL_FLAG(bool, resume, kDefaults.resume, "continue from the latest good checkpoint in --checkpoint_dir");
 ABSL_FLAG(std::string, init_from, kDefaults.init_from,
@@ -68,13 +83,15 @@ namespace {
 // --help lists the flags in these groups; ParseTrainOptions accepts exactly these.
 const std::vector<FlagGroup>& Flags() {
   static const auto* groups = new std::vector<FlagGroup>{
-      {"job shape", {"nproc", "backend"}},
+      {"job shape", {"nproc", "backend", "ignore_worker_limits"}},
+      {"failures", {"timeout", "max_restarts", "allow_nonfinite"}},
       {"model and optimisation",
        {"hidden", "optimizer", "precision", "lr_schedule", "lr", "momentum", "weight_decay", "warmup_steps",
         "lr_step_epochs", "lr_gamma", "epochs", "batch_size", "max_steps", "seed", "shuffle"}},
       {"data", {"dataset", "data_dir", "synthetic_examples", "synthetic_input_size"}},
       {"output and state",
-       {"log_every", "checkpoint_dir", "keep_checkpoints", "resume", "init_from", "metrics_out", "trace"}},
+       {"log_every", "checkpoint_dir", "checkpoint_every", "keep_checkpoints", "resume", "init_from", "metrics_out",
+        "trace"}},
       {"execution", {"cuda_graph"}},
   };
   return *groups;
@@ -85,6 +102,10 @@ absl::StatusOr<TrainOptions> FromFlags() {
   TrainOptions o;
   o.nproc = absl::GetFlag(FLAGS_nproc);
   o.backend = absl::GetFlag(FLAGS_backend);
+  o.ignore_worker_limits = absl::GetFlag(FLAGS_ignore_worker_limits);
+  ASSIGN_OR_RETURN(o.timeout, dist::ResolveJobTimeout(absl::GetFlag(FLAGS_timeout), "--timeout"));
+  o.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  o.allow_nonfinite = absl::GetFlag(FLAGS_allow_nonfinite);
   const std::string hidden = absl::GetFlag(FLAGS_hidden);
   o.hidden.clear();
   if (!hidden.empty()) {  // "" is no hidden layer at all: 784-10
@@ -118,6 +139,7 @@ absl::StatusOr<TrainOptions> FromFlags() {
   o.synthetic_input_size = absl::GetFlag(FLAGS_synthetic_input_size);
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   o.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
   o.resume = absl::GetFlag(FLAGS_resume);
   o.init_from = absl::GetFlag(FLAGS_init_from);
@@ -173,6 +195,12 @@ absl::Status Validate(const TrainOptions& o) {
             absl::StrCat("must be >= 1, got ", o.synthetic_input_size)),
       Check(o.log_every >= 1, "log_every", absl::StrCat("must be >= 1, got ", o.log_every)),
       Check(o.keep_checkpoints >= 1, "keep_checkpoints", absl::StrCat("must be >= 1, got ", o.keep_checkpoints)),
+      Check(o.max_restarts >= 0 && o.max_restarts <= 1000, "max_restarts",
+            absl::StrCat("must be in [0, 1000], got ", o.max_restarts)),
+      Check(o.checkpoint_every >= 0, "checkpoint_every",
+            absl::StrCat("must be >= 0 (0 = after each epoch only), got ", o.checkpoint_every)),
+      Check(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(), "checkpoint_every",
+            "needs --checkpoint_dir=DIR to write the checkpoints to"),
       Check(!o.resume || !o.checkpoint_dir.empty(), "resume", "needs --checkpoint_dir=DIR to resume from"),
       Check(o.dataset == "fashion_mnist" || o.data_dir.empty(), "data_dir", "only applies to --dataset=fashion_mnist"),
   };
@@ -245,7 +273,9 @@ std::string TrainUsage() {
       "\nexamples:\n"
       "  ./bazelw run //examples:ddp_mlp\n"
       "  ./bazelw run //examples:ddp_mlp -- --epochs=20 --metrics_out=metrics.jsonl --checkpoint_dir=ckpt\n"
-      "  ./bazelw run //examples:ddp_mlp -- --checkpoint_dir=ckpt --resume\n");
+      "  ./bazelw run //examples:ddp_mlp -- --checkpoint_dir=ckpt --resume\n"
+      "  ./bazelw run //examples:ddp_mlp -- --checkpoint_dir=ckpt --checkpoint_every=200 --max_restarts=2 "
+      "--timeout=60s\n");
 }
 
 }  // namespace tinyddp::examples

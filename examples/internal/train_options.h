@@ -12,6 +12,7 @@
 #ifndef TINYDDP_EXAMPLES_INTERNAL_TRAIN_OPTIONS_H_
 #define TINYDDP_EXAMPLES_INTERNAL_TRAIN_OPTIONS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -25,6 +26,13 @@ struct TrainOptions {
   // Job shape (read before workers start; see SpawnOptionsFor in ddp_mlp.cc).
   int64_t nproc = 0;             // 0: one rank per GPU, or 2 CPU ranks
   std::string backend = "auto";  // auto | gloo | nccl
+  bool ignore_worker_limits = false;  // start --nproc ranks even if the machine cannot hold them
+
+  // Failures (docs/ddp_mlp.md, "When things go wrong").
+  /// --timeout, resolved (dist/launch/job_timeout.h): the flag, else TINYDDP_TIMEOUT, else 300 s.
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  int64_t max_restarts = 0;       // when a rank fails, restart all this often (resuming from --checkpoint_dir)
+  bool allow_nonfinite = false;   // train on through a NaN/Inf loss instead of stopping
 
   // Model and optimisation.
   std::vector<int64_t> hidden = {512, 512};
@@ -52,6 +60,7 @@ struct TrainOptions {
   // Output and state.
   int64_t log_every = 50;      // steps between loss lines / JSONL records
   std::string checkpoint_dir;  // "" = no checkpoints
+  int64_t checkpoint_every = 0;  // also checkpoint every this many steps (0: after each epoch only)
   int64_t keep_checkpoints = 3;
   bool resume = false;
   std::string init_from;    // a .safetensors state_dict to start from

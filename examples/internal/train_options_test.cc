@@ -138,7 +138,7 @@ TEST(TrainOptions, HelpStopsParsingAndListsEveryFlagWithItsDefault) {
     const std::string arg = absl::StrCat("--", name, "=", flag->DefaultValue());
     EXPECT_TRUE(ParseTrainOptions({arg}, "").ok()) << arg;
   }
-  EXPECT_EQ(listed, 28);
+  EXPECT_EQ(listed, 33);
 }
 
 TEST(TrainOptions, OutOfRangeValuesNameTheFlag) {
@@ -196,6 +196,36 @@ TEST(TrainOptions, TrajectorySettingsIncludeWhatChangesTheParameters) {
   ASSERT_TRUE(bf16.ok()) << bf16.status();
   EXPECT_EQ(bf16->TrajectorySettings(2).at("precision"), "bf16");
   EXPECT_EQ(constant->TrajectorySettings(2).count("precision"), 0u) << "fp32 checkpoints from before the flag resume";
+}
+
+TEST(TrainOptions, FailureFlagsAreReadAndCheckedAndTheTimeoutFlagWinsOverTheVariable) {
+  ::unsetenv("TINYDDP_TIMEOUT");
+  absl::StatusOr<TrainOptions> o = ParseTrainOptions(
+      {"--timeout=20s", "--max_restarts=2", "--checkpoint_dir=/tmp/c", "--checkpoint_every=7", "--allow_nonfinite"},
+      "");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->timeout.count(), 20000);
+  EXPECT_EQ(o->max_restarts, 2);
+  EXPECT_EQ(o->checkpoint_every, 7);
+  EXPECT_TRUE(o->allow_nonfinite);
+  EXPECT_EQ(ParseTrainOptions({}, "")->timeout.count(), 300000) << "the default";
+  EXPECT_EQ(ParseTrainOptions({"--timeout=90"}, "")->timeout.count(), 90000) << "a bare number is seconds";
+  ::setenv("TINYDDP_TIMEOUT", "2m", 1);
+  EXPECT_EQ(ParseTrainOptions({}, "")->timeout.count(), 120000) << "the variable";
+  EXPECT_EQ(ParseTrainOptions({"--timeout=5s"}, "")->timeout.count(), 5000) << "the flag wins";
+  ::unsetenv("TINYDDP_TIMEOUT");
+
+  const std::pair<std::vector<std::string>, std::string> bad[] = {
+      {{"--timeout=soon"}, "--timeout=soon: expected seconds (30) or a duration with a unit"},
+      {{"--timeout=0"}, "--timeout=0: must be between 1ms and 24h"},
+      {{"--max_restarts=-1"}, "--max_restarts: must be in [0, 1000]"},
+      {{"--checkpoint_every=10"}, "--checkpoint_every: needs --checkpoint_dir=DIR"},
+  };
+  for (const auto& [args, why] : bad) {
+    absl::StatusOr<TrainOptions> r = ParseTrainOptions(args, "");
+    ASSERT_FALSE(r.ok()) << args[0];
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status();
+  }
 }
 
 }  // namespace

@@ -1,0 +1,66 @@
+// Checks exercise 1 (allreduce_by_hand.h) on real processes over Gloo: 2, 3 and 4 ranks, lengths that
+// are and are not multiples of the number of ranks, random values; the sum must match every rank's
+// inputs added up, bit for bit the same on every rank, made of one ReduceScatter and one AllGather.
+//   ./bazelw test //tests/exercises/allreduce_by_hand:check             # your solution
+//   ./bazelw test //tests/exercises/allreduce_by_hand:reference_check   # the reference (what CI runs)
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "dist/process_group/gloo/process_group_gloo.h"
+#include "dist/testing/multi_process.h"
+#include "gtest/gtest.h"
+#include "tests/exercises/allreduce_by_hand/allreduce_by_hand.h"
+
+namespace tinyddp::exercises {
+namespace {
+
+using dist::testing::RankContext;
+using dist::testing::RunOnRanks;
+
+// Rank r's input of length n: the same numbers wherever it is computed.
+std::vector<float> InputOf(int rank, int64_t n) {
+  std::mt19937 rng(1000 * rank + static_cast<uint32_t>(n));
+  std::uniform_real_distribution<float> value(-3.f, 3.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = value(rng);
+  return v;
+}
+
+void CheckOnRanks(int world) {
+  RunOnRanks(world, [](const RankContext& ctx) {
+    auto pg = dist::ProcessGroupGloo::Create(ctx.store, ctx.rank, ctx.world_size);
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    for (int64_t n : {1, 2, 7, 1000, 4099}) {
+      Tensor t = Tensor::FromVector(InputOf(ctx.rank, n), {n});
+      const int64_t before = (*pg)->sequence_number();
+      const absl::Status s = AllReduceByHand(**pg, t);
+      ASSERT_TRUE(s.ok()) << s;
+      EXPECT_EQ((*pg)->sequence_number() - before, 2)
+          << "use exactly two collectives: one ReduceScatter and one AllGather";
+      const std::vector<float> got = t.ToVector<float>();
+      ASSERT_EQ(got.size(), static_cast<size_t>(n)) << "the tensor must keep its length";
+      for (int64_t i = 0; i < n; ++i) {
+        double want = 0;
+        for (int r = 0; r < ctx.world_size; ++r) want += InputOf(r, n)[i];
+        ASSERT_NEAR(got[i], want, 1e-5 * (1 + std::fabs(want)))
+            << "element " << i << " of " << n << " on rank " << ctx.rank << ", " << ctx.world_size << " ranks";
+      }
+      // Every rank holds the very same bits: gather everyone's result and compare.
+      Tensor all = Tensor::Empty({n * ctx.world_size});
+      ASSERT_TRUE((*pg)->AllGather(all, t)->Wait().ok());
+      const std::vector<float> every = all.ToVector<float>();
+      for (int r = 0; r < ctx.world_size; ++r) {
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(every[r * n + i], got[i]) << "rank " << r << " differs";
+      }
+    }
+  });
+}
+
+TEST(AllReduceByHand, SumsOverTwoRanks) { CheckOnRanks(2); }
+TEST(AllReduceByHand, SumsOverThreeRanksWhateverTheLength) { CheckOnRanks(3); }
+TEST(AllReduceByHand, SumsOverFourRanksWhateverTheLength) { CheckOnRanks(4); }
+
+}  // namespace
+}  // namespace tinyddp::exercises
