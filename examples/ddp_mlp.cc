@@ -354,6 +354,11 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
                                     drawn.ok() ? *drawn : std::string(drawn.status().message())));
     }
   }
+  if (r.lead && s.graphed) {  // --cuda_graph: whether the graph path was taken, and if not, why
+    r.progress.Print(absl::StrFormat("cuda graph: %d step(s) replayed, %d run eagerly by the graphed step; at the "
+                                     "end: %s", s.graphed->replays(), s.graphed->eager_steps(),
+                                     s.graphed->ModeName()));
+  }
   if (r.lead && last_eval.count == 0) {
     r.progress.Print(absl::StrFormat("nothing to train: the run is already at step %d (--epochs=%d, --max_steps=%d)",
                                      at.global_step, o.epochs, o.max_steps));

@@ -48,6 +48,13 @@ void Adam::UseDeviceLr(const Tensor& lr) {
   one_ = Tensor::Full({1}, 1.0, DType::kFloat64, lr.device());
 }
 
+std::string Adam::WhyStepNotCapturable() const {
+  if (device_step_.defined()) return "";
+  return absl::StrCat(name_, " passes its step count (the bias corrections) to its kernel by value, so a recorded "
+                      "step would repeat one step number; give it a device learning rate (UseDeviceLr, "
+                      "nn/device_lr.h), which keeps the count on the device");
+}
+
 int64_t Adam::step(size_t i) const {
   return device_step_.defined() ? static_cast<int64_t>(device_step_.Item()) : steps_.at(i);
 }

@@ -48,6 +48,8 @@ class Adam : public Optimizer {
   /// (FailedPrecondition-style stop otherwise), and every Step needs a gradient for every parameter. The
   /// bias corrections are computed on the GPU (ops.h: within an ulp or two of the host's).
   void UseDeviceLr(const Tensor& lr) override;
+  /// Without UseDeviceLr each Step passes its step count (the bias corrections) by value: not capturable.
+  std::string WhyStepNotCapturable() const override;
 
  protected:
   Adam(std::vector<Variable> params, const AdamOptions& options, bool decoupled_weight_decay, const char* name);

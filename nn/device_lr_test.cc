@@ -1,10 +1,12 @@
 // DeviceLr and Optimizer::UseDeviceLr on the CPU (device_lr_gpu_test.cc: the same on a GPU, inside a CUDA
 // graph). The claims: Advance walks the schedule's own values one step per call and holds the last;
 // SetStep resumes the curve; SGD reading the rate from DeviceLr ends bit for bit where set_lr(LrAt(step))
-// ends; so does Adam, whose step count then lives beside the rate; Adam refuses to split its count.
+// ends; so does Adam, whose step count then lives beside the rate (and only then can its Step be recorded
+// into a CUDA graph); Adam refuses to split its count.
 #include "nn/device_lr.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -103,6 +105,21 @@ TEST(DeviceLr, AdamReadingItEndsBitForBitWhereTheHostEndsAndCountsItsStepsBeside
   device.UseDeviceLr(Tensor());
   EXPECT_FALSE(device.device_lr().defined());
   EXPECT_EQ(device.step(1), 10);
+}
+
+TEST(DeviceLr, AdamSaysItsStepCannotBeRecordedUntilItsCountLivesOnTheDeviceAndSgdAlwaysCan) {
+  Twins twins;
+  AdamW adam(twins.a);
+  SGD sgd(twins.b, {.lr = 0.1, .momentum = 0.9});
+  EXPECT_EQ(sgd.WhyStepNotCapturable(), "") << "SGD passes nothing that changes from step to step";
+  const std::string why = adam.WhyStepNotCapturable();
+  EXPECT_NE(why.find("AdamW passes its step count"), std::string::npos) << why;
+  EXPECT_NE(why.find("UseDeviceLr"), std::string::npos) << "it says what to do: " << why;
+  DeviceLr lr(ConstantLr(0.01), 4, Device::CPU());
+  adam.UseDeviceLr(lr.lr());
+  EXPECT_EQ(adam.WhyStepNotCapturable(), "");
+  adam.UseDeviceLr(Tensor());  // back on the host: not capturable again
+  EXPECT_NE(adam.WhyStepNotCapturable(), "");
 }
 
 TEST(DeviceLrDeathTest, AdamWithADeviceRateStepsEveryParameterTogether) {

@@ -58,6 +58,10 @@ class Optimizer {
   virtual void UseDeviceLr(const Tensor& lr);
   /// The device learning rate Step reads; undefined when it reads lr().
   const Tensor& device_lr() const { return device_lr_; }
+  /// "" when Step, recorded once into a CUDA graph, does at every replay what a call would do (given a
+  /// learning rate that does not move on the host); otherwise why not and what to change. Adam answers
+  /// that its step count is passed by value until UseDeviceLr.
+  virtual std::string WhyStepNotCapturable() const { return ""; }
   const std::vector<Variable>& params() const { return params_; }
 
   /// The state, named like the "state" part of PyTorch's optimizer state_dict flattened with dots:

@@ -52,7 +52,9 @@ GraphedStep::GraphedStep(Device device, StepFn step, DistributedDataParallel* dd
     facts.find_unused_parameters = ddp_->options().find_unused_parameters;
     facts.tracer = ddp_->options().tracer != nullptr;
   }
-  if (std::string reason = WhyNotCapturable(facts); !reason.empty()) FallBack(std::move(reason));
+  std::string reason = WhyNotCapturable(facts);
+  if (reason.empty()) reason = options_.eager_reason;
+  if (!reason.empty()) FallBack(std::move(reason));
 }
 
 GraphedStep::~GraphedStep() = default;
@@ -88,6 +90,39 @@ bool GraphedStep::WarmedUp() const {
   return true;
 }
 
+std::vector<const nn::Optimizer*> GraphedStep::Watched() const {
+  std::vector<const nn::Optimizer*> watched = optimizers_;
+  if (ddp_ != nullptr) {
+    for (const auto& fused : ddp_->fused_optimizers()) watched.push_back(fused.get());
+  }
+  return watched;
+}
+
+std::vector<GraphedStep::LrSource> GraphedStep::LearningRates() const {
+  std::vector<LrSource> lrs;
+  for (const nn::Optimizer* opt : Watched()) {
+    lrs.push_back({opt->lr(), opt->device_lr().defined() ? opt->device_lr().data_ptr() : nullptr});
+  }
+  return lrs;
+}
+
+std::string GraphedStep::LearningRateMoved(const std::vector<LrSource>& before, const std::vector<LrSource>& after,
+                                           const char* when) const {
+  if (before.size() != after.size()) return "";  // DDP rebuilt its fused optimizers: nothing to compare
+  for (size_t i = 0; i < before.size(); ++i) {
+    if (before[i] == after[i]) continue;
+    if (before[i].device != after[i].device) {
+      return absl::StrCat("optimizer ", i, " was given another device learning rate ", when,
+                          ", and a graph reads the one it was recorded with");
+    }
+    return absl::StrCat("the learning rate of optimizer ", i, ", set on the host, changed from ", before[i].host,
+                        " to ", after[i].host, " ", when, ", and a graph replays the value it was recorded with; give "
+                        "the optimizer a device learning rate (Optimizer::UseDeviceLr, nn/device_lr.h) so that the "
+                        "schedule moves inside the graph");
+  }
+  return "";
+}
+
 absl::StatusOr<Tensor> GraphedStep::Run() {
   if (eager_reason_.empty() && ddp_ != nullptr && !ddp_->sync_enabled()) {
     CaptureFacts facts;
@@ -95,14 +130,41 @@ absl::StatusOr<Tensor> GraphedStep::Run() {
     FallBack(WhyNotCapturable(facts));
   }
   if (eager_reason_.empty() && graph_->captured()) {
-    if (std::string stale = StaleLearningRate(); !stale.empty()) FallBack(std::move(stale));
+    // A set_lr between steps (a schedule outside the step) would leave the graph's value behind.
+    if (std::string moved = LearningRateMoved(captured_lrs_, LearningRates(), "after the capture"); !moved.empty()) {
+      FallBack(std::move(moved));
+    }
   }
-  if (!eager_reason_.empty() || (!graph_->captured() && !WarmedUp())) {
+  if (!eager_reason_.empty()) {
     ++eager_steps_;
     return step_();
   }
+  if (!graph_->captured() && !WarmedUp()) {
+    ++eager_steps_;
+    absl::StatusOr<Tensor> out = step_();
+    // A learning rate the step sets on the host and that moves from step to step would be frozen.
+    std::vector<LrSource> lrs = LearningRates();
+    if (std::string moved = LearningRateMoved(warmup_lrs_, lrs, "between two warm-up steps"); !moved.empty()) {
+      FallBack(std::move(moved));
+    }
+    warmup_lrs_ = std::move(lrs);
+    return out;
+  }
   if (!graph_->captured()) {
+    for (const nn::Optimizer* opt : Watched()) {
+      if (std::string why = opt->WhyStepNotCapturable(); !why.empty()) {
+        FallBack(std::move(why));
+        ++eager_steps_;
+        return step_();
+      }
+    }
     if (absl::Status s = Capture(); !s.ok()) return s;
+    captured_lrs_ = LearningRates();
+    // The capture ran the step's host code (a schedule's set_lr included) but none of its GPU work. If the
+    // rate moved there, the graph holds this step's rate and is replayed once below: running the step
+    // again eagerly would run its host code twice. From the next step on, the steps run eagerly.
+    stale_after_replay_ = LearningRateMoved(warmup_lrs_, captured_lrs_, "between the last eager step and the "
+                                            "captured one");
   }
 
   // A replay. The watchdog may have failed the previous one (a rank died, NCCL broke): stop here then.
@@ -112,23 +174,11 @@ absl::StatusOr<Tensor> GraphedStep::Run() {
   if (absl::Status s = graph_->Replay(); !s.ok()) return s;
   ++replays_;
   if (ddp_ != nullptr) last_watch_ = WatchReplay(ddp_->process_group(), absl::StrCat(watch_description_, replays_));
+  if (!stale_after_replay_.empty()) FallBack(std::exchange(stale_after_replay_, std::string()));
   return output_;
 }
 
 absl::Status GraphedStep::Capture() {
-  // The optimizers whose learning rate the graph freezes: the caller's and DDP's fused ones (built by now).
-  std::vector<const nn::Optimizer*> watched = optimizers_;
-  if (ddp_ != nullptr) {
-    for (const auto& fused : ddp_->fused_optimizers()) watched.push_back(fused.get());
-  }
-  optimizers_ = std::move(watched);
-  captured_lrs_.clear();
-  captured_device_lrs_.clear();
-  for (const nn::Optimizer* opt : optimizers_) {
-    captured_lrs_.push_back(opt->lr());
-    captured_device_lrs_.push_back(opt->device_lr().defined() ? opt->device_lr().data_ptr() : nullptr);
-  }
-
   // Record from a quiet device: the warm-up's work (and any collective still on the NCCL stream) is done,
   // so nothing recorded can depend on it, and the private pool starts from the allocator's steady state.
   const cuda::Stream stream = cuda::Stream::Current(device_.index);
@@ -170,23 +220,6 @@ absl::Status GraphedStep::Capture() {
         "memory, which a replay would freeze): every bucket of a replay goes through NCCL's all_reduce");
   }
   return absl::OkStatus();
-}
-
-std::string GraphedStep::StaleLearningRate() const {
-  for (size_t i = 0; i < optimizers_.size(); ++i) {
-    const nn::Optimizer& opt = *optimizers_[i];
-    const void* device_lr = opt.device_lr().defined() ? opt.device_lr().data_ptr() : nullptr;
-    if (device_lr != captured_device_lrs_[i]) {
-      return absl::StrCat("optimizer ", i, " was given another device learning rate after the capture, and the graph "
-                          "reads the one it was recorded with");
-    }
-    if (device_lr == nullptr && opt.lr() != captured_lrs_[i]) {
-      return absl::StrCat("the learning rate of optimizer ", i, " changed from ", captured_lrs_[i], " to ", opt.lr(),
-                          " after the capture, and a replay uses the value it was recorded with; give it a device "
-                          "learning rate (Optimizer::UseDeviceLr, nn/device_lr.h) to change it inside the graph");
-    }
-  }
-  return "";
 }
 
 }  // namespace tinyddp::dist

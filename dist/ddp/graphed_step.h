@@ -36,8 +36,13 @@
 //   - DDP's find_unused_parameters (a graph walk and a host wait for the used-map every step);
 //   - DDP's tracer (it records host times and timing events per step that a replay would not refresh);
 //   - a step under NoSync (gradient accumulation: a step that does not communicate is another graph);
-//   - after the capture, a learning rate that changed on the host (optimizer.set_lr): the graph holds the
-//     value it was recorded with. Give the optimizer a device learning rate (nn/device_lr.h) instead.
+//   - an optimizer whose Step passes a changing value by value (Adam's step count, until UseDeviceLr);
+//   - a learning rate set on the host that moves: seen changing between two warm-up steps, between the
+//     last of them and the captured one (that step is replayed once, then the steps run eagerly), or after
+//     the capture (a set_lr outside the step). The graph holds the value it was recorded with; give the
+//     optimizer a device learning rate (nn/device_lr.h) instead. Not seen: a host rate set inside the
+//     step that stays put through the warm-up and moves only later (a step schedule), since replays do
+//     not run the step's host code. Such a schedule needs a device learning rate.
 // The copy-engine all_reduce is not refused but avoided: inside a graph DDP's default hook sends every
 // bucket to NCCL (dist/ddp/copy_engine_hook.h, condition 5), which the capture log says.
 // A capture that fails for another reason (a host wait inside the step, a stream left unjoined) is an
@@ -77,6 +82,9 @@ struct GraphedStepOptions {
   std::function<void(const std::string&)> log;
   /// When not empty, the captured graph is written there in Graphviz format (CudaGraph::WriteDot).
   std::string dot_path;
+  /// A reason the caller knows the step cannot be captured (a feature of the step that is not listed in
+  /// CaptureFacts); when not empty, every step runs eagerly and this is logged as the reason.
+  std::string eager_reason;
 };
 
 /// The facts that decide whether a step can be captured (GraphedStep gathers them; tests state them).
@@ -131,12 +139,24 @@ class GraphedStep {
   std::string ModeName() const;
 
  private:
+  // Where each watched optimizer reads its learning rate: the host value, or the device tensor's address.
+  struct LrSource {
+    double host = 0;
+    const void* device = nullptr;
+    bool operator==(const LrSource& o) const { return device == o.device && (device != nullptr || host == o.host); }
+    bool operator!=(const LrSource& o) const { return !(*this == o); }
+  };
+
   bool WarmedUp() const;
+  // The optimizers whose learning rates a graph would freeze: the caller's, and DDP's fused ones.
+  std::vector<const nn::Optimizer*> Watched() const;
+  std::vector<LrSource> LearningRates() const;
+  // "" when `after` reads its learning rates as `before` did; else why a graph would replay a stale one.
+  std::string LearningRateMoved(const std::vector<LrSource>& before, const std::vector<LrSource>& after,
+                                const char* when) const;
   absl::Status Capture();
   // Permanently eager from now on, with `reason` logged once.
   void FallBack(std::string reason);
-  // "" when no learning rate moved on the host since the capture; else why the graph is stale.
-  std::string StaleLearningRate() const;
   void Log(const std::string& line) const;
 
   const Device device_;
@@ -147,8 +167,9 @@ class GraphedStep {
 
   std::unique_ptr<cuda::CudaGraph> graph_;  // replaced by a fresh one when a capture fails
   Tensor output_;                        // the captured step's output, rewritten by each replay
-  std::vector<double> captured_lrs_;     // host learning rate of each watched optimizer at capture
-  std::vector<const void*> captured_device_lrs_;  // the device learning rate's address, or null
+  std::vector<LrSource> warmup_lrs_;      // after the last eager warm-up step
+  std::vector<LrSource> captured_lrs_;    // as the captured step left them
+  std::string stale_after_replay_;       // the rate moved at the capture: replay once, then this reason
   std::vector<std::string> collectives_;
   std::string watch_description_;
   std::shared_ptr<Work> last_watch_;     // the last replay, as the watchdog holds it

@@ -2,7 +2,8 @@
 // CUDA graph give bit for bit the losses, weights and optimizer state of 100 eager steps, in float32 and
 // bf16, with SGD (eager on the host learning rate), AdamW, DDP's fused optimizers, and no DDP at all; eager
 // code that allocates between replays never receives the graph's memory; replays call no cudaMalloc; the
-// fallbacks say why. On two GPUs: a rank that stops replaying is reported by the other's watchdog, naming
+// fallbacks (a host rate that moves, Adam's host step count, find_unused_parameters, NoSync) say why, and
+// one that happens at the capture leaves the run bit-identical to eager. On two GPUs: a rank that stops replaying is reported by the other's watchdog, naming
 // the replay and its collectives. Skips without a GPU (the two-rank test with fewer than two).
 #include "dist/ddp/graphed_step.h"
 
@@ -73,7 +74,7 @@ struct Trainer {
   std::unique_ptr<DistributedDataParallel> ddp;
   std::unique_ptr<nn::Optimizer> optimizer;
   std::unique_ptr<nn::DeviceLr> device_lr;  // null: the learning rate is set on the host each step
-  nn::CosineWithWarmupLr schedule{0.05, 10, kSteps};
+  std::unique_ptr<nn::LrSchedule> schedule = std::make_unique<nn::CosineWithWarmupLr>(0.05, 10, kSteps);
   Tensor inputs, labels;
   bool fused = false;
   int64_t host_step = 0;
@@ -104,7 +105,7 @@ struct Trainer {
       }
     }
     if (lr_on_device) {
-      device_lr = std::make_unique<nn::DeviceLr>(schedule, kSteps, device);
+      device_lr = std::make_unique<nn::DeviceLr>(*schedule, kSteps, device);
       optimizer->UseDeviceLr(device_lr->lr());
       if (fused) ddp->UseFusedOptimizerDeviceLr(device_lr->lr());
     }
@@ -117,7 +118,7 @@ struct Trainer {
     if (device_lr) {
       device_lr->Advance();
     } else {
-      const double lr = schedule.LrAt(host_step);
+      const double lr = schedule->LrAt(host_step);
       optimizer->set_lr(lr);
       if (fused) ddp->SetFusedOptimizerLr(lr);
     }
@@ -287,7 +288,7 @@ TEST(GraphedStep, ReplaysCallNoCudaMallocAndEagerWorkBetweenThemAllocatesOutside
   EXPECT_GT(graphed.graph().pool_bytes(), 0) << "the step's temporaries live in the graph's private pool";
 }
 
-TEST(GraphedStep, AHostLearningRateThatChangesAfterTheCaptureSendsTheStepBackToEagerSayingWhy) {
+TEST(GraphedStep, AHostLearningRateThatMovesOrAnAdamStepCountOnTheHostSendsTheStepToEagerSayingWhy) {
   SKIP_WITHOUT_GPU();
   const Device device = Device::CUDA(0);
   cuda::SetDevice(0);
@@ -295,23 +296,93 @@ TEST(GraphedStep, AHostLearningRateThatChangesAfterTheCaptureSendsTheStepBackToE
   std::shared_ptr<ProcessGroup> pg = OneRankNccl();
   ASSERT_NE(pg, nullptr);
   const Data data(device);
-  Case c{"fp32"};
+  auto make = [&](const Case& c, std::unique_ptr<nn::LrSchedule> schedule, std::vector<std::string>* log) {
+    auto t = std::make_unique<Trainer>(c, pg, device, /*lr_on_device=*/false);
+    t->schedule = std::move(schedule);
+    ops::CopyInto(t->inputs, data.inputs.Rows(0, kBatch));
+    ops::CopyInto(t->labels, data.labels.Rows(0, kBatch));
+    GraphedStepOptions options;
+    options.log = [log](const std::string& line) { log->push_back(line); };
+    Trainer* raw = t.get();
+    auto graphed = std::make_unique<GraphedStep>(device, [raw] { return raw->Step(); }, raw->ddp.get(),
+                                                 std::vector<const nn::Optimizer*>{raw->optimizer.get()}, options);
+    return std::make_pair(std::move(t), std::move(graphed));
+  };
+  {
+    // A cosine set on the host inside the step: seen moving between the warm-up steps, never recorded.
+    std::vector<std::string> log;
+    auto [t, graphed] = make(Case{"fp32"}, std::make_unique<nn::CosineWithWarmupLr>(0.05, 0, 8), &log);
+    for (int k = 0; k < 8; ++k) ASSERT_TRUE(graphed->Run().ok());
+    EXPECT_FALSE(graphed->graph().captured());
+    EXPECT_TRUE(absl::StrContains(graphed->eager_reason(), "between two warm-up steps")) << graphed->eager_reason();
+    EXPECT_TRUE(absl::StrContains(log.back(), "UseDeviceLr")) << log.back();
+    EXPECT_EQ(graphed->eager_steps(), 8);
+  }
+  {
+    // A constant host rate is recorded; a set_lr between steps afterwards sends the step back to eager.
+    std::vector<std::string> log;
+    auto [t, graphed] = make(Case{"fp32"}, std::make_unique<nn::ConstantLr>(0.05), &log);
+    for (int k = 0; k < 4; ++k) ASSERT_TRUE(graphed->Run().ok());
+    ASSERT_TRUE(graphed->replaying()) << graphed->ModeName();
+    t->schedule = std::make_unique<nn::ConstantLr>(0.001);  // ignored by the replays (the host code is not run)...
+    t->optimizer->set_lr(0.001);                            // ...but this is seen before the next one
+    absl::StatusOr<Tensor> loss = graphed->Run();
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    EXPECT_FALSE(graphed->replaying());
+    EXPECT_TRUE(absl::StrContains(graphed->eager_reason(), "changed from 0.05 to 0.001 after the capture"))
+        << graphed->eager_reason();
+    EXPECT_TRUE(std::isfinite(loss->Item()));
+  }
+  {
+    // AdamW with its step count on the host: refused at the capture, with what to do.
+    std::vector<std::string> log;
+    Case adamw{"adamw"};
+    adamw.adamw = true;
+    auto [t, graphed] = make(adamw, std::make_unique<nn::ConstantLr>(1e-3), &log);
+    for (int k = 0; k < 5; ++k) ASSERT_TRUE(graphed->Run().ok());
+    EXPECT_FALSE(graphed->graph().captured());
+    EXPECT_TRUE(absl::StrContains(graphed->eager_reason(), "AdamW passes its step count")) << graphed->eager_reason();
+  }
+}
+
+// A step schedule on the host whose first drop falls on the captured step: the warm-up saw a constant
+// rate, the capture sees it move. The graph holds that step's rate, so it is replayed once (running the
+// step again eagerly would run its host code twice); every later step runs eagerly. The run stays bit for
+// bit the eager one.
+TEST(GraphedStep, ARateThatMovesAtTheCaptureIsReplayedOnceThenEagerAndTheRunStaysBitIdenticalToEager) {
+  SKIP_WITHOUT_GPU();
+  const Device device = Device::CUDA(0);
+  cuda::SetDevice(0);
+  cuda::Stream::SetCurrent(cuda::Stream::Create(0));
+  std::shared_ptr<ProcessGroup> pg = OneRankNccl();
+  ASSERT_NE(pg, nullptr);
+  const Data data(device);
+  const Case c{"fp32"};
+  Trainer eager(c, pg, device, /*lr_on_device=*/false);
+  eager.schedule = std::make_unique<nn::StepLr>(0.05, 3, 0.5);  // 0.05 for steps 0-2, then 0.025, ...
+  const Outcome want = Train(eager, nullptr, data);
+
   Trainer t(c, pg, device, /*lr_on_device=*/false);
-  t.schedule = nn::CosineWithWarmupLr(0.05, 0, 8);  // the rate moves at every step
+  t.schedule = std::make_unique<nn::StepLr>(0.05, 3, 0.5);
   std::vector<std::string> log;
   GraphedStepOptions options;
   options.log = [&log](const std::string& line) { log.push_back(line); };
   GraphedStep graphed(device, [&t] { return t.Step(); }, t.ddp.get(), {t.optimizer.get()}, options);
-  // Warm-up: eager steps, each sets the rate on the host. Capture: the step's host code sets it once more.
-  for (int k = 0; k < 4; ++k) ASSERT_TRUE(graphed.Run().ok());
-  ASSERT_TRUE(graphed.replaying());
-  t.optimizer->set_lr(0.001);  // what an LR schedule on the host does between steps
-  absl::StatusOr<Tensor> loss = graphed.Run();
-  ASSERT_TRUE(loss.ok()) << loss.status();
+  const Outcome got = Train(t, &graphed, data);
+
+  EXPECT_TRUE(graphed.graph().captured());
+  EXPECT_EQ(graphed.replays(), 1);
+  EXPECT_EQ(graphed.eager_steps(), kSteps - 1);
   EXPECT_FALSE(graphed.replaying());
-  EXPECT_TRUE(absl::StrContains(graphed.eager_reason(), "learning rate of optimizer 0 changed")) << graphed.eager_reason();
-  EXPECT_TRUE(absl::StrContains(log.back(), "UseDeviceLr")) << log.back();
-  EXPECT_TRUE(std::isfinite(loss->Item()));
+  EXPECT_TRUE(absl::StrContains(graphed.eager_reason(), "changed from 0.05 to 0.025 between the last eager step and "
+                                "the captured one")) << graphed.eager_reason();
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  for (int k = 0; k < kSteps; ++k) {
+    ASSERT_EQ(std::memcmp(&got.losses[k], &want.losses[k], sizeof(float)), 0)
+        << "step " << k << ": graphed-then-eager loss " << got.losses[k] << ", eager " << want.losses[k];
+  }
+  ASSERT_EQ(got.state.size(), want.state.size());
+  for (size_t i = 0; i < want.state.size(); ++i) EXPECT_TRUE(got.state[i] == want.state[i]) << "state tensor " << i;
 }
 
 TEST(GraphedStep, FindUnusedParametersAndNoSyncRunEagerlyAndSayWhy) {

@@ -111,6 +111,24 @@ TEST(GraphedStep, OnTheCpuEveryStepRunsEagerlyGivesTheEagerLossesAndSaysWhyOnce)
   }
 }
 
+TEST(GraphedStep, AReasonTheCallerGivesSendsEveryStepToEagerAndIsLogged) {
+  std::vector<std::string> log;
+  GraphedStepOptions options;
+  options.log = [&log](const std::string& line) { log.push_back(line); };
+  options.eager_reason = "the step gathers ZeRO-1 shards with a host wait";
+  int calls = 0;
+  GraphedStep graphed(Device::CUDA(0), [&calls] { return Tensor::Full({1}, ++calls); }, nullptr, {}, options);
+  ASSERT_EQ(log.size(), 1u);
+  // A GPU step without DDP has nothing against capture but the caller's reason (or, without CUDA, that).
+  EXPECT_TRUE(Says(log[0], cuda::BuiltWithCuda() ? "ZeRO-1 shards" : "built without CUDA")) << log[0];
+  for (int k = 1; k <= 4; ++k) {
+    absl::StatusOr<Tensor> got = graphed.Run();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->Item(), k) << "each step calls the function: nothing is recorded";
+  }
+  EXPECT_FALSE(graphed.graph().captured());
+}
+
 TEST(CudaGraph, CaptureWithoutAGpuIsAClearErrorNotACrash) {
   if (cuda::DeviceCount() > 0) GTEST_SKIP() << "a GPU is visible: graphed_step_gpu_test covers this machine";
   cuda::CudaGraph graph;

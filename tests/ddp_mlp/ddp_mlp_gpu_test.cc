@@ -100,6 +100,8 @@ TEST(DdpMlpGpu, CudaGraphRunEndsBitIdenticalToTheEagerRunAndResumes) {
     ASSERT_EQ(b.exit_code, 0) << Explain(b);
     EXPECT_NE(b.out.find("cuda graph: captured the training step after 3 eager steps"), std::string::npos) << b.out;
     EXPECT_NE(b.out.find("it runs eagerly (a graph replays fixed shapes)"), std::string::npos) << b.out;
+    EXPECT_NE(b.out.find("run eagerly by the graphed step; at the end: cuda graph (replaying)"), std::string::npos)
+        << "the run says at its end that the graph path was taken: " << b.out;
     const RunResult c = RunDdpMlp(with({"--checkpoint_dir=" + parts, "--cuda_graph", "--max_steps=26"}));
     ASSERT_EQ(c.exit_code, 0) << Explain(c);
     const RunResult d = RunDdpMlp(with({"--checkpoint_dir=" + parts, "--cuda_graph", "--resume"}));

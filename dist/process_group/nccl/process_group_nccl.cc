@@ -390,10 +390,8 @@ std::shared_ptr<Work> ProcessGroupNCCL::WatchReplay(std::string description) {
   DeviceScope scope(device_);
   cudaStream_t compute = static_cast<cudaStream_t>(cuda::Stream::Current(device_).handle());
   auto work = std::make_shared<WorkNCCL>(description, timeout(), device_, events_, std::vector<Tensor>{}, compute);
-  // Both events behind the replay: the Work is "the replay has finished", timed from now.
-  cudaError_t err = cudaEventRecord(work->start_event(), compute);
-  if (err == cudaSuccess) err = cudaEventRecord(work->end_event(), compute);
-  if (err != cudaSuccess) {
+  // The end event behind the replay: the Work is "the replay has finished", timed from now.
+  if (const cudaError_t err = cudaEventRecord(work->end_event(), compute); err != cudaSuccess) {
     return CompletionWork::Done(absl::InternalError(absl::StrCat(description, ": recording its end event: ",
                                                                  cudaGetErrorString(err))),
                                 description, timeout());
