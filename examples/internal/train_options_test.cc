@@ -138,7 +138,7 @@ TEST(TrainOptions, HelpStopsParsingAndListsEveryFlagWithItsDefault) {
     const std::string arg = absl::StrCat("--", name, "=", flag->DefaultValue());
     EXPECT_TRUE(ParseTrainOptions({arg}, "").ok()) << arg;
   }
-  EXPECT_EQ(listed, 33);
+  EXPECT_EQ(listed, 34);
 }
 
 TEST(TrainOptions, OutOfRangeValuesNameTheFlag) {
