@@ -16,6 +16,10 @@
 //          needs the fused optimizer)
 //          --precision=fp32|bf16 (bf16: bfloat16 compute copies and activations, float32 master weights,
 //          gradients, momentum and loss; nn/precision.h, docs/mixed_precision.md)
+//          --cuda_graph (the whole step - zero_grad, forward, backward with DDP's all_reduces, optimizer -
+//          recorded into one CUDA graph after the warm-up and replayed: dist/ddp/graphed_step.h; where that
+//          is not possible the step runs eagerly and the reason is printed)  --cuda_graph_dot=FILE (the
+//          recorded graph in Graphviz format)
 //          --ddp=naive|flat|bucketed|full (default full): which rung of the DDP ladder (dist/ddp/ladder,
 //          docs/ddp_ladder.md) averages the gradients; --hook, --bucket_view and --fused_optimizer are full's
 //          --sweep_buckets: the same step with one bucket per tensor, 1 MiB buckets, DDP's default (1 MiB first,
@@ -32,6 +36,8 @@
 //                          as in a real training loop).
 //   cpu_ms_per_step        CPU time of rank 0's process (every thread) over the burst, per step: on a
 //                          shared machine the wall clock also counts other jobs, this does not.
+// Every result line says which mode ran: "mode=cuda_graph" (each step one replay) or "mode=eager", and the
+// JSON row carries "mode" (with "mode_detail", the reason, under --cuda_graph).
 // On CPU (Gloo) the host clock replaces the events; the line starting with '#' names the CPU kernels'
 // instruction set (tensor/cpu_isa.h). Rank 0 prints DDP's bucket table after the warm-up (the
 // buckets as measured, after the one-time rebuild: index, bytes, parameters, and the path each takes,
@@ -70,6 +76,7 @@
 #include "base/status_macros.h"
 #include "dist/ddp/comm_hooks.h"
 #include "dist/ddp/ddp.h"
+#include "dist/ddp/graphed_step.h"
 #include "dist/ddp/ladder/full_ddp.h"
 #include "dist/ddp/ladder/ladder.h"
 #include "dist/init.h"
@@ -108,6 +115,8 @@ struct Options {
   bool bf16_hook = false;
   bool fused_optimizer = true;
   int zero = 0;
+  bool cuda_graph = false;
+  std::string cuda_graph_dot;
   nn::Precision precision = nn::Precision::kFloat32;
   dist::Backend backend = dist::Backend::kAuto;
   std::string ddp = "full";    // the rung of the DDP ladder
@@ -145,6 +154,10 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.bucket_view = !has || v == "true";
     } else if (kv[0] == "--fused_optimizer" && (!has || v == "true" || v == "false")) {
       o.fused_optimizer = !has || v == "true";
+    } else if (kv[0] == "--cuda_graph" && (!has || v == "true" || v == "false")) {
+      o.cuda_graph = !has || v == "true";
+    } else if (kv[0] == "--cuda_graph_dot" && has && !v.empty()) {
+      o.cuda_graph_dot = v;
     } else if (kv[0] == "--zero" && has && (v == "0" || v == "1")) {
       o.zero = v == "1" ? 1 : 0;
     } else if (kv[0] == "--hook" && has && (v == "allreduce" || v == "bf16")) {
@@ -229,6 +242,9 @@ struct Measured {
   int64_t params = 0;
   int64_t state_bytes = 0;   // optimizer state one rank holds
   int64_t device_bytes = 0;  // GPU: device bytes in live tensors after the warm-up
+  bool replayed = false;     // --cuda_graph: the timed steps were replays of one recorded step
+  std::string mode_detail;   // --cuda_graph: GraphedStep::ModeName (why eager, when it is)
+  int64_t graph_nodes = 0, graph_collectives = 0;
 };
 
 // "copy engines 4/5, NCCL all_reduce 1/5": how many buckets each path carries.
@@ -291,7 +307,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
 
   dist::Tracer* trace = nullptr;  // set only for the traced steps at the end
   int64_t step_number = 0;
-  auto forward_backward = [&]() -> absl::Status {
+  auto forward_backward = [&]() -> absl::StatusOr<Tensor> {
     optimizer.ZeroGrad(/*set_to_none=*/true);
     autograd::Variable logits;
     if (dp) {
@@ -307,20 +323,41 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     }
     // naive, flat: all the communication; bucketed: the wait; full: DDP's status (a bucket's failed all_reduce)
     if (dp) RETURN_IF_ERROR(dp->FinishBackward());
-    return absl::OkStatus();
+    return loss.data();
   };
-  auto step = [&]() -> absl::Status {
+  auto eager_step = [&]() -> absl::StatusOr<Tensor> {
     dist::Tracer::Span whole = dist::Tracer::MaybeScope(trace, "step", step_number++);
-    RETURN_IF_ERROR(forward_backward());
-    if (fused) return absl::OkStatus();  // the per-bucket optimizers stepped inside Backward
+    ASSIGN_OR_RETURN(Tensor loss, forward_backward());
+    if (fused) return loss;  // the per-bucket optimizers stepped inside Backward
     dist::Tracer::Span s = dist::Tracer::MaybeScope(trace, "optimizer");
     optimizer.Step();
-    return absl::OkStatus();
+    return loss;
   };
+
+  // --cuda_graph: the same step, recorded once after a few eager steps and then replayed. Its inputs (x, y)
+  // are fixed buffers already, and the learning rate never changes, so the step needs nothing else.
+  std::unique_ptr<dist::GraphedStep> graphed;
+  if (o.cuda_graph) {
+    dist::GraphedStepOptions go;
+    go.dot_path = o.cuda_graph_dot;
+    go.log = [rank](const std::string& line) {
+      if (rank == 0) std::printf("# %s\n", line.c_str());
+    };
+    if (pg && o.ddp != "full") {
+      go.eager_reason = absl::StrCat("--ddp=", o.ddp, " waits for its all_reduces on the host; --ddp=full records");
+    } else if (o.zero != 0) {
+      go.eager_reason = "ZeRO-1 under a CUDA graph is not implemented (its sharded optimizers are not recorded)";
+    }
+    graphed = std::make_unique<dist::GraphedStep>(device, eager_step, ddp,
+                                                  std::vector<const nn::Optimizer*>{&optimizer}, std::move(go));
+  }
+  auto step = [&]() -> absl::Status { return graphed ? graphed->Run().status() : eager_step().status(); };
 
   // DDP records into the tracer whenever it is enabled; keep it quiet until the traced steps.
   if (tracer) tracer->set_enabled(false);
   for (int i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(step());
+  // The capture belongs to the warm-up, whatever --warmup says: the timed steps are all replays.
+  while (graphed && !graphed->replaying() && graphed->eager_reason().empty()) RETURN_IF_ERROR(step());
   if (pg) RETURN_IF_ERROR(pg->Barrier()->Wait());
   if (device.is_cuda()) cuda::Stream::Current(device.index).Synchronize();
   if (dp && rank == 0 && print_table) {
@@ -350,7 +387,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   m.median_ms = synced[synced.size() / 2];
   if (!dp) {  // the halves alone (one device only: with DDP, backward also waits for the all_reduce)
     timer.Start();
-    for (int i = 0; i < o.steps; ++i) RETURN_IF_ERROR(forward_backward());
+    for (int i = 0; i < o.steps; ++i) RETURN_IF_ERROR(forward_backward().status());  // always eager
     m.fwd_bwd_ms = timer.StopMs() / o.steps;
     timer.Start();
     for (int i = 0; i < o.steps; ++i) optimizer.Step();  // on the last backward's gradients
@@ -359,6 +396,12 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   m.params = model->NumParameters();
   m.collectives = dp ? static_cast<int>(dp->AllReduceBytes().size()) : 0;
   if (ddp) m.paths = PathCounts(*ddp);
+  if (graphed) {
+    m.replayed = graphed->replaying();
+    m.mode_detail = graphed->ModeName();
+    m.graph_nodes = graphed->graph().num_nodes();
+    m.graph_collectives = static_cast<int64_t>(graphed->captured_collectives().size());
+  }
 
   if (tracer) {
     // A few more steps, traced (the DDPs were created with the tracer; the step's spans come from `trace`).
@@ -481,10 +524,12 @@ int Run(const Options& o) {
     const std::string exposed =
         m->exposed_ms >= 0 ? absl::StrFormat(", comm %.3f ms, exposed %.3f ms", m->comm_ms, m->exposed_ms) : "";
     const std::string label = !pg ? (device.is_cuda() ? "1-GPU" : "1-CPU") : full ? "DDP" : "DDP(" + o.ddp + ")";
-    std::printf("tinyddp %s %s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), burst %.3f "
-                "ms/step, CPU %.3f ms/step%s\n",
-                label.c_str(), nn::PrecisionName(o.precision), dims.c_str(), static_cast<long long>(o.batch), world,
-                backend, what.c_str(), m->median_ms, m->burst_ms, m->cpu_ms, exposed.c_str());
+    std::printf("tinyddp %s %s mode=%s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), "
+                "burst %.3f ms/step, CPU %.3f ms/step%s\n",
+                label.c_str(), nn::PrecisionName(o.precision), m->replayed ? "cuda_graph" : "eager", dims.c_str(),
+                static_cast<long long>(o.batch), world, backend, what.c_str(), m->median_ms, m->burst_ms, m->cpu_ms,
+                exposed.c_str());
+    if (o.cuda_graph) std::printf("  mode: %s\n", m->mode_detail.c_str());
     std::printf("  per rank: optimizer state %lld bytes%s\n", static_cast<long long>(m->state_bytes),
                 device.is_cuda() ? absl::StrCat(", device memory in live tensors ", m->device_bytes, " bytes").c_str()
                                  : "");
@@ -521,7 +566,13 @@ int Run(const Options& o) {
                           {"hook", o.bf16_hook ? "bf16" : "allreduce"},
                           {"all_reduce", m->paths},
                           {"precision", nn::PrecisionName(o.precision)},
-                          {"cpu_isa", device.is_cpu() ? CpuIsaName(ActiveCpuIsa()) : ""}};
+                          {"cpu_isa", device.is_cpu() ? CpuIsaName(ActiveCpuIsa()) : ""},
+                          {"mode", m->replayed ? "cuda_graph" : "eager"}};
+    if (o.cuda_graph) {
+      row["mode_detail"] = m->mode_detail;
+      row["graph_nodes"] = m->graph_nodes;
+      row["graph_collectives"] = m->graph_collectives;
+    }
     if (!pg) {
       row["fwd_bwd_ms_burst"] = round4(m->fwd_bwd_ms);
       row["gemm_tflops"] = std::round(gemm_flop / (m->fwd_bwd_ms * 1e9) * 100) / 100;

@@ -20,6 +20,8 @@
 #   ddp     the DDP step on every GPU of the machine, tinyddp and PyTorch              -> OUT/ddp.log
 #   zero    the DDP step on every GPU, --zero=0 then --zero=1 (ZeRO-1, docs/zero.md): step time,
 #           optimizer state and device bytes per rank                                   -> OUT/zero.log
+#   graphs  the step as one CUDA graph (--cuda_graph) beside eager, tinyddp and PyTorch, one GPU
+#           (tiny, medium, large x fp32, bf16), then DDP on every GPU               -> OUT/graphs.log
 #   allreduce  allreduce_bench (NCCL kernels and copy engines) beside PyTorch's NCCL   -> OUT/allreduce.log
 #   mlp     ddp_mlp on Fashion-MNIST (needs DATA_DIR with the IDX files)               -> OUT/mlp.log
 # Every JSON line the benchmarks print is also collected in OUT/results.jsonl.
@@ -106,6 +108,26 @@ for step in "${steps[@]}"; do
         for p in fp32 bf16; do
           for z in 0 1; do
             run zero "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p --zero=$z
+          done
+        done
+      done ;;
+    graphs)
+      has ddp_step_bench || continue
+      for w in tiny medium large; do
+        for p in fp32 bf16; do
+          for mode in "" --cuda_graph; do
+            run graphs "$bin/ddp_step_bench" --no_ddp --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p $mode
+            torch_ok && run graphs python3 "$repo/bench/reference/torch_ddp_step.py" --no_ddp --dims="${dims[$w]}" \
+              --batch="${batch[$w]}" --precision=$p $mode
+          done
+        done
+      done
+      for w in tiny medium; do
+        for p in fp32 bf16; do
+          for mode in "" --cuda_graph; do
+            run graphs "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p $mode
+            torch_ok && (( gpus > 1 )) && run graphs torchrun --nproc_per_node="$gpus" \
+              "$repo/bench/reference/torch_ddp_step.py" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p $mode
           done
         done
       done ;;

@@ -87,6 +87,54 @@ void DataLoader::Reset(int64_t epoch) {
 }
 
 std::optional<Batch> DataLoader::Next() {
+  std::optional<Item> item = Pop();
+  if (!item) return std::nullopt;
+  if (options_.device.is_cuda()) {
+    // The batch's copy ran on our side stream; order the consumer's stream after it. No host wait.
+    cuda::Stream::Current(options_.device.index).Wait(item->slot->ready);
+  }
+  return std::move(item->batch);
+}
+
+int64_t DataLoader::NextInto(Tensor& inputs, Tensor& labels) {
+  const int64_t b = options_.batch_size, d = dataset_->input_size();
+  const bool fits = inputs.defined() && labels.defined() && inputs.dtype() == DType::kFloat32 &&
+                    labels.dtype() == DType::kInt64 && inputs.device() == options_.device &&
+                    labels.device() == options_.device && inputs.dim() == 2 && inputs.size(0) == b &&
+                    inputs.size(1) == d && labels.dim() == 1 && labels.size(0) == b;
+  if (!fits) {
+    status_ = absl::InvalidArgumentError(absl::StrCat(
+        "DataLoader::NextInto: the buffers must be float32 [", b, ", ", d, "] and int64 [", b, "] on ",
+        options_.device.ToString(), ", got ", inputs.defined() ? inputs.ToString() : "undefined", " and ",
+        labels.defined() ? labels.ToString() : "undefined"));
+    return 0;
+  }
+  std::optional<Item> item = Pop();
+  if (!item) return 0;
+  const Batch& batch = item->batch;
+  const int64_t rows = batch.size();
+  if (options_.device.is_cpu()) {
+    CopyBytes(inputs.data_ptr(), Device::CPU(), batch.inputs.data_ptr(), Device::CPU(), batch.inputs.nbytes());
+    CopyBytes(labels.data_ptr(), Device::CPU(), batch.labels.data_ptr(), Device::CPU(), batch.labels.nbytes());
+    return rows;
+  }
+  // GPU: the buffers may still be read by the step queued last; the copy stream waits for it (and is
+  // already behind the batch's own host-to-device copy, which ran there), copies, and the consumer's
+  // stream waits for the copy. The batch's slot is released after this, on the consumer's stream, which is
+  // by then behind the copy that read it.
+  const cuda::Stream consumer = cuda::Stream::Current(options_.device.index);
+  static_free_.Record(consumer);
+  copy_stream_.Wait(static_free_);
+  cuda::MemcpyAsync(inputs.data_ptr(), batch.inputs.data_ptr(), batch.inputs.nbytes(), cuda::CopyKind::kDeviceToDevice,
+                    copy_stream_.handle());
+  cuda::MemcpyAsync(labels.data_ptr(), batch.labels.data_ptr(), batch.labels.nbytes(), cuda::CopyKind::kDeviceToDevice,
+                    copy_stream_.handle());
+  static_ready_.Record(copy_stream_);
+  consumer.Wait(static_ready_);
+  return rows;
+}
+
+std::optional<DataLoader::Item> DataLoader::Pop() {
   if (!started_) {
     status_ = absl::FailedPreconditionError("DataLoader::Next: call Reset(epoch) before the first Next()");
     return std::nullopt;
@@ -112,12 +160,8 @@ std::optional<Batch> DataLoader::Next() {
     status_ = item.status;
     return std::nullopt;
   }
-  if (options_.device.is_cuda()) {
-    // The batch's copy ran on our side stream; order the consumer's stream after it. No host wait.
-    cuda::Stream::Current(options_.device.index).Wait(item.slot->ready);
-  }
   ++next_batch_;
-  return std::move(item.batch);
+  return item;
 }
 
 void DataLoader::Work(std::vector<int64_t> indices) {

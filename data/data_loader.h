@@ -25,6 +25,11 @@
 //
 // Contract for CUDA batches: use them on the device's current stream (or make your stream wait on it);
 // buffer reuse is ordered after the work queued there when the batch's last tensor is dropped.
+//
+// Static buffers (CUDA graphs, tensor/cuda_graph.h): a recorded training step reads its inputs from the
+// addresses it was recorded with, so instead of new tensors each batch must land in the same two buffers.
+// NextInto does that: the batch, already on the device, is copied into them on this loader's copy stream,
+// after the previous step has read them and before the next one does (events on both sides, no host wait).
 // Thread-safety: one consumer thread calls Reset/Next; the worker is internal.
 #ifndef TINYDDP_DATA_DATA_LOADER_H_
 #define TINYDDP_DATA_DATA_LOADER_H_
@@ -45,6 +50,7 @@
 #include "data/distributed_sampler.h"
 #include "tensor/device.h"
 #include "tensor/stream.h"
+#include "tensor/tensor.h"
 
 namespace tinyddp::data {
 
@@ -79,6 +85,13 @@ class DataLoader {
   /// The next batch of the epoch, or nullopt at its end, or on an error (then status() says which:
   /// a dataset error from the worker, a timeout, or Next() before Reset()).
   std::optional<Batch> Next();
+  /// The next batch copied into `inputs` (float32 [batch_size, D]) and `labels` (int64 [batch_size]), fixed
+  /// buffers on the loader's device that a recorded step reads (above). Returns the rows copied: batch_size,
+  /// or fewer for a smaller last batch (only the first rows are written), or 0 at the end of the epoch or on
+  /// an error (status() says which; InvalidArgument for buffers of the wrong shape, dtype or device). On CUDA
+  /// the copy runs on the loader's copy stream, ordered after the work already queued on the device's
+  /// current stream and before anything queued there after this call; the host does not wait.
+  int64_t NextInto(Tensor& inputs, Tensor& labels);
   /// OK unless the current epoch ended early because of an error.
   absl::Status status() const { return status_; }
 
@@ -108,6 +121,8 @@ class DataLoader {
   absl::StatusOr<Item> Produce(absl::Span<const int64_t> indices, int64_t batch_number);
   bool WaitUntilCopied(const cuda::Event& event);  // false if asked to stop meanwhile
   void Push(Item item);
+  // The queue half of Next(): the next item, or nullopt at the end of the epoch or on an error (status_).
+  std::optional<Item> Pop();
 
   const std::shared_ptr<const Dataset> dataset_;
   DistributedSampler sampler_;
@@ -115,6 +130,7 @@ class DataLoader {
   std::shared_ptr<internal::BatchPool> pool_;
   cuda::Stream copy_stream_;             // CUDA only: where host-to-device copies run
   std::vector<HostBuffer> host_ring_;    // CUDA only: touched by the worker thread alone
+  cuda::Event static_free_, static_ready_;  // CUDA, NextInto: the buffers' readers are queued; the copy landed
 
   std::thread worker_;
   std::mutex mu_;

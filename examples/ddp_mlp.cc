@@ -45,6 +45,7 @@
 #include "dist/ddp/ddp.h"                            // DdpOptions
 #include "dist/ddp/ladder/full_ddp.h"                // FullDdp::ddp(): the DistributedDataParallel of --ddp=full
 #include "dist/ddp/ladder/ladder.h"                  // CreateDataParallel: --ddp=naive|flat|bucketed|full
+#include "dist/ddp/graphed_step.h"                   // GraphedStep (--cuda_graph): the step as one CUDA graph
 #include "dist/launch/env.h"                            // IsWorker, RestartCount
 #include "dist/launch/error_file.h"                     // RecordWorkerFailure: why, for the launcher
 #include "dist/init.h"                           // InitProcessGroup: env -> store -> NCCL or Gloo group
@@ -61,6 +62,7 @@
 #include "examples/internal/train_options.h"     // TrainOptions, ParseTrainOptions: the flags
 #include "nn/adam.h"                             // AdamW
 #include "nn/checkpoint.h"                       // LoadModule (--init_from)
+#include "nn/device_lr.h"                        // DeviceLr (--cuda_graph): the schedule on the device
 #include "nn/loss.h"                             // CrossEntropyLoss
 #include "nn/lr_schedule.h"                      // ConstantLr, StepLr, CosineWithWarmupLr
 #include "nn/mlp.h"                              // MLP: Sequential(Linear, ReLU, ..., Linear)
@@ -168,6 +170,11 @@ struct Setup {
   dist::DistributedDataParallel* full = nullptr;       // --ddp=full: the DDP inside `ddp` (ZeRO-1 lives there)
   dist::zero::ZeroRedundancyOptimizer* zero() const { return full != nullptr ? full->zero() : nullptr; }
   std::vector<std::string> notes;                      // rank 0's lines from PrepareOutputs
+  // --cuda_graph (SetUpCudaGraph); all null/undefined when steps run eagerly.
+  std::unique_ptr<nn::DeviceLr> device_lr;   // the schedule, advanced on the device by each step
+  Tensor static_inputs, static_labels;       // the fixed buffers the recorded step reads
+  std::unique_ptr<dist::GraphedStep> graphed;
+  bool said_partial_batch = false;
 };
 
 absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
@@ -389,6 +396,11 @@ absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const
                                     drawn.ok() ? *drawn : std::string(drawn.status().message())));
     }
   }
+  if (r.lead && s.graphed) {  // --cuda_graph: whether the graph path was taken, and if not, why
+    r.progress.Print(absl::StrFormat("cuda graph: %d step(s) replayed, %d run eagerly by the graphed step; at the "
+                                     "end: %s", s.graphed->replays(), s.graphed->eager_steps(),
+                                     s.graphed->ModeName()));
+  }
   if (r.lead && last_eval.count == 0) {
     r.progress.Print(absl::StrFormat("nothing to train: the run is already at step %d (--epochs=%d, --max_steps=%d)",
                                      at.global_step, o.epochs, o.max_steps));
@@ -422,10 +434,13 @@ std::vector<data::Batch> NextBatches(data::DataLoader& loader, int64_t k) {
 // examples (the seed of Backward), so .grad ends as the mean over all of them - k micro-batches of b train
 // like one batch of k*b, up to the order in which float sums are added.
 // Returns the step's loss (mean over its examples), left on the device (reading it would wait for the GPU).
-absl::StatusOr<Tensor> TrainStep(Setup& s, const std::vector<data::Batch>& batches, int64_t step) {
-  // Failure tests make a rank hang, exit or die here (TINYDDP_FAULT); "nan" poisons this step's batches.
-  const bool poison = MaybeInjectFault("step", step) == FaultAction::kNonFinite;
-  s.optimizer->set_lr(s.schedule->LrAt(step));
+// `poison`: a failure test's NaN batch (TINYDDP_FAULT, injected by StepOnNextBatch).
+absl::StatusOr<Tensor> TrainStep(Setup& s, const std::vector<data::Batch>& batches, int64_t step, bool poison = false) {
+  if (s.device_lr) {
+    s.device_lr->Advance();  // --cuda_graph: the schedule moves on the device, also inside the graph
+  } else {
+    s.optimizer->set_lr(s.schedule->LrAt(step));
+  }
   if (s.zero() != nullptr) s.full->SetFusedOptimizerLr(s.optimizer->lr());
   s.optimizer->ZeroGrad();
   int64_t examples = 0;
@@ -456,6 +471,69 @@ absl::StatusOr<Tensor> TrainStep(Setup& s, const std::vector<data::Batch>& batch
     s.optimizer->Step();
   }
   return step_loss;
+}
+
+// --cuda_graph: the whole step recorded into one CUDA graph after a few eager steps, then replayed
+// (dist/ddp/graphed_step.h). Two things change for the step, not its results: the batch is copied into
+// fixed buffers (DataLoader::NextInto), and the learning rate comes from the device (nn/device_lr.h), so
+// that each replay follows the schedule. Where capture is impossible (CPU ranks, --trace, a rung below
+// --ddp=full, --grad_accum_steps, --zero=1) the reason is printed once and the plain loop runs.
+void SetUpCudaGraph(const TrainOptions& o, const Job& job, const TrainingProgress& at, Setup& s, Report& r) {
+  dist::GraphedStepOptions options;
+  options.log = [&r](const std::string& line) {
+    if (r.lead) r.progress.Print(line);
+  };
+  if (o.ddp != "full") {
+    options.eager_reason = absl::StrCat("--ddp=", o.ddp, " waits for its all_reduces on the host; --ddp=full records");
+  } else if (o.grad_accum_steps != 1) {
+    options.eager_reason = "--grad_accum_steps runs several micro-batches per step; a graph replays one";
+  } else if (o.zero != 0) {
+    options.eager_reason = "ZeRO-1 under a CUDA graph is not implemented (its sharded optimizers are not recorded)";
+  }
+  auto graphed = std::make_unique<dist::GraphedStep>(
+      job.device, [&s] { return TrainStep(s, {data::Batch{s.static_inputs, s.static_labels}}, /*step=*/0); },
+      s.full, std::vector<const nn::Optimizer*>{s.optimizer.get()}, std::move(options));
+  if (!graphed->eager_reason().empty()) return;  // said why; the eager loop it is
+  s.device_lr = std::make_unique<nn::DeviceLr>(*s.schedule, o.epochs * s.loader->num_batches(), job.device);
+  s.device_lr->SetStep(at.global_step);  // a resumed run continues the curve
+  s.optimizer->UseDeviceLr(s.device_lr->lr());
+  s.static_inputs = Tensor::Empty({o.batch_size, s.datasets.train->input_size()}, DType::kFloat32, job.device);
+  s.static_labels = Tensor::Empty({o.batch_size}, DType::kInt64, job.device);
+  s.graphed = std::move(graphed);
+}
+
+// One optimizer step on the next batch(es) of the epoch; nullopt at its end (or on a loader error: loader->status()).
+// Eager: TrainStep on the loader's batch. --cuda_graph: the batch goes into the fixed buffers and the
+// graphed step runs (eagerly while warming up, then replays); a smaller last batch runs eagerly on the
+// buffers' first rows, since a graph replays fixed shapes, and so does a failure test's poisoned batch.
+absl::StatusOr<std::optional<Tensor>> StepOnNextBatch(const TrainOptions& o, Setup& s, int64_t step, Report& r) {
+  int64_t rows = 0;
+  std::vector<data::Batch> batches;  // eager: --grad_accum_steps of them (fewer at the end of the epoch)
+  if (s.graphed) {
+    rows = s.loader->NextInto(s.static_inputs, s.static_labels);
+    if (rows == 0) return std::optional<Tensor>();
+  } else {
+    batches = NextBatches(*s.loader, o.grad_accum_steps);
+    if (batches.empty()) return std::optional<Tensor>();
+  }
+  // Failure tests make a rank hang, exit or die here (TINYDDP_FAULT); "nan" poisons this batch.
+  const bool poison = MaybeInjectFault("step", step) == FaultAction::kNonFinite;
+  if (!s.graphed) {
+    ASSIGN_OR_RETURN(Tensor loss, TrainStep(s, batches, step, poison));
+    return std::optional<Tensor>(loss);
+  }
+  if (rows < o.batch_size || poison) {
+    if (r.lead && !s.said_partial_batch && !poison) {
+      r.progress.Print(absl::StrFormat("cuda graph: the last batch of an epoch has %d rows, not %d: it runs eagerly "
+                                       "(a graph replays fixed shapes)", rows, o.batch_size));
+      s.said_partial_batch = true;
+    }
+    ASSIGN_OR_RETURN(Tensor loss, TrainStep(s, {data::Batch{s.static_inputs.Rows(0, rows), s.static_labels.Rows(0, rows)}},
+                                            step, poison));
+    return std::optional<Tensor>(loss);
+  }
+  ASSIGN_OR_RETURN(Tensor loss, s.graphed->Run());
+  return std::optional<Tensor>(loss);
 }
 
 // Starts epoch `epoch` at its first step not trained yet (mid-epoch after a resume).
@@ -514,6 +592,7 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
   // Each bucket: bytes, parameters, and the path its all_reduce takes (NCCL, Gloo or the copy engines);
   // a lower rung of the ladder says how it communicates instead.
   if (lead) report.progress.Print(std::string(absl::StripTrailingAsciiWhitespace(s.ddp->Describe())));
+  if (o.cuda_graph) SetUpCudaGraph(o, job, at, s, report);  // the step as one CUDA graph, where possible
 
   // 4. The loop: epochs of steps, the loss logged every --log_every steps (and checked: a NaN stops
   //    the run); after each epoch, evaluate and checkpoint, and every --checkpoint_every steps too.
@@ -526,9 +605,10 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
     StartEpoch(o, job, epoch, s, at, report);
     const auto loop_start = std::chrono::steady_clock::now();
     const int64_t steps_before = at.global_step;
-    for (std::vector<data::Batch> batches; !(batches = NextBatches(*s.loader, o.grad_accum_steps)).empty();) {
-      ASSIGN_OR_RETURN(const Tensor loss, TrainStep(s, batches, at.global_step));
-      window.Add(loss, at.global_step);
+    for (;;) {
+      ASSIGN_OR_RETURN(const std::optional<Tensor> loss, StepOnNextBatch(o, s, at.global_step, report));
+      if (!loss) break;  // the end of the epoch
+      window.Add(*loss, at.global_step);
       if (lead && s.zero() != nullptr && !zero_reported) {  // after the first step: its state exists
         zero_reported = true;
         report.progress.Print(absl::StrCat("ZeRO-1 memory per rank: ", s.zero()->Memory().ToString()));
@@ -539,7 +619,7 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
       const bool epoch_end = at.batch_in_epoch == steps_per_epoch;
       const bool checkpoint = o.checkpoint_every > 0 && at.global_step % o.checkpoint_every == 0 && !epoch_end && !stop;
       if (at.batch_in_epoch % o.log_every == 0 || epoch_end || stop || checkpoint) {
-        RETURN_IF_ERROR(LogLoss(job, window, s.optimizer->lr(), at, report));
+        RETURN_IF_ERROR(LogLoss(job, window, s.schedule->LrAt(at.global_step - 1), at, report));
       }
       if (checkpoint) RETURN_IF_ERROR(CheckpointOnEveryRank(o, job, s, at, report));  // mid-epoch
       if (lead) report.progress.Update(at.batch_in_epoch, std::nan(""));

@@ -1,6 +1,7 @@
 // nn::Adam and nn::AdamW (nn/adam.h).
 #include "nn/adam.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -27,8 +28,45 @@ Adam::Adam(std::vector<Variable> params, const AdamOptions& options, bool decoup
 
 AdamW::AdamW(std::vector<Variable> params, const AdamWOptions& options) : Adam(std::move(params), options, true, "AdamW") {}
 
+void Adam::UseDeviceLr(const Tensor& lr) {
+  Optimizer::UseDeviceLr(lr);
+  if (!lr.defined()) {
+    // Back to host steps: the counts the device kept become the host's.
+    if (device_step_.defined()) {
+      const int64_t steps = static_cast<int64_t>(device_step_.Item());
+      for (int64_t& s : steps_) s = steps;
+    }
+    device_step_ = one_ = Tensor();
+    return;
+  }
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    TINYDDP_CHECK_OP(steps_[i] == steps_[0], name_, "a device learning rate keeps one step count for all "
+                     "parameters on the device, but parameter 0 has taken ", steps_[0], " steps and parameter ", i,
+                     " ('", params_[i].name(), "') ", steps_[i], "; hint: call UseDeviceLr before the first Step");
+  }
+  device_step_ = Tensor::Full({1}, static_cast<double>(steps_.empty() ? 0 : steps_[0]), DType::kFloat64, lr.device());
+  one_ = Tensor::Full({1}, 1.0, DType::kFloat64, lr.device());
+}
+
+std::string Adam::WhyStepNotCapturable() const {
+  if (device_step_.defined()) return "";
+  return absl::StrCat(name_, " passes its step count (the bias corrections) to its kernel by value, so a recorded "
+                      "step would repeat one step number; give it a device learning rate (UseDeviceLr, "
+                      "nn/device_lr.h), which keeps the count on the device");
+}
+
+int64_t Adam::step(size_t i) const {
+  return device_step_.defined() ? static_cast<int64_t>(device_step_.Item()) : steps_.at(i);
+}
+
 void Adam::Step() {
   const std::vector<size_t>& indices = ParamsWithGrad();
+  if (device_step_.defined()) {
+    TINYDDP_CHECK_OP(indices.size() == params_.size(), name_, "with a device learning rate every parameter steps "
+                     "together (one step count on the device), but only ", indices.size(), " of ", params_.size(),
+                     " parameters have a gradient; hint: make every parameter take part in the loss");
+    ops::AddInto(device_step_, one_);  // t += 1 on the device, before the update reads it
+  }
   for (size_t i : indices) {
     if (!exp_avgs_[i].defined()) {  // first step of this parameter: zero moments
       const Tensor& p = params_[i].data();
@@ -46,6 +84,8 @@ void Adam::Step() {
   config.eps = options_.eps;
   config.weight_decay = options_.weight_decay;
   config.decoupled_weight_decay = decoupled_weight_decay_;
+  config.lr_tensor = device_lr_;      // both undefined unless UseDeviceLr: then the kernels read them
+  config.step_tensor = device_step_;
   // Bias correction depends on each parameter's own step count; one fused call per distinct count and
   // per "has a compute copy or not" (mixed precision): one call in all, unless some parameters skipped
   // steps without a gradient or only some have copies.
@@ -80,7 +120,7 @@ TensorMap Adam::StateTensors() const {
   TensorMap state;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!exp_avgs_[i].defined()) continue;
-    state[absl::StrCat("state.", i, ".step")] = Tensor::Full({}, static_cast<double>(steps_[i]), DType::kFloat32);
+    state[absl::StrCat("state.", i, ".step")] = Tensor::Full({}, static_cast<double>(step(i)), DType::kFloat32);
     state[absl::StrCat("state.", i, ".exp_avg")] = exp_avgs_[i];
     state[absl::StrCat("state.", i, ".exp_avg_sq")] = exp_avg_sqs_[i];
   }
@@ -117,6 +157,15 @@ absl::Status Adam::LoadStateTensors(const TensorMap& state) {
                                                      " needs all of step, exp_avg and exp_avg_sq, or none"));
     }
   }
+  if (device_step_.defined()) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (std::max<int64_t>(steps[i], 0) != std::max<int64_t>(steps[0], 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name_, " state: parameter 0 has taken ", std::max<int64_t>(steps[0], 0), " steps and parameter ", i, " ",
+            std::max<int64_t>(steps[i], 0), ", but with a device learning rate all parameters share one count"));
+      }
+    }
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     if (steps[i] < 0) {
       exp_avgs_[i] = exp_avg_sqs_[i] = Tensor();
@@ -130,6 +179,7 @@ absl::Status Adam::LoadStateTensors(const TensorMap& state) {
     ops::CopyInto(exp_avg_sqs_[i], avg_sqs[i]);
     steps_[i] = steps[i];
   }
+  if (device_step_.defined()) ops::Fill(device_step_, static_cast<double>(steps_.empty() ? 0 : steps_[0]));
   return absl::OkStatus();
 }
 

@@ -38,8 +38,18 @@ class Adam : public Optimizer {
   TensorMap StateTensors() const override;
   absl::Status LoadStateTensors(const TensorMap& state) override;
   const AdamOptions& options() const { return options_; }
-  /// Steps taken by parameter i (0 before its first).
-  int64_t step(size_t i) const { return steps_[i]; }
+  /// Steps taken by parameter i (0 before its first). With a device learning rate, the count kept on the
+  /// device (read from it: this waits for the GPU).
+  int64_t step(size_t i) const;
+
+  /// Optimizer::UseDeviceLr, and the step count moves to the device too: one float64 counter that each
+  /// Step advances there before its update reads it, so a recorded step counts its replays (PyTorch's
+  /// capturable=True). Then every parameter steps together: all must have taken the same number of steps
+  /// (FailedPrecondition-style stop otherwise), and every Step needs a gradient for every parameter. The
+  /// bias corrections are computed on the GPU (ops.h: within an ulp or two of the host's).
+  void UseDeviceLr(const Tensor& lr) override;
+  /// Without UseDeviceLr each Step passes its step count (the bias corrections) by value: not capturable.
+  std::string WhyStepNotCapturable() const override;
 
  protected:
   Adam(std::vector<Variable> params, const AdamOptions& options, bool decoupled_weight_decay, const char* name);
@@ -49,6 +59,7 @@ class Adam : public Optimizer {
   bool decoupled_weight_decay_;
   std::vector<Tensor> exp_avgs_, exp_avg_sqs_;  // by parameter index; undefined before its first step
   std::vector<int64_t> steps_;
+  Tensor device_step_, one_;  // with a device learning rate: the step count on the device, and 1.0
   // Reused from step to step, so Step() does not allocate on the host once warm.
   std::vector<Tensor> step_params_, step_grads_, step_exp_avgs_, step_exp_avg_sqs_, step_copies_;
   std::vector<size_t> pending_;

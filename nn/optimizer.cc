@@ -46,6 +46,17 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
+void Optimizer::UseDeviceLr(const Tensor& lr) {
+  if (lr.defined()) {
+    const Device device = params_.empty() ? lr.device() : params_[0].device();
+    TINYDDP_CHECK_OP(lr.numel() == 1 && lr.dtype() == DType::kFloat64 && lr.device() == device, name_,
+                     "the device learning rate must be a one-element float64 tensor on ", device.ToString(),
+                     ", got ", DTypeName(lr.dtype()), " ", ShapeToString(lr.shape()), " on ", lr.device().ToString(),
+                     "; hint: use DeviceLr::lr() (nn/device_lr.h)");
+  }
+  device_lr_ = lr;
+}
+
 const std::vector<size_t>& Optimizer::ParamsWithGrad() {
   with_grad_.clear();
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -4,6 +4,7 @@
 // every parameter, and a steady-state Step() allocates nothing (state buffers are made on the first).
 //
 // Typical step:  ZeroGrad(); Backward(loss); optimizer.set_lr(schedule.LrAt(step)); optimizer.Step();
+// Inside a CUDA graph the learning rate comes from device memory instead (UseDeviceLr, nn/device_lr.h).
 //
 // Mixed precision (nn/precision.h): SetComputeCopies(model.ComputeCopies()) makes every Step also write
 // each parameter's bfloat16 compute copy, in the same pass as the float32 update (the kernels' bf16_copies),
@@ -49,6 +50,18 @@ class Optimizer {
   double lr() const { return lr_; }
   /// Precondition: lr >= 0.
   void set_lr(double lr);
+  /// CUDA graphs (tensor/cuda_graph.h): from now on every Step reads its learning rate from `lr` when its
+  /// kernel runs, not lr() when Step is called, so a step recorded into a graph follows a schedule that
+  /// moves on the device (nn/device_lr.h: DeviceLr::lr()). The updates are bit for bit those set_lr with
+  /// the same values gives. Adam also keeps its step count on the device from here on. An undefined
+  /// tensor goes back to lr(). Precondition: a float64 one-element tensor on the parameters' device.
+  virtual void UseDeviceLr(const Tensor& lr);
+  /// The device learning rate Step reads; undefined when it reads lr().
+  const Tensor& device_lr() const { return device_lr_; }
+  /// "" when Step, recorded once into a CUDA graph, does at every replay what a call would do (given a
+  /// learning rate that does not move on the host); otherwise why not and what to change. Adam answers
+  /// that its step count is passed by value until UseDeviceLr.
+  virtual std::string WhyStepNotCapturable() const { return ""; }
   const std::vector<Variable>& params() const { return params_; }
 
   /// The state, named like the "state" part of PyTorch's optimizer state_dict flattened with dots:
@@ -74,6 +87,7 @@ class Optimizer {
   std::vector<Variable> params_;
   std::vector<Tensor> compute_copies_;  // by parameter index; undefined: none (SetComputeCopies)
   double lr_;
+  Tensor device_lr_;  // UseDeviceLr; undefined: Step uses lr_
   const char* name_;
 
  private:

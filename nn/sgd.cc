@@ -25,6 +25,7 @@ void SGD::Step() {
   config.dampening = options_.dampening;
   config.weight_decay = options_.weight_decay;
   config.nesterov = options_.nesterov;
+  config.lr_tensor = device_lr_;  // when defined, the kernels read the learning rate there (UseDeviceLr)
   // One fused call per group of parameters that take the same rule: with momentum, those whose buffer
   // exists take the steady-state rule and the others (all of them on the first step) start their buffer
   // from the gradient; under mixed precision, those with a compute copy get it written. Usually one

@@ -518,8 +518,23 @@ bool CheckOptimizerLists(const char* op, absl::Span<Tensor> params, absl::Span<c
 }
 }  // namespace
 
+namespace {
+// A device scalar of the optimizer steps (ops.h, "Device scalars"): `dtype`, one element, on `device`.
+void CheckDeviceScalar(const char* op, const char* name, const Tensor& t, DType dtype, Device device) {
+  TINYDDP_CHECK_OP(t.numel() == 1 && t.dtype() == dtype && t.device() == device, op, name, " is ", Describe(t),
+                   " but must be a one-element ", DTypeName(dtype), " tensor on the parameters' device ",
+                   device.ToString(), "; hint: nn/device_lr.h makes the learning rate one");
+}
+}  // namespace
+
 void SgdStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> momentum_bufs,
-             const SgdConfig& config, absl::Span<Tensor> bf16_copies) {
+             const SgdConfig& config_in, absl::Span<Tensor> bf16_copies) {
+  // On the CPU a device scalar is simply read now; CUDA kernels read it when they run.
+  SgdConfig config = config_in;
+  if (config.lr_tensor.defined() && !params.empty()) {
+    CheckDeviceScalar("SgdStep", "lr_tensor", config.lr_tensor, DType::kFloat64, params[0].device());
+    if (params[0].device().is_cpu()) config.lr = *config.lr_tensor.data<double>();
+  }
   bool mixed;
   if (config.momentum != 0.0) {
     mixed = CheckOptimizerLists("SgdStep", params, grads, {{"momentum_bufs", momentum_bufs}}, bf16_copies);
@@ -538,15 +553,43 @@ void SgdStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Sp
 }
 
 void AdamStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> exp_avgs,
-              absl::Span<Tensor> exp_avg_sqs, const AdamConfig& config, absl::Span<Tensor> bf16_copies) {
+              absl::Span<Tensor> exp_avg_sqs, const AdamConfig& config_in, absl::Span<Tensor> bf16_copies) {
   const bool mixed = CheckOptimizerLists("AdamStep", params, grads,
                                          {{"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}}, bf16_copies);
-  TINYDDP_CHECK_OP(config.step >= 1, "AdamStep", "step is ", config.step, "; hint: steps count from 1");
+  AdamConfig config = config_in;
   if (params.empty()) return;
+  const Device device = params[0].device();
+  if (config.lr_tensor.defined()) {
+    CheckDeviceScalar("AdamStep", "lr_tensor", config.lr_tensor, DType::kFloat64, device);
+    if (device.is_cpu()) config.lr = *config.lr_tensor.data<double>();
+  }
+  if (config.step_tensor.defined()) {
+    CheckDeviceScalar("AdamStep", "step_tensor", config.step_tensor, DType::kFloat64, device);
+    if (device.is_cpu()) config.step = static_cast<int64_t>(*config.step_tensor.data<double>());
+  }
+  // A device step is not read here (that would wait for the GPU); the kernel takes what it finds.
+  TINYDDP_CHECK_OP(config.step >= 1 || (config.step_tensor.defined() && device.is_cuda()), "AdamStep", "step is ",
+                   config.step, "; hint: steps count from 1");
   if (mixed) {
     TINYDDP_DISPATCH(params[0].device(), AdamStepMixed, params, grads, exp_avgs, exp_avg_sqs, config, bf16_copies);
   } else {
     TINYDDP_DISPATCH(params[0].device(), AdamStep, params, grads, exp_avgs, exp_avg_sqs, config);
+  }
+}
+
+// --- Device cursors --------------------------------------------------------------------------------
+
+void LookupAndAdvance(const Tensor& table, Tensor& cursor, Tensor& out) {
+  CheckDefined("LookupAndAdvance", "table", table);
+  TINYDDP_CHECK_OP(table.dtype() == DType::kFloat64 && table.dim() == 1 && table.numel() >= 1, "LookupAndAdvance",
+                   "table is ", Describe(table), " but must be a non-empty 1-D float64 tensor");
+  CheckDeviceScalar("LookupAndAdvance", "cursor", cursor, DType::kInt64, table.device());
+  CheckDeviceScalar("LookupAndAdvance", "out", out, DType::kFloat64, table.device());
+  // No bfloat16 here, so no cpu_bf16 variant: the CPU or the CUDA kernel.
+  if (table.device().is_cpu()) {
+    cpu::LookupAndAdvance(table, cursor, out);
+  } else {
+    cuda::LookupAndAdvance(table, cursor, out);
   }
 }
 

@@ -124,11 +124,19 @@ void NormalInit(Tensor& dst, double mean, double stddev, uint64_t seed, uint64_t
 // weights for the next forward, with no separate cast. The float32 result is the same as with float32
 // grads of equal value; state stays float32.
 
+// Device scalars (CUDA graphs, tensor/cuda_graph.h): a kernel recorded into a graph keeps the values it
+// was launched with, so a learning rate that changes from step to step must be read from device memory
+// when the kernel runs. When `lr_tensor` is defined (float64, one element, on the params' device) the
+// step reads its learning rate there and `lr` is ignored; the result is bit for bit the one `lr` holding
+// the same value gives (the double is rounded to the params' type the same way on host and device).
+
 struct SgdConfig {
   double lr = 0.01, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
   bool nesterov = false;
   /// True on the first step with momentum: the buffer is set to the gradient instead of updated.
   bool first_step = true;
+  /// Defined: the learning rate is read from it (above).
+  Tensor lr_tensor;
 };
 /// torch.optim.SGD: g = grad + wd*p; if momentum: buf = first ? g : momentum*buf + (1-dampening)*g,
 /// g = nesterov ? g + momentum*buf : buf; p -= lr*g. momentum_bufs may be empty when momentum == 0.
@@ -141,11 +149,24 @@ struct AdamConfig {
   bool decoupled_weight_decay = true;
   /// 1 on the first step (bias correction uses it).
   int64_t step = 1;
+  /// Defined: the learning rate is read from it (above).
+  Tensor lr_tensor;
+  /// Defined (float64, one element, on the params' device): the step t of this update, read there when
+  /// the kernel runs (`step` is ignored), so a recorded step that advances it on the device (nn::Adam with
+  /// a device learning rate) counts its replays. On CUDA the bias corrections are then computed on the
+  /// device, with CUDA's pow (within an ulp or two of the host's std::pow: the result may differ from a
+  /// host-step run in the last bit); on the CPU exactly as with `step`.
+  Tensor step_tensor;
 };
 /// torch.optim.Adam / AdamW: m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
 /// p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps).
 void AdamStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> exp_avgs,
               absl::Span<Tensor> exp_avg_sqs, const AdamConfig& config, absl::Span<Tensor> bf16_copies = {});
+
+/// A cursor over a table, moved by the device: out[0] = table[min(cursor[0], n - 1)], then cursor[0] += 1.
+/// How a learning-rate schedule advances inside a CUDA graph (nn/device_lr.h). table: float64 [n], n >= 1;
+/// cursor: int64, one element, >= 0; out: float64, one element; all on one device. One tiny kernel on CUDA.
+void LookupAndAdvance(const Tensor& table, Tensor& cursor, Tensor& out);
 
 }  // namespace tinyddp::ops
 

@@ -1,6 +1,7 @@
 // SgdStep and AdamStep on the CPU against the update rules of torch.optim.SGD / Adam / AdamW written out
 // by hand in double precision, over several steps with fresh random gradients each step, for several
 // parameter tensors at once (odd shapes) in float64 and float32.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -136,6 +137,100 @@ TEST(AdamStep, FirstStepMovesEachWeightByLrTimesTheGradientSign) {
   EXPECT_NEAR(got[0], 0.99, 1e-9);
   EXPECT_NEAR(got[1], -1.99, 1e-9);
   EXPECT_NEAR(got[2], 0.49, 1e-7);
+}
+
+// --- Device scalars (ops.h): the learning rate and Adam's step read from tensors -----------------------
+
+// Copies of `ts` with their own storage.
+std::vector<Tensor> Clones(const std::vector<Tensor>& ts) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) out.push_back(t.Clone());
+  return out;
+}
+
+TEST(SgdStep, ALearningRateTensorGivesTheBitsOfTheSameHostLearningRate) {
+  for (DType dt : {DType::kFloat64, DType::kFloat32}) {
+    uint32_t seed = 40;
+    std::vector<Tensor> host_p, bufs;
+    for (const Shape& s : kParamShapes) {
+      host_p.push_back(RandomTensor(s, dt, seed++));
+      bufs.push_back(Tensor::Zeros(s, dt));
+    }
+    std::vector<Tensor> dev_p = Clones(host_p), dev_bufs = Clones(bufs);
+    Tensor lr = Tensor::Zeros({1}, DType::kFloat64);
+    for (int step = 0; step < 6; ++step) {
+      std::vector<Tensor> grads;
+      for (const Shape& s : kParamShapes) grads.push_back(RandomTensor(s, dt, seed++));
+      const double rate = 0.3 / (step + 1.7);  // not representable in float: the rounding is what is compared
+      ops::SgdConfig host{.lr = rate, .momentum = 0.9, .weight_decay = 0.01, .first_step = step == 0};
+      ops::SgdStep(absl::MakeSpan(host_p), grads, absl::MakeSpan(bufs), host);
+      ops::Fill(lr, rate);
+      ops::SgdConfig device = host;
+      device.lr = 123.0;  // ignored: the tensor wins
+      device.lr_tensor = lr;
+      ops::SgdStep(absl::MakeSpan(dev_p), grads, absl::MakeSpan(dev_bufs), device);
+    }
+    for (size_t t = 0; t < host_p.size(); ++t) {
+      EXPECT_EQ(AsDoubles(dev_p[t]), AsDoubles(host_p[t])) << DTypeName(dt) << " param " << t;
+      EXPECT_EQ(AsDoubles(dev_bufs[t]), AsDoubles(bufs[t])) << DTypeName(dt) << " buffer " << t;
+    }
+  }
+}
+
+TEST(AdamStep, LearningRateAndStepTensorsGiveTheBitsOfTheHostValuesOnTheCpu) {
+  for (DType dt : {DType::kFloat64, DType::kFloat32}) {
+    uint32_t seed = 90;
+    std::vector<Tensor> host_p, m, v;
+    for (const Shape& s : kParamShapes) {
+      host_p.push_back(RandomTensor(s, dt, seed++));
+      m.push_back(Tensor::Zeros(s, dt));
+      v.push_back(Tensor::Zeros(s, dt));
+    }
+    std::vector<Tensor> dev_p = Clones(host_p), dev_m = Clones(m), dev_v = Clones(v);
+    Tensor lr = Tensor::Zeros({1}, DType::kFloat64), step_t = Tensor::Zeros({1}, DType::kFloat64);
+    for (int step = 1; step <= 6; ++step) {
+      std::vector<Tensor> grads;
+      for (const Shape& s : kParamShapes) grads.push_back(RandomTensor(s, dt, seed++));
+      const double rate = 0.01 / step;
+      ops::AdamConfig host{.lr = rate, .weight_decay = 0.02, .step = step};
+      ops::AdamStep(absl::MakeSpan(host_p), grads, absl::MakeSpan(m), absl::MakeSpan(v), host);
+      ops::Fill(lr, rate);
+      ops::Fill(step_t, step);
+      ops::AdamConfig device = host;
+      device.lr = 5.0;
+      device.step = 1000;  // both ignored
+      device.lr_tensor = lr;
+      device.step_tensor = step_t;
+      ops::AdamStep(absl::MakeSpan(dev_p), grads, absl::MakeSpan(dev_m), absl::MakeSpan(dev_v), device);
+    }
+    for (size_t t = 0; t < host_p.size(); ++t) {
+      EXPECT_EQ(AsDoubles(dev_p[t]), AsDoubles(host_p[t])) << DTypeName(dt) << " param " << t;
+      EXPECT_EQ(AsDoubles(dev_v[t]), AsDoubles(v[t])) << DTypeName(dt) << " exp_avg_sq " << t;
+    }
+  }
+}
+
+TEST(LookupAndAdvance, WalksTheTableOneEntryPerCallAndHoldsItsLastValue) {
+  const std::vector<double> values = {0.5, 0.25, 0.125, 1e-3, 7e-5};
+  const Tensor table = Tensor::FromVector<double>(values, {5});
+  Tensor cursor = Tensor::FromVector<int64_t>({2}, {1});
+  Tensor out = Tensor::Zeros({1}, DType::kFloat64);
+  for (int64_t call = 0; call < 6; ++call) {
+    ops::LookupAndAdvance(table, cursor, out);
+    EXPECT_EQ(out.Item(), values[std::min<int64_t>(2 + call, 4)]) << "call " << call;
+    EXPECT_EQ(cursor.ToVector<int64_t>()[0], 3 + call);
+  }
+}
+
+TEST(OptimDeathTest, ADeviceScalarOfTheWrongKindStopsNamingIt) {
+  std::vector<Tensor> params = {Tensor::Zeros({3})}, grads = {Tensor::Zeros({3})};
+  ops::SgdConfig config;
+  config.lr_tensor = Tensor::Zeros({1}, DType::kFloat32);
+  EXPECT_DEATH(ops::SgdStep(absl::MakeSpan(params), grads, {}, config),
+               "SgdStep: lr_tensor is \\[1\\] float32 cpu but must be a one-element float64 tensor");
+  Tensor cursor = Tensor::Zeros({1}, DType::kInt64), out = Tensor::Zeros({1}, DType::kFloat64);
+  EXPECT_DEATH(ops::LookupAndAdvance(Tensor::Zeros({0}, DType::kFloat64), cursor, out),
+               "LookupAndAdvance: table is .* but must be a non-empty 1-D float64 tensor");
 }
 
 TEST(OptimDeathTest, MismatchedStateListsStop) {

@@ -86,6 +86,10 @@ void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device,
   }
   if (dst_device.is_cpu()) {  // device -> host: the caller reads `dst` next, so wait for it
     DeviceGuard guard(src_device.index);
+    TINYDDP_CHECK_OP(!cuda::Stream::Current(src_device.index).IsCapturing(), "CopyBytes",
+                     "a CUDA tensor is read on the host (Tensor::Item, ToVector, To(CPU)) while its stream records "
+                     "a CUDA graph (tensor/cuda_graph.h): inside a captured step nothing has run yet. hint: keep "
+                     "the value on the device and read it after the step, or run this step eagerly");
     cuda::MemcpyAsync(dst, src, nbytes, cuda::CopyKind::kDeviceToHost, nullptr);
     cuda::Stream::Current(src_device.index).Synchronize();
     return;

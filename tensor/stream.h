@@ -29,8 +29,14 @@ class Stream {
   int device() const { return device_; }
   /// Makes all future work on this stream wait until `event` has completed (cudaStreamWaitEvent).
   void Wait(const Event& event) const;
-  /// Blocks the host until the stream is idle. Tests, checkpoints and teardown only.
+  /// Blocks the host until the stream is idle. Tests, checkpoints and teardown only. Stops with a message
+  /// naming the mistake when the stream is recording a CUDA graph (tensor/cuda_graph.h): a captured step
+  /// must only enqueue work, and there is nothing to wait for until the graph is replayed.
   void Synchronize() const;
+  /// True while the stream is recording a CUDA graph (cudaStreamIsCapturing): between CudaGraph::Capture's
+  /// begin and end, or when another stream's capture has been joined to it by an event wait. Work enqueued
+  /// on it now is recorded, not run. False without CUDA.
+  bool IsCapturing() const;
 
  private:
   struct Handle {

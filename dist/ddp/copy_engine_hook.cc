@@ -12,6 +12,7 @@
 #include "dist/process_group/nccl/copy_engine/copy_engine_all_reduce.h"
 #include "dist/process_group/nccl/process_group_nccl.h"
 #include "tensor/internal/check.h"
+#include "tensor/stream.h"
 
 namespace tinyddp::dist {
 
@@ -50,6 +51,7 @@ absl::StatusOr<std::shared_ptr<CopyEngineHook>> CopyEngineHook::Create(ProcessGr
     return hook;
   }
   hook->module_ = std::move(module);
+  hook->device_ = nccl->device();
   if (const char* debug = std::getenv("NCCL_DEBUG"); debug != nullptr && *debug != '\0') {
     std::fprintf(stderr,
                  "tinyddp rank %d: NCCL_DEBUG=%s: DDP buckets of float32 from %lld bytes are averaged by the copy "
@@ -63,7 +65,8 @@ absl::StatusOr<std::shared_ptr<CopyEngineHook>> CopyEngineHook::Create(ProcessGr
 CopyEngineHook::~CopyEngineHook() = default;
 
 bool CopyEngineHook::Takes(const GradBucket& bucket) const {
-  return module_ != nullptr && module_->Takes(bucket.dtype, bucket.numel, ReduceOp::kAvg);
+  return module_ != nullptr && module_->Takes(bucket.dtype, bucket.numel, ReduceOp::kAvg) &&
+         !cuda::Stream::Current(device_).IsCapturing();  // condition 5
 }
 
 CommHook CopyEngineHook::AsCommHook() {

@@ -7,9 +7,14 @@
 //   2. their GPUs are on one host and reach each other peer-to-peer (checked together when DDP is made);
 //   3. TINYDDP_COPY_ENGINE_ALLREDUCE is not "0" on either rank (the switch back to NCCL);
 //   4. the bucket is float32 and holds at least 4 MiB (TINYDDP_COPY_ENGINE_MIN_BYTES moves the threshold;
-//      the two ranks use the larger of their values). DDP's op, AVG, is one the copy engines take.
-// 1-3 are settled collectively when DDP is created and 4 depends only on the bucket layout, which is
-// identical on every rank: every rank takes the same path for every bucket. Below 4 MiB NCCL's latency
+//      the two ranks use the larger of their values). DDP's op, AVG, is one the copy engines take;
+//   5. the step is not being recorded into a CUDA graph (tensor/cuda_graph.h). A copy-engine call numbers
+//      itself: each call's sequence number goes into stream memory operations that the peer waits for, and
+//      a graph would freeze the numbers of the captured call into every replay. NCCL's kernels are made to
+//      be captured, so inside a graph every bucket takes NCCL's all_reduce.
+// 1-3 are settled collectively when DDP is created, 4 depends only on the bucket layout, which is
+// identical on every rank, and every rank captures the same step (dist/ddp/graphed_step.h): every rank
+// takes the same path for every bucket. Below 4 MiB NCCL's latency
 // wins; and a standalone all_reduce (bench/allreduce_bench) is faster as NCCL's kernel, so only DDP's
 // buckets, which overlap backward, come here.
 //
@@ -52,7 +57,7 @@ class CopyEngineHook : public std::enable_shared_from_this<CopyEngineHook> {
 
   /// The comm hook to give the reducer (it keeps this object alive).
   CommHook AsCommHook();
-  /// Whether `bucket` goes through the copy engines (condition 4, once 1-3 hold).
+  /// Whether `bucket` goes through the copy engines (conditions 4 and 5, once 1-3 hold).
   bool Takes(const GradBucket& bucket) const;
 
   /// Collective, host-blocking: pairs DDP's flat bucket buffers across the two ranks (the copy engines
@@ -76,6 +81,7 @@ class CopyEngineHook : public std::enable_shared_from_this<CopyEngineHook> {
   CommFuture Run(ProcessGroup& pg, GradBucket& bucket);
 
   ProcessGroup* group_ = nullptr;                // the group Create saw (not owned)
+  int device_ = -1;                              // its GPU, when the copy engines are on
   std::shared_ptr<CopyEngineAllReduce> module_;  // null when off
   std::string off_reason_;
 };

@@ -273,6 +273,11 @@ void DistributedDataParallel::SetFusedOptimizerLr(double lr) {
   if (zero_ != nullptr) zero_->SetLr(lr);
 }
 
+void DistributedDataParallel::UseFusedOptimizerDeviceLr(const Tensor& lr) {
+  fused_device_lr_ = lr;
+  for (auto& opt : fused_) opt->UseDeviceLr(lr);
+}
+
 void DistributedDataParallel::RebuildFusedOptimizers() {
   // Optimizer state is per parameter ("state.<i>.<field>", i = position in that optimizer's list): carry
   // it from the old bucket layout to the new one by parameter identity.
@@ -306,6 +311,7 @@ void DistributedDataParallel::RebuildFusedOptimizers() {
       TINYDDP_CHECK_OP(s.ok(), "DistributedDataParallel", "moving optimizer state to the rebuilt buckets: ", s.ToString());
     }
     if (fused_lr_ >= 0) opt->set_lr(fused_lr_);
+    if (fused_device_lr_.defined()) opt->UseDeviceLr(fused_device_lr_);
     fused_.push_back(std::move(opt));
   }
   fused_generation_ = reducer_->layout_generation();

@@ -124,6 +124,14 @@ class DistributedDataParallel {
   void RegisterFusedOptimizer(OptimizerFactory factory);
   /// Sets the learning rate of every fused optimizer (an LR schedule calls it before each step).
   void SetFusedOptimizerLr(double lr);
+  /// The fused optimizers read their learning rate from `lr` on the device (Optimizer::UseDeviceLr), also
+  /// after a bucket rebuild: what a step recorded into a CUDA graph needs when the rate changes. Undefined:
+  /// back to SetFusedOptimizerLr's value.
+  void UseFusedOptimizerDeviceLr(const Tensor& lr);
+  /// The fused optimizers, one per bucket (empty without RegisterFusedOptimizer).
+  const std::vector<std::unique_ptr<nn::Optimizer>>& fused_optimizers() const { return fused_; }
+  /// False inside NoSync(): the next forward arms no communication.
+  bool sync_enabled() const { return sync_enabled_; }
 
   nn::Module& module() { return module_; }
   ProcessGroup& process_group() { return *pg_; }
@@ -173,6 +181,7 @@ class DistributedDataParallel {
   int64_t fused_generation_ = -1;
   double fused_lr_ = -1;  // < 0: the factory's own
   std::unique_ptr<zero::ZeroRedundancyOptimizer> zero_;  // zero_stage 1: replaces fused_
+  Tensor fused_device_lr_;  // defined: every fused optimizer reads its learning rate there
 };
 
 /// The collective check behind Create(), usable on its own: OK when every rank of `pg` passes the same

@@ -93,6 +93,10 @@ ABSL_FLAG(std::string, init_from, kDefaults.init_from,
 ABSL_FLAG(std::string, metrics_out, kDefaults.metrics_out,
           "write JSON lines of metrics here, and a .svg plot beside it");
 ABSL_FLAG(std::string, trace, kDefaults.trace, "write a Chrome/Perfetto trace of the run here");
+// Execution.
+ABSL_FLAG(bool, cuda_graph, kDefaults.cuda_graph,
+          "record the whole training step into one CUDA graph after a few eager steps and replay it "
+          "(GPU only; says why when it runs eagerly instead; docs/cuda_graphs.md)");
 
 namespace tinyddp::examples {
 namespace {
@@ -111,6 +115,7 @@ const std::vector<FlagGroup>& Flags() {
       {"output and state",
        {"log_every", "checkpoint_dir", "checkpoint_every", "keep_checkpoints", "resume", "init_from", "metrics_out",
         "trace"}},
+      {"execution", {"cuda_graph"}},
   };
   return *groups;
 }
@@ -170,6 +175,7 @@ absl::StatusOr<TrainOptions> FromFlags() {
   o.init_from = absl::GetFlag(FLAGS_init_from);
   o.metrics_out = absl::GetFlag(FLAGS_metrics_out);
   o.trace = absl::GetFlag(FLAGS_trace);
+  o.cuda_graph = absl::GetFlag(FLAGS_cuda_graph);
   return o;
 }
 

@@ -76,6 +76,9 @@ struct TrainOptions {
   std::string metrics_out;  // a .jsonl file; the plot goes next to it as .svg
   std::string trace;        // a Chrome trace .json
 
+  // Execution.
+  bool cuda_graph = false;  // replay the whole step as one CUDA graph (dist/ddp/graphed_step.h); same results
+
   bool help = false;  // --help was given: print TrainUsage() and exit 0
 
   /// The settings that decide the sequence of parameters a run produces, as name -> text. A checkpoint

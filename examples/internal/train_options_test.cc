@@ -54,6 +54,23 @@ TEST(TrainOptions, BooleansTakeBareNegatedAndExplicitForms) {
   }
 }
 
+TEST(TrainOptions, CudaGraphIsOffUnlessAskedForAndTakesEveryBooleanSpelling) {
+  absl::StatusOr<TrainOptions> o = ParseTrainOptions({}, "");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->cuda_graph);
+  for (const auto& [arg, want] : std::vector<std::pair<std::string, bool>>{
+           {"--cuda_graph", true}, {"--cuda-graph=true", true}, {"--nocuda_graph", false}}) {
+    o = ParseTrainOptions({arg}, "");
+    ASSERT_TRUE(o.ok()) << arg << ": " << o.status();
+    EXPECT_EQ(o->cuda_graph, want) << arg;
+  }
+  // It changes how steps run, not what they compute: a checkpoint of either mode resumes in the other.
+  o = ParseTrainOptions({"--cuda_graph"}, "");
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->TrajectorySettings(2), ParseTrainOptions({}, "")->TrajectorySettings(2));
+  EXPECT_TRUE(absl::StrContains(TrainUsage(), "--cuda_graph"));
+}
+
 TEST(TrainOptions, EveryParseStartsFromTheDefaults) {
   // The flags are process-wide Abseil flags; a second parse must not inherit the first one's values.
   ASSERT_TRUE(ParseTrainOptions({"--epochs=9", "--noshuffle", "--optimizer=adamw"}, "").ok());
@@ -123,7 +140,7 @@ TEST(TrainOptions, HelpStopsParsingAndListsEveryFlagWithItsDefault) {
     const std::string arg = absl::StrCat("--", name, "=", flag->DefaultValue());
     EXPECT_TRUE(ParseTrainOptions({arg}, "").ok()) << arg;
   }
-  EXPECT_EQ(listed, 40);
+  EXPECT_EQ(listed, 41);
 }
 
 TEST(TrainOptions, OutOfRangeValuesNameTheFlag) {

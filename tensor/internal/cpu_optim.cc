@@ -58,4 +58,11 @@ void AdamStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::S
   }
 }
 
+void LookupAndAdvance(const Tensor& table, Tensor& cursor, Tensor& out) {
+  int64_t& at = *cursor.data<int64_t>();
+  const int64_t last = table.numel() - 1;
+  *out.data<double>() = table.data<double>()[at < 0 ? 0 : (at < last ? at : last)];
+  ++at;
+}
+
 }  // namespace tinyddp::cpu

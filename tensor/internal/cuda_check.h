@@ -39,6 +39,24 @@ inline const char* CudaErrorHint(cudaError_t err) {
       return "the kernels were not built for this GPU: rebuild with --//tools:cuda_archs=<sm>.";
     case cudaErrorLaunchOutOfResources:
       return "a kernel asked for too many registers or threads for this GPU.";
+    // CUDA graphs (tensor/cuda_graph.h; docs/cuda_graphs.md lists what a captured step may not do).
+    case cudaErrorStreamCaptureUnsupported:
+      return "this call cannot be recorded into a CUDA graph (a host wait, an event query, a free), and this "
+             "thread is capturing one: a captured step must only enqueue work.";
+    case cudaErrorStreamCaptureInvalidated:
+      return "the CUDA graph being captured was invalidated by an earlier call that cannot be recorded (a host "
+             "wait, an event query): look for it in the captured step.";
+    case cudaErrorStreamCaptureImplicit:
+      return "the legacy default stream was used while a CUDA graph was being captured: give the step a stream "
+             "of its own (Stream::Create + Stream::SetCurrent).";
+    case cudaErrorCapturedEvent:
+      return "an event recorded inside a CUDA graph capture was queried or waited on from the host: such an "
+             "event only exists inside the graph.";
+    case cudaErrorStreamCaptureUnjoined:
+      return "a stream that joined the CUDA graph capture (through an event wait) was not joined back into the "
+             "capturing stream before the capture ended: the capturing stream must wait for its last work.";
+    case cudaErrorStreamCaptureWrongThread:
+      return "a CUDA graph capture must end on the thread that began it.";
     default:
       return "is another process using the GPU? out of memory? a bad pointer from an earlier kernel?";
   }
@@ -75,6 +93,28 @@ inline void CheckCublas(cublasStatus_t status, const char* call, const char* fil
   if (status == CUBLAS_STATUS_SUCCESS) return;
   std::fprintf(stderr, "tinyddp: cuBLAS error at %s:%d in %s: %s (status %d).\n  Hint: %s\n", file, line, call,
                cublasGetStatusString(status), static_cast<int>(status), CublasHint(status));
+  std::fflush(stderr);
+  std::abort();
+}
+
+/// Stops the program with a message when `stream` is recording a CUDA graph (tensor/cuda_graph.h) and
+/// `what` (a host wait or a host read) is asked of it: there is nothing to wait for until the graph is
+/// replayed, so such a call inside a captured step is always a mistake.
+inline void CheckNotCapturing(cudaStream_t stream, const char* what) {
+  if (stream == nullptr) return;  // the legacy stream is never captured (CudaGraph refuses it)
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();  // a question about capture is not worth stopping for; the call itself will check
+    return;
+  }
+  if (status == cudaStreamCaptureStatusNone) return;
+  std::fprintf(stderr,
+               "tinyddp: %s on a stream that is recording a CUDA graph (tensor/cuda_graph.h). A captured step "
+               "must only enqueue work: nothing in it may wait for the GPU or read a tensor on the host "
+               "(Tensor::Item, ToVector, Work::Wait, Stream::Synchronize).\n"
+               "  Hint: keep the value on the device and read it after the step (ddp_mlp's loss window does), "
+               "or run this step eagerly; docs/cuda_graphs.md lists what cannot be captured.\n",
+               what);
   std::fflush(stderr);
   std::abort();
 }

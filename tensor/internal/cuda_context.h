@@ -6,6 +6,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "tensor/internal/cuda_check.h"
 
 namespace tinyddp::cuda::internal {
@@ -39,6 +41,18 @@ cudaStream_t CurrentStreamHandle(int device);
 /// Called by Stream's owner just before it destroys `stream`, so the caching allocator stops recording
 /// events on it and hands its cached blocks to other streams once the stream's last work is done.
 void OnStreamDestroy(int device, cudaStream_t stream);
+
+// The caching allocator's private pools for CUDA graphs (cuda_rt_allocator.cc; CudaGraph uses them).
+/// From now until EndGraphPool, requests on `device` for a stream taking part in the capture `capture_id`
+/// (cudaStreamGetCaptureInfo's id) come from a new private pool, which is returned (opaque).
+void* BeginGraphPool(int device, unsigned long long capture_id);
+/// The capture is over: no more requests come here; the pool keeps its blocks for the graph's replays.
+void EndGraphPool(void* pool);
+/// The graph is destroyed: the pool's free blocks, and its blocks freed later, go back to the ordinary
+/// pools of their streams. Stops routing requests too, if the capture never ended.
+void ReleaseGraphPool(void* pool);
+/// Bytes of device memory the pool holds.
+int64_t GraphPoolBytes(void* pool);
 
 }  // namespace tinyddp::cuda::internal
 

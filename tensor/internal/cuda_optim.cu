@@ -16,6 +16,13 @@
 // bfloat16, widened exactly as they are loaded), and optionally a bfloat16 copy per param that receives
 // bf16(p_new) in the same pass, from the value still in registers. The copy costs 2 bytes per param
 // written, against the 4 + 2 of a separate cast pass over the new params.
+//
+// Device scalars (ops.h; CUDA graphs): an update rule may carry pointers to its learning rate (and Adam's
+// step) in device memory. Each thread then reads them once, when the kernel starts (Update::Resolve), and
+// derives its scalars with the host's double arithmetic spelled out (__dmul_rn & co., no fused
+// multiply-add), so a device learning rate gives the bits a host one of the same value gives. The same
+// launch, recorded into a graph, follows a schedule that moves on the device. Also here: LookupAndAdvance,
+// the one-thread kernel that moves such a schedule.
 #include <cmath>
 #include <type_traits>
 
@@ -63,6 +70,10 @@ template <typename T>
 struct SgdUpdate {
   T lr, wd, momentum, keep;  // keep = 1 - dampening
   bool has_wd, first, nesterov;
+  const double* lr_ptr;  // non-null: the learning rate, read on the device
+  __device__ __forceinline__ void Resolve() {
+    if (lr_ptr != nullptr) lr = static_cast<T>(*lr_ptr);  // rounded as the host's static_cast<T>(lr)
+  }
   template <int kDepth>
   __device__ __forceinline__ void operator()(T (&e)[kDepth]) const {
     T d = e[1];
@@ -80,6 +91,24 @@ template <typename T>
 struct AdamUpdate {
   T decay, wd, one_minus_b1, b2, one_minus_b2, neg_step, bc2_sqrt, eps;
   bool has_wd, decoupled;
+  // Device scalars: when either pointer is set, decay, neg_step and bc2_sqrt are derived on the device
+  // from the doubles below, as LaunchAdam derives them on the host.
+  const double* lr_ptr;    // the learning rate
+  const double* step_ptr;  // the step t (then the bias corrections are computed here too)
+  double lr_d, wd_d, beta1_d, beta2_d, bc1_d, bc2_sqrt_d;  // host values, for what is not read
+  __device__ __forceinline__ void Resolve() {
+    if (lr_ptr == nullptr && step_ptr == nullptr) return;
+    const double lr = lr_ptr != nullptr ? *lr_ptr : lr_d;
+    double bc1 = bc1_d, bc2s = bc2_sqrt_d;
+    if (step_ptr != nullptr) {
+      const double t = *step_ptr;
+      bc1 = __dsub_rn(1.0, pow(beta1_d, t));
+      bc2s = __dsqrt_rn(__dsub_rn(1.0, pow(beta2_d, t)));
+    }
+    decay = static_cast<T>(__dsub_rn(1.0, __dmul_rn(lr, wd_d)));  // 1 - lr * wd
+    neg_step = static_cast<T>(-__ddiv_rn(lr, bc1));               // -(lr / bias_correction1)
+    bc2_sqrt = static_cast<T>(bc2s);
+  }
   __device__ __forceinline__ void operator()(T (&e)[4]) const {  // param, grad, exp_avg, exp_avg_sq
     T grad = e[1];
     if (has_wd && decoupled) e[0] = Mul(e[0], decay);               // AdamW: param.mul_(1 - lr*wd)
@@ -96,6 +125,7 @@ struct AdamUpdate {
 /// T: the params' and state's type; G: the grads' storage type (T, or Bf16 for float params).
 template <typename T, typename G, int kDepth, typename Update>
 __global__ void __launch_bounds__(kThreads) MultiTensorKernel(TensorList<kDepth> list, Update update) {
+  update.Resolve();                     // device scalars, read once per thread
   constexpr int kVec = Pack<T>::kSize;  // elements per thread per chunk: 16 bytes of T
   using V = Vec<T, kVec>;
   constexpr int64_t kChunk = static_cast<int64_t>(kThreads) * kVec;
@@ -223,7 +253,8 @@ void LaunchSgd(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::
                               static_cast<T>(1.0 - config.dampening),
                               config.weight_decay != 0.0,
                               config.first_step,
-                              config.nesterov};
+                              config.nesterov,
+                              config.lr_tensor.defined() ? config.lr_tensor.data<double>() : nullptr};
     if (config.momentum != 0.0) {
       const Tensor* const slots[3] = {params.data(), grads.data(), momentum_bufs.data()};
       MultiTensorApply<T, G>(scope, slots, copies, params.size(), update);
@@ -257,13 +288,35 @@ void LaunchAdam(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl:
                                static_cast<T>(bias_correction2_sqrt),
                                static_cast<T>(config.eps),
                                config.weight_decay != 0.0,
-                               config.decoupled_weight_decay};
+                               config.decoupled_weight_decay,
+                               config.lr_tensor.defined() ? config.lr_tensor.data<double>() : nullptr,
+                               config.step_tensor.defined() ? config.step_tensor.data<double>() : nullptr,
+                               config.lr,
+                               config.weight_decay,
+                               config.beta1,
+                               config.beta2,
+                               bias_correction1,
+                               bias_correction2_sqrt};
     const Tensor* const slots[4] = {params.data(), grads.data(), exp_avgs.data(), exp_avg_sqs.data()};
     MultiTensorApply<T, G>(scope, slots, copies, params.size(), update);
   });
 }
 
+/// out = table[min(cursor, n - 1)]; cursor += 1. One thread: a handful of bytes, one launch (a graph node).
+__global__ void LookupAndAdvanceKernel(const double* table, int64_t n, int64_t* cursor, double* out) {
+  const int64_t at = *cursor;
+  *out = table[at < 0 ? 0 : (at < n - 1 ? at : n - 1)];
+  *cursor = at + 1;
+}
+
 }  // namespace
+
+void LookupAndAdvance(const Tensor& table, Tensor& cursor, Tensor& out) {
+  LaunchScope scope(table);
+  LookupAndAdvanceKernel<<<1, 1, 0, scope.stream()>>>(table.data<double>(), table.numel(), cursor.data<int64_t>(),
+                                                       out.data<double>());
+  CUDA_LAUNCH_CHECK();
+}
 
 void SgdStep(absl::Span<Tensor> params, absl::Span<const Tensor> grads, absl::Span<Tensor> momentum_bufs,
              const ops::SgdConfig& config) {

@@ -15,8 +15,20 @@
 // has completed. Reuse on the freeing stream, the steady-state case, makes no CUDA call at all.
 //
 // Out of memory: release every cached block and retry once; then stop with the request and the statistics.
+//
+// CUDA graphs (tensor/cuda_graph.h). A captured graph keeps the addresses its kernels used, and replays
+// write to them long after the tensors of the capture have died. So while a capture is active, requests for
+// a stream taking part in it go to the graph's private pool (PyTorch's graph pool): blocks made or reused
+// there belong to the graph for its whole life, freed ones return to that pool and are handed out only to
+// later requests of the same capture, never to eager code between replays. Inside a capture nothing
+// waits or queries events (both are illegal there): a private pool reuses blocks on their own stream only.
+// cudaMalloc is allowed during a capture by switching the thread to relaxed capture mode around it, as
+// PyTorch's allocator does (the memory is not part of the graph, and outlives every replay). When the
+// graph is destroyed its pool's free blocks, and later frees of its blocks, go back to the ordinary pool
+// of their stream, where replays already enqueued come first in stream order.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -47,6 +59,7 @@ size_t SizeClass(size_t bytes) {
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 struct StreamPool;
+struct GraphPool;
 
 struct Block {
   void* ptr = nullptr;
@@ -66,10 +79,22 @@ struct StreamPool {
   bool fence_pending = false;  // recorded, not yet seen complete
   uint64_t fence_seq = 0;      // the fence covers frees numbered <= fence_seq
   uint64_t safe_seq = 0;       // frees numbered <= safe_seq are finished on the GPU
+  GraphPool* graph = nullptr;  // set: the part of a CUDA graph's private pool used on `stream`
+};
+
+// One CUDA graph's private memory: a StreamPool per stream that allocated during its capture.
+struct GraphPool {
+  int device = 0;
+  unsigned long long capture_id = 0;  // cudaStreamGetCaptureInfo's id of the capture that fills it
+  bool capturing = true;              // requests of that capture come here (until EndGraphPool)
+  bool released = false;              // the graph is gone: frees go to the ordinary pools
+  std::vector<std::unique_ptr<StreamPool>> pools;
+  int64_t bytes = 0;  // obtained from cudaMalloc for it (or taken over) and held since
 };
 
 struct DeviceState {
   std::vector<std::unique_ptr<StreamPool>> pools;
+  std::vector<GraphPool*> capturing;  // graph pools whose capture is active on this device
   AllocatorStats stats;
 };
 
@@ -82,17 +107,22 @@ class Allocator {
     internal::DeviceGuard guard(device);  // fences may be recorded on `device`'s legacy stream below
     std::lock_guard<std::mutex> lock(mu_);
     DeviceState& state = devices_[device];
-    StreamPool* pool = PoolFor(state, device, stream);
+    StreamPool* graph_pool = state.capturing.empty() ? nullptr : CapturePoolFor(state, stream);
+    StreamPool* pool = graph_pool != nullptr ? graph_pool : PoolFor(state, device, stream);
     Block* block = nullptr;
     auto it = pool->free_blocks.find(size);
     if (it != pool->free_blocks.end() && !it->second.empty()) {
       block = it->second.back();  // the most recently freed: likely still in L2
       it->second.pop_back();
     }
-    for (size_t i = 0; block == nullptr && i < state.pools.size(); ++i) {
+    // Other streams' finished blocks; never during a capture (that takes event queries and records).
+    for (size_t i = 0; block == nullptr && graph_pool == nullptr && i < state.pools.size(); ++i) {
       if (state.pools[i].get() != pool) block = TakeFinished(*state.pools[i], size);
     }
-    if (block == nullptr) block = NewBlock(state, size, device, bytes);
+    if (block == nullptr) {
+      block = NewBlock(state, size, device, bytes, /*capturing=*/graph_pool != nullptr);
+      if (graph_pool != nullptr) graph_pool->graph->bytes += static_cast<int64_t>(block->size);
+    }
     block->pool = pool;
     block->in_use = true;
     state.stats.allocated_bytes += static_cast<int64_t>(block->size);
@@ -114,15 +144,67 @@ class Allocator {
     }
     Block* block = it->second.get();
     block->in_use = false;
-    devices_[block->device].stats.allocated_bytes -= static_cast<int64_t>(block->size);
+    DeviceState& state = devices_[block->device];
+    state.stats.allocated_bytes -= static_cast<int64_t>(block->size);
     StreamPool* pool = block->pool;
+    if (pool->graph != nullptr && pool->graph->released) {
+      // Its graph is gone: the block becomes an ordinary block of its stream again.
+      pool->graph->bytes -= static_cast<int64_t>(block->size);
+      pool = PoolFor(state, block->device, pool->stream);
+      block->pool = pool;
+    }
     block->free_seq = ++pool->free_seq;
     pool->free_blocks[block->size].push_back(block);
   }
 
+  // --- CUDA graphs (cuda_context.h) ----------------------------------------------------------------
+
+  GraphPool* BeginGraphPool(int device, unsigned long long capture_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    graph_pools_.push_back(std::make_unique<GraphPool>());
+    GraphPool* graph = graph_pools_.back().get();
+    graph->device = device;
+    graph->capture_id = capture_id;
+    devices_[device].capturing.push_back(graph);
+    ++active_captures_;
+    return graph;
+  }
+
+  void EndGraphPool(GraphPool* graph) {
+    std::lock_guard<std::mutex> lock(mu_);
+    StopCapturingLocked(graph);
+  }
+
+  void ReleaseGraphPool(GraphPool* graph) {
+    std::lock_guard<std::mutex> lock(mu_);
+    StopCapturingLocked(graph);
+    graph->released = true;
+    DeviceState& state = devices_[graph->device];
+    for (auto& part : graph->pools) {
+      StreamPool* home = PoolFor(state, graph->device, part->stream);
+      for (auto& entry : part->free_blocks) {
+        for (Block* block : entry.second) {
+          graph->bytes -= static_cast<int64_t>(block->size);
+          block->pool = home;
+          block->free_seq = ++home->free_seq;
+          home->free_blocks[block->size].push_back(block);
+        }
+        entry.second.clear();
+      }
+    }
+    // Blocks still held by live tensors come home when they are freed (Free).
+  }
+
+  int64_t GraphPoolBytes(GraphPool* graph) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return graph->bytes;
+  }
+
   void EmptyCache() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (int d = 0; d < static_cast<int>(devices_.size()); ++d) ReleaseCached(devices_[d], d);
+    for (int d = 0; d < static_cast<int>(devices_.size()); ++d) {
+      if (devices_[d].capturing.empty()) ReleaseCached(devices_[d], d);  // no device sync inside a capture
+    }
   }
 
   AllocatorStats Stats(int device) {
@@ -136,6 +218,7 @@ class Allocator {
     if (device < 0 || device >= static_cast<int>(devices_.size())) return;
     for (auto& pool : devices_[device].pools) {
       if (!pool->alive || pool->stream != stream) continue;
+      if (StreamIsCapturing(stream)) continue;  // a record now would land in the graph; the pool stays
       // A last fence behind everything the stream will ever run; its blocks, even those freed later,
       // become shareable when it completes. The pool itself is never matched to a stream again, since a
       // new stream may be given the same handle.
@@ -148,6 +231,54 @@ class Allocator {
   }
 
  private:
+  void StopCapturingLocked(GraphPool* graph) {
+    if (!graph->capturing) return;
+    graph->capturing = false;
+    std::vector<GraphPool*>& active = devices_[graph->device].capturing;
+    active.erase(std::remove(active.begin(), active.end(), graph), active.end());
+    --active_captures_;
+  }
+
+  static bool StreamIsCapturing(cudaStream_t stream) {
+    if (stream == nullptr) return false;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return status != cudaStreamCaptureStatusNone;
+  }
+
+  // The private pool for a request on `stream` while some capture is active on its device: the part of the
+  // pool of the capture `stream` takes part in, made on first use; nullptr when `stream` is not capturing
+  // (another thread's request for a stream of its own goes to the ordinary pools).
+  StreamPool* CapturePoolFor(DeviceState& state, cudaStream_t stream) {
+    if (stream == nullptr) return nullptr;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    if (cudaStreamGetCaptureInfo(stream, &status, &id) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    if (status != cudaStreamCaptureStatusActive) return nullptr;
+    for (GraphPool* graph : state.capturing) {
+      if (graph->capture_id != id) continue;
+      for (auto& part : graph->pools) {
+        if (part->stream == stream) return part.get();
+      }
+      auto part = std::make_unique<StreamPool>();
+      part->stream = stream;
+      part->graph = graph;
+      graph->pools.push_back(std::move(part));
+      return graph->pools.back().get();
+    }
+    std::fprintf(stderr,
+                 "tinyddp: device memory requested on a stream that is recording a CUDA graph which was not begun "
+                 "by tinyddp's CudaGraph::Capture (tensor/cuda_graph.h), so its memory would not be kept for the "
+                 "graph's replays.\n  Hint: capture through cuda::CudaGraph, not cudaStreamBeginCapture.\n");
+    std::abort();
+  }
+
   StreamPool* PoolFor(DeviceState& state, int device, cudaStream_t stream) {
     for (auto& pool : state.pools) {
       if (pool->alive && pool->stream == stream) return pool.get();
@@ -183,8 +314,9 @@ class Allocator {
         return block;
       }
     }
-    if (!pool.fence_pending && pool.alive) {
+    if (!pool.fence_pending && pool.alive && (active_captures_ == 0 || !StreamIsCapturing(pool.stream))) {
       // None finished yet: put a fence behind the latest free so that a later request can share them.
+      // Never on a stream that is recording a CUDA graph: the record would become part of the graph.
       CUDA_CHECK(cudaEventRecord(pool.fence, pool.stream));
       pool.fence_pending = true;
       pool.fence_seq = pool.free_seq;
@@ -192,11 +324,22 @@ class Allocator {
     return nullptr;
   }
 
-  Block* NewBlock(DeviceState& state, size_t size, int device, size_t requested) {
+  // cudaMalloc of one block. During a capture (`capturing`) the thread is switched to relaxed capture
+  // mode around the call, which capture would otherwise refuse, and nothing is released on out-of-memory
+  // (releasing waits for the device, which a capture cannot do).
+  Block* NewBlock(DeviceState& state, size_t size, int device, size_t requested, bool capturing) {
     internal::DeviceGuard guard(device);
     void* ptr = nullptr;
-    cudaError_t err = cudaMalloc(&ptr, size);
-    if (err == cudaErrorMemoryAllocation) {
+    cudaError_t err = cudaSuccess;
+    if (capturing) {
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+      err = cudaMalloc(&ptr, size);
+      CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));  // back to the capture's own mode
+    } else {
+      err = cudaMalloc(&ptr, size);
+    }
+    if (err == cudaErrorMemoryAllocation && !capturing) {
       cudaGetLastError();
       ReleaseCached(state, device);
       err = cudaMalloc(&ptr, size);
@@ -215,6 +358,15 @@ class Allocator {
                      MiB(total_bytes));
         std::abort();
       }
+    }
+    if (err == cudaErrorMemoryAllocation) {  // during a capture
+      std::fprintf(stderr,
+                   "tinyddp: CUDA out of memory on cuda:%d while recording a CUDA graph: tried to allocate %.2f MiB "
+                   "for the graph's private pool. Live tensors hold %.2f MiB; the cache holds %.2f MiB.\n"
+                   "  Hint: a graph keeps the memory of every temporary of its step; call EmptyCache() before "
+                   "capturing, or reduce the batch size.\n",
+                   device, MiB(requested), MiB(state.stats.allocated_bytes), MiB(state.stats.reserved_bytes));
+      std::abort();
     }
     CUDA_CHECK(err);
     auto block = std::make_unique<Block>();
@@ -254,6 +406,8 @@ class Allocator {
   std::mutex mu_;
   std::unordered_map<void*, std::unique_ptr<Block>> blocks_;  // every block from cudaMalloc, live or cached
   std::vector<DeviceState> devices_;
+  std::vector<std::unique_ptr<GraphPool>> graph_pools_;  // kept after release: a few small records per graph
+  int active_captures_ = 0;                              // graph pools capturing, on all devices
 };
 
 // Leaked on purpose: tensors held in static variables may be freed after static destructors have run.
@@ -267,6 +421,13 @@ Allocator& TheAllocator() {
 namespace internal {
 
 void OnStreamDestroy(int device, cudaStream_t stream) { TheAllocator().OnStreamDestroy(device, stream); }
+
+void* BeginGraphPool(int device, unsigned long long capture_id) {
+  return TheAllocator().BeginGraphPool(device, capture_id);
+}
+void EndGraphPool(void* pool) { TheAllocator().EndGraphPool(static_cast<GraphPool*>(pool)); }
+void ReleaseGraphPool(void* pool) { TheAllocator().ReleaseGraphPool(static_cast<GraphPool*>(pool)); }
+int64_t GraphPoolBytes(void* pool) { return TheAllocator().GraphPoolBytes(static_cast<GraphPool*>(pool)); }
 
 }  // namespace internal
 

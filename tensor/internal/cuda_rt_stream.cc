@@ -107,7 +107,15 @@ void Stream::Wait(const Event& event) const {
 void Stream::Synchronize() const {
   if (DeviceCount() == 0) return;
   internal::DeviceGuard guard(device_);  // the legacy stream (nullptr) means the current device's
+  internal::CheckNotCapturing(static_cast<cudaStream_t>(handle()), "Stream::Synchronize");
   CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle())));
+}
+
+bool Stream::IsCapturing() const {
+  if (DeviceCount() == 0 || handle() == nullptr) return false;  // the legacy stream is never captured
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(static_cast<cudaStream_t>(handle()), &status));
+  return status != cudaStreamCaptureStatusNone;
 }
 
 Stream::Handle::~Handle() {

@@ -5,6 +5,7 @@
 
 #include "tensor/cuda_allocator.h"
 #include "tensor/cuda_device.h"
+#include "tensor/cuda_graph.h"
 #include "tensor/stream.h"
 
 namespace tinyddp::cuda {
@@ -33,6 +34,7 @@ Stream Stream::Current(int) { return Stream(); }
 Stream Stream::SetCurrent(const Stream&) { NoCuda("Stream::SetCurrent"); }
 void Stream::Wait(const Event&) const { NoCuda("Stream::Wait"); }
 void Stream::Synchronize() const {}
+bool Stream::IsCapturing() const { return false; }
 Stream::Handle::~Handle() {}
 
 Event::Event(bool) {}
@@ -41,6 +43,18 @@ void Event::Record(const Stream&) { NoCuda("Event::Record"); }
 bool Event::Query() const { return true; }
 void Event::Synchronize() const {}
 float Event::ElapsedMs(const Event&, const Event&) { NoCuda("Event::ElapsedMs"); }
+
+CudaGraph::CudaGraph() = default;
+CudaGraph::~CudaGraph() = default;
+absl::Status CudaGraph::Capture(const Stream&, const std::function<void()>&) {
+  return absl::FailedPreconditionError(
+      "CudaGraph::Capture: this binary was built without CUDA; a graph records GPU work");
+}
+absl::Status CudaGraph::Replay() { return absl::FailedPreconditionError("CudaGraph::Replay: nothing was captured"); }
+int64_t CudaGraph::pool_bytes() const { return 0; }
+absl::Status CudaGraph::WriteDot(const std::string&) const {
+  return absl::FailedPreconditionError("CudaGraph::WriteDot: nothing was captured");
+}
 
 void* CachingMalloc(size_t, int, void*) { NoCuda("CachingMalloc"); }
 void CachingFree(void*) { NoCuda("CachingFree"); }

@@ -60,4 +60,6 @@ void AdamStepMixed(absl::Span<Tensor>, absl::Span<const Tensor>, absl::Span<Tens
   NoCuda("AdamStepMixed");
 }
 
+void LookupAndAdvance(const Tensor&, Tensor&, Tensor&) { NoCuda("LookupAndAdvance"); }
+
 }  // namespace tinyddp::cuda

@@ -136,6 +136,24 @@ TEST(DdpMlp, Bf16RanksLearnCheckpointFloat32MastersAndResumeBitForBit) {
   EXPECT_NE(fp32.err.find("--precision: checkpoint bf16, this run (not used)"), std::string::npos) << Explain(fp32);
 }
 
+TEST(DdpMlp, CudaGraphOnCpuRanksSaysWhyOnceAndTrainsExactlyAsWithoutIt) {
+  // --cuda_graph cannot record CPU work: the run says so in one line and takes the eager loop, unchanged.
+  const std::string eager = FreshDir("graph_off_eager"), asked = FreshDir("graph_off_asked");
+  const RunResult a = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + eager}));
+  ASSERT_EQ(a.exit_code, 0) << Explain(a);
+  const RunResult b = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + asked, "--cuda_graph"}));
+  ASSERT_EQ(b.exit_code, 0) << Explain(b);
+  const std::string line = "cuda graph: off, every step runs eagerly: the step runs on the CPU";
+  const size_t at = b.out.find(line);
+  EXPECT_NE(at, std::string::npos) << b.out;
+  EXPECT_EQ(b.out.find(line, at + 1), std::string::npos) << "said once, by rank 0:\n" << b.out;
+  for (const char* file : {"/model.safetensors", "/optimizer.safetensors"}) {
+    const std::string want = ReadFile(eager + "/step-00000019" + file);
+    ASSERT_GT(want.size(), 1000u);
+    EXPECT_TRUE(ReadFile(asked + "/step-00000019" + file) == want) << file;
+  }
+}
+
 TEST(DdpMlp, DamagedNewestCheckpointIsRefusedAndResumeUsesThePreviousOne) {
   const std::string whole = FreshDir("whole2"), parts = FreshDir("parts2");
   const std::vector<std::string> common = {"--epochs=2", "--lr_schedule=constant", "--optimizer=adamw", "--lr=0.003"};

@@ -286,8 +286,23 @@ std::shared_ptr<Work> ProcessGroupNCCL::LaunchOnStream(const Call& call, std::ve
   }
   DeviceScope scope(device_);
   cudaStream_t compute = static_cast<cudaStream_t>(cuda::Stream::Current(device_).handle());
+  // Recording a CUDA graph? Then this call is recorded, not run (the header's "CUDA graphs").
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (compute != nullptr && cudaStreamIsCapturing(compute, &capture) != cudaSuccess) {
+    cudaGetLastError();
+    capture = cudaStreamCaptureStatusNone;
+  }
+  const bool captured = capture != cudaStreamCaptureStatusNone;
+  if (captured && external != nullptr) {
+    return CompletionWork::Done(
+        absl::FailedPreconditionError(absl::StrCat(call.description, ": an external all_reduce cannot be recorded "
+                                                   "into a CUDA graph (its implementation synchronises outside the "
+                                                   "stream); use the group's AllReduce inside a graph")),
+        call.description, timeout());
+  }
   auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors), compute,
                                          external, call.seq);
+  if (captured) work->MarkCaptured();
   cudaStream_t stream = static_cast<cudaStream_t>(nccl_stream_.handle());
 
   // 1. The NCCL stream waits for everything queued on the caller's stream so far.
@@ -295,8 +310,10 @@ std::shared_ptr<Work> ProcessGroupNCCL::LaunchOnStream(const Call& call, std::ve
   if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, work->start_event(), 0);
   // An external call may leave the NCCL stream before it has finished (the copy engines drain on a stream
   // of their own): anything else run here comes after its end, as the stream's order promises. The next
-  // call of the same implementation orders itself (it may start while the previous one drains).
-  if (err == cudaSuccess && last_external_ != nullptr && last_external_->external() != external) {
+  // call of the same implementation orders itself (it may start while the previous one drains). Not in a
+  // capture: an event of eager work cannot be waited on inside a graph; a graph is replayed on the
+  // caller's stream, which SynchronizeStream already ordered after that call.
+  if (err == cudaSuccess && !captured && last_external_ != nullptr && last_external_->external() != external) {
     err = cudaStreamWaitEvent(stream, last_external_->end_event(), 0);
   }
   if (err != cudaSuccess) {
@@ -314,6 +331,12 @@ std::shared_ptr<Work> ProcessGroupNCCL::LaunchOnStream(const Call& call, std::ve
       watchdog_cv_.notify_all();
     }
     return fail_now(std::move(s));
+  }
+  if (captured) {
+    // The graph holds it; each replay is watched as a whole (WatchReplay).
+    std::lock_guard<std::mutex> works_lock(works_mu_);
+    captured_.push_back(call.description);
+    return work;
   }
   last_external_ = external != nullptr ? work : nullptr;
   {
@@ -372,6 +395,42 @@ std::shared_ptr<Work> ProcessGroupNCCL::AllReduceExternal(std::shared_ptr<Extern
   return Issued(LaunchOnStream(p.call, list, std::move(impl),
                                [&](cudaStream_t stream, cudaEvent_t end) { return raw->Enqueue(list, op, stream, end); }),
                 p.call.seq);
+}
+
+std::vector<std::string> ProcessGroupNCCL::TakeCapturedCollectives() {
+  std::lock_guard<std::mutex> lock(works_mu_);
+  std::vector<std::string> taken;
+  taken.swap(captured_);
+  return taken;
+}
+
+std::shared_ptr<Work> ProcessGroupNCCL::WatchReplay(std::string description) {
+  std::lock_guard<std::timed_mutex> launch(launch_mu_);
+  {
+    std::lock_guard<std::mutex> lock(works_mu_);
+    if (!broken_.ok()) {
+      return CompletionWork::Done(
+          absl::FailedPreconditionError(absl::StrCat(description, " not watched: this nccl process group was "
+                                                     "aborted earlier. The cause: ", broken_.message())),
+          description, timeout());
+    }
+  }
+  DeviceScope scope(device_);
+  cudaStream_t compute = static_cast<cudaStream_t>(cuda::Stream::Current(device_).handle());
+  // Not a collective of the sequence (the collectives inside the replay were numbered when recorded): seq -1,
+  // which the flight recorder ignores.
+  auto work = std::make_shared<WorkNCCL>(description, timeout(), device_, events_, std::vector<Tensor>{}, compute,
+                                         /*external=*/nullptr, /*seq=*/-1);
+  // The end event behind the replay: the Work is "the replay has finished", timed from now.
+  if (const cudaError_t err = cudaEventRecord(work->end_event(), compute); err != cudaSuccess) {
+    return CompletionWork::Done(absl::InternalError(absl::StrCat(description, ": recording its end event: ",
+                                                                 cudaGetErrorString(err))),
+                                description, timeout());
+  }
+  std::lock_guard<std::mutex> works_lock(works_mu_);
+  if (in_flight_.size() >= kReapEvery) ReapFinishedLocked();
+  in_flight_.push_back(work);
+  return work;
 }
 
 std::shared_ptr<Store> ProcessGroupNCCL::SubStore(const std::string& purpose) {

@@ -35,6 +35,16 @@
 // Status can ever reach it, so the watchdog ends the process cleanly (exit_on_failure.h): never a hang.
 // NCCL's environment variables (NCCL_DEBUG, NCCL_SOCKET_IFNAME, ...) are read by NCCL itself, untouched;
 // NCCL_DEBUG=INFO logs NCCL's own calls only, not external ones.
+//
+// CUDA graphs (tensor/cuda_graph.h). When the caller's stream is recording a graph, a collective follows
+// the same steps, and they are recorded instead of run: the start event's wait pulls the NCCL stream into
+// the capture, the NCCL kernel becomes a node of the graph, and SynchronizeStream joins the NCCL stream
+// back (NCCL >= 2.9 supports capture; the communicator exists before, as it must). Such a Work is marked
+// captured: Wait() refuses (there is no single run to wait for) and the watchdog does not hold it, its
+// events being the graph's. Its description is kept (TakeCapturedCollectives) so that each replay, which
+// runs all of them where no call of ours can see, is watched as one unit: WatchReplay. External
+// all_reduces are refused under capture (the copy-engine hook never sends one there). Sequence numbers
+// are taken at capture and do not advance at replays, identically on every rank.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_NCCL_PROCESS_GROUP_NCCL_H_
 #define TINYDDP_DIST_PROCESS_GROUP_NCCL_PROCESS_GROUP_NCCL_H_
 
@@ -98,6 +108,18 @@ class ProcessGroupNCCL : public ProcessGroup {
   /// the same kind of `impl`; CheckTensor() holds for the tensors.
   std::shared_ptr<Work> AllReduceExternal(std::shared_ptr<ExternalAllReduce> impl, absl::Span<const Tensor> tensors,
                                           ReduceOp op);
+  /// CUDA graphs: the descriptions of the collectives recorded into a graph since the last call ("AllReduce(
+  /// float32 [267786], AVG) #9 on nccl rank 0/2", in issue order), and forgets them. Called right after a
+  /// capture: the collectives each replay of that graph runs.
+  std::vector<std::string> TakeCapturedCollectives();
+  /// CUDA graphs: watches one replay. Call right after enqueueing it (on the caller's current stream):
+  /// records an end event there, behind the replay, and holds it in the watchdog like a collective, under
+  /// the group's timeout. A replay that does not finish in time (a rank died or hangs) aborts the
+  /// communicator, which lets the replay's NCCL kernels exit, and the returned Work fails naming
+  /// `description` (which should say which collectives the graph holds). An aborted group returns a failed
+  /// Work at once.
+  std::shared_ptr<Work> WatchReplay(std::string description);
+
   /// A fresh key space in this group's part of the store ("<group prefix>/<purpose>/<n>") for a module
   /// set up beside the group (the copy-engine all_reduce). The n-th call gets the same keys on every rank.
   /// Precondition: every rank calls it in the same order.
@@ -163,6 +185,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::vector<std::shared_ptr<WorkNCCL>> in_flight_;
   absl::Status broken_;          // the first failure; set once, then every call fails fast with it
   absl::Status abort_request_;   // a launch that failed half-way asks the watchdog to abort
+  std::vector<std::string> captured_;  // guarded by works_mu_: descriptions recorded into a graph
   std::condition_variable watchdog_cv_;
   bool stopping_ = false;
   std::thread watchdog_;

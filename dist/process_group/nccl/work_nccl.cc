@@ -76,13 +76,20 @@ void WorkNCCL::ReleaseTensors() {
   drop.swap(tensors_);
 }
 
-bool WorkNCCL::GpuFinished() const { return cudaEventQuery(end_) == cudaSuccess; }
+// An event recorded inside a capture must not be queried (it exists only inside the graph).
+bool WorkNCCL::GpuFinished() const { return !captured_ && cudaEventQuery(end_) == cudaSuccess; }
 
 bool WorkNCCL::StartReached() const { return cudaEventQuery(start_) == cudaSuccess; }
 
 bool WorkNCCL::IsCompleted() { return !Failure().ok() || GpuFinished(); }
 
 absl::Status WorkNCCL::Wait(std::chrono::milliseconds timeout) {
+  if (captured_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        description(), " was recorded into a CUDA graph: it runs at every replay of the graph, so the host cannot "
+        "wait for it here. hint: order the stream after it with SynchronizeStream() (DDP's reducer does), and "
+        "watch each replay instead (ProcessGroupNCCL::WatchReplay)"));
+  }
   const auto deadline = Clock::now() + timeout;
   for (int spins = 0;; ++spins) {
     RETURN_IF_ERROR(Failure());

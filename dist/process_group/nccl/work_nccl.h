@@ -98,6 +98,12 @@ class WorkNCCL : public Work {
   absl::Status FailureSoFar() { return Failure(); }
   /// Marks the Work failed; Wait() and SynchronizeStream() return `status` from now on.
   void Fail(absl::Status status);
+  /// The collective was recorded into a CUDA graph (its caller's stream was capturing): it runs at every
+  /// replay, so there is no single run to wait for. Wait() refuses; SynchronizeStream() still orders the
+  /// capturing stream after it (inside the graph). The watchdog never holds such a Work: each replay is
+  /// watched instead (ProcessGroupNCCL::WatchReplay).
+  void MarkCaptured() { captured_ = true; }
+  bool captured() const { return captured_; }
   /// Drops the references to the tensors (the watchdog calls this once the GPU is done with them).
   void ReleaseTensors();
 
@@ -112,6 +118,7 @@ class WorkNCCL : public Work {
   const cudaStream_t caller_stream_;
   const std::shared_ptr<ExternalAllReduce> external_;
   const int64_t seq_;
+  bool captured_ = false;
   std::mutex mu_;
   std::vector<Tensor> tensors_;
   absl::Status failure_;
