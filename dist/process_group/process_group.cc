@@ -156,6 +156,12 @@ ProcessGroup::Prepared ProcessGroup::Prepare(const char* op_name, absl::Span<con
   return p;
 }
 
+int64_t ProcessGroup::RecordWatchedWork(const char* op, absl::string_view signature) {
+  const int64_t seq = sequence_number_++;
+  recorder_->Enqueued(seq, {.op = op, .signature = signature});
+  return seq;
+}
+
 std::shared_ptr<Work> ProcessGroup::Issued(std::shared_ptr<Work> work, int64_t seq) {
   MaybeInjectFault("collective", seq);  // one branch unless TINYDDP_FAULT is set
   return work;

@@ -95,6 +95,12 @@ class ProcessGroup {
   void EnableDebugCheck(std::unique_ptr<CollectiveFingerprintCheck> check);
 
  protected:
+  /// GPU work the group watches but did not issue as one collective (a CUDA-graph replay of collectives it
+  /// recorded earlier): numbered in the same sequence and entered in the flight recorder with `op` and
+  /// `signature` (the same on every rank), so a replay that never ends is diagnosed like a collective.
+  /// Returns its sequence number. Every rank must record the same works in the same order.
+  int64_t RecordWatchedWork(const char* op, absl::string_view signature);
+
   /// `backend` is backend_name() (not callable from here while the backend is being constructed).
   ProcessGroup(int rank, int size, std::chrono::milliseconds timeout, const char* backend);
 

@@ -417,10 +417,11 @@ std::shared_ptr<Work> ProcessGroupNCCL::WatchReplay(std::string description) {
   }
   DeviceScope scope(device_);
   cudaStream_t compute = static_cast<cudaStream_t>(cuda::Stream::Current(device_).handle());
-  // Not a collective of the sequence (the collectives inside the replay were numbered when recorded): seq -1,
-  // which the flight recorder ignores.
+  // Numbered and in the flight recorder like a collective (the collectives inside were numbered when the
+  // graph was recorded), so a replay that never ends shows there as the call a rank was stuck in.
+  const int64_t seq = RecordWatchedWork("Replay", "a CUDA graph of the training step");
   auto work = std::make_shared<WorkNCCL>(description, timeout(), device_, events_, std::vector<Tensor>{}, compute,
-                                         /*external=*/nullptr, /*seq=*/-1);
+                                         /*external=*/nullptr, seq);
   // The end event behind the replay: the Work is "the replay has finished", timed from now.
   if (const cudaError_t err = cudaEventRecord(work->end_event(), compute); err != cudaSuccess) {
     return CompletionWork::Done(absl::InternalError(absl::StrCat(description, ": recording its end event: ",
