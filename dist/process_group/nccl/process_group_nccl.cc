@@ -514,8 +514,8 @@ std::vector<std::shared_ptr<ExternalAllReduce>> ProcessGroupNCCL::FailInFlightLo
         w.get() == culprit
             ? status
             : absl::AbortedError(absl::StrCat(w->description(), " was aborted with the communicator: ", status.message()));
+    flight_recorder().Finished(w->seq(), why);  // recorded before the waiter wakes and looks
     w->Fail(why);
-    flight_recorder().Finished(w->seq(), why);
     const std::shared_ptr<ExternalAllReduce>& e = w->external();
     if (e != nullptr && std::find(externals.begin(), externals.end(), e) == externals.end()) externals.push_back(e);
   }

@@ -281,6 +281,9 @@ TEST(ProcessGroupNcclExternal, ACallThatNeverEndsIsAbortedByTheWatchdogWhichRele
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_PRED2(Contains, std::string(s.message()), "via a gate did not finish within 2000 ms");
     EXPECT_PRED2(Contains, std::string(s.message()), "Flight recorder: rank 0's last collectives are in");
+    // The watchdog fails the Work first (so its end event never reads as success), then releases the call:
+    // the release follows the failure by moments.
+    for (int i = 0; i < 1000 && !gate->released(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     EXPECT_TRUE(gate->released()) << "the watchdog aborted the group without releasing the external call";
     const RankFlightRecord record = pg->flight_recorder().Snapshot();
     ASSERT_FALSE(record.entries.empty());
