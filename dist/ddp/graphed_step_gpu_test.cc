@@ -208,6 +208,8 @@ TEST_P(GraphedStepEquivalence, OneHundredReplayedStepsMatchOneHundredEagerStepsB
   // The reference: eager steps. SGD's learning rate is set on the host, the ordinary way; Adam's bias
   // corrections are computed on the GPU once its step count lives there, so its reference does that too.
   Trainer eager(c, pg, device, /*lr_on_device=*/c.adamw);
+  std::vector<std::vector<uint8_t>> initial;
+  for (const auto& [name, p] : eager.model->NamedParameters()) initial.push_back(Bytes(p.data()));
   const Outcome want = Train(eager, nullptr, data);
 
   Trainer replayed(c, pg, device, /*lr_on_device=*/true);
@@ -235,7 +237,11 @@ TEST_P(GraphedStepEquivalence, OneHundredReplayedStepsMatchOneHundredEagerStepsB
   }
   ASSERT_EQ(got.state.size(), want.state.size());
   for (size_t i = 0; i < want.state.size(); ++i) EXPECT_TRUE(got.state[i] == want.state[i]) << "state tensor " << i;
-  EXPECT_GT(want.losses.front(), want.losses.back()) << "it learns";
+  // The steps did something: every parameter moved (the labels are a fixed pattern the inputs do not
+  // predict, so the loss need not fall; what is compared above is every bit of a real training run).
+  for (size_t i = 0; i < initial.size(); ++i) {
+    EXPECT_TRUE(want.state[i] != initial[i]) << "parameter " << i << " never moved";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
