@@ -19,14 +19,17 @@
 #   compile PyTorch with torch.compile (slow: minutes of autotuning)                   -> OUT/compile.log
 #   ddp     the DDP step on every GPU of the machine, tinyddp and PyTorch              -> OUT/ddp.log
 #   zero    the DDP step on every GPU, --zero=0 then --zero=1 (ZeRO-1, docs/zero.md): step time,
-#           optimizer state and device bytes per rank                                   -> OUT/zero.log
+#           optimizer state and device bytes per rank; PyTorch's ZeroRedundancyOptimizer
+#           beside it on two or more GPUs                                                -> OUT/zero.log
 #   graphs  the step as one CUDA graph (--cuda_graph) beside eager, tinyddp and PyTorch, one GPU
 #           (tiny, medium, large x fp32, bf16), then DDP on every GPU               -> OUT/graphs.log
+#   ladder  the DDP ladder (--ddp=naive|flat|bucketed|full) on the medium MLP with SVG timelines, and the
+#           bucket-size sweep, on every GPU                                             -> OUT/ladder.log
 #   allreduce  allreduce_bench (NCCL kernels and copy engines) beside PyTorch's NCCL   -> OUT/allreduce.log
 #   mlp     ddp_mlp on Fashion-MNIST (needs DATA_DIR with the IDX files)               -> OUT/mlp.log
 # Every JSON line the benchmarks print is also collected in OUT/results.jsonl.
 set -uo pipefail
-(( $# >= 2 )) || { sed -n '2,25p' "$0"; exit 2; }
+(( $# >= 2 )) || { sed -n '2,31p' "$0"; exit 2; }
 bundle=$(cd "$1" && pwd) || exit 2
 out=$2
 shift 2
@@ -48,8 +51,8 @@ declare -A batch=([tiny]=64 [medium]=256 [large]=512)
 # Runs a command, appending its output to LOG (and its JSON lines to results.jsonl), with a header line.
 run() {
   local log=$1; shift
-  echo "### $(date -u +%H:%M:%S) $*" | tee -a "$out/$log"
-  "$@" 2>&1 | tee -a "$out/$log" | grep '^{' >>"$out/results.jsonl"
+  echo "### $(date -u +%H:%M:%S) $*" | tee -a "$out/$log.log"
+  "$@" 2>&1 | tee -a "$out/$log.log" | grep '^{' >>"$out/results.jsonl"
 }
 has() { [[ -x $bin/$1 ]]; }
 torch_ok() { python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; }
@@ -109,8 +112,20 @@ for step in "${steps[@]}"; do
           for z in 0 1; do
             run zero "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p --zero=$z
           done
+          # PyTorch's ZeRO-1 beside it: ZeroRedundancyOptimizer around SGD, with DDP
+          torch_ok && (( gpus > 1 )) && run zero torchrun --nproc_per_node="$gpus" \
+            "$repo/bench/reference/torch_ddp_step.py" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p --zero
         done
       done ;;
+    ladder)
+      # The four rungs on the medium MLP on every GPU, each with its trace and SVG timeline (OUT/ladder_*.svg),
+      # then the bucket-size sweep: the tables and pictures of docs/ddp_ladder.md.
+      has ddp_step_bench || continue
+      for rung in naive flat bucketed full; do
+        run ladder "$bin/ddp_step_bench" --dims="${dims[medium]}" --batch="${batch[medium]}" --ddp=$rung \
+          --trace="$out/ladder_$rung.json"
+      done
+      run ladder "$bin/ddp_step_bench" --dims="${dims[medium]}" --batch="${batch[medium]}" --sweep_buckets ;;
     graphs)
       has ddp_step_bench || continue
       for w in tiny medium large; do
@@ -139,8 +154,10 @@ for step in "${steps[@]}"; do
         run allreduce torchrun --nproc_per_node="$gpus" "$repo/bench/reference/torch_allreduce.py" ;;
     mlp)
       has ddp_mlp && [[ -n ${DATA_DIR:-} ]] || { echo "mlp: needs bin/ddp_mlp and DATA_DIR" | tee -a "$out/mlp.log"; continue; }
+      run mlp "$bin/ddp_mlp" --data_dir="$DATA_DIR"
       run mlp "$bin/ddp_mlp" --data_dir="$DATA_DIR" --epochs=20
-      run mlp "$bin/ddp_mlp" --data_dir="$DATA_DIR" --epochs=20 --precision=bf16 ;;
+      run mlp "$bin/ddp_mlp" --data_dir="$DATA_DIR" --epochs=20 --precision=bf16
+      run mlp "$bin/ddp_mlp" --data_dir="$DATA_DIR" --epochs=20 --precision=bf16 --cuda_graph ;;
     *) echo "gpu_session: unknown step $step" >&2 ;;
   esac
 done
