@@ -202,7 +202,9 @@ TEST_P(GraphedStepEquivalence, OneHundredReplayedStepsMatchOneHundredEagerStepsB
   cuda::SetDevice(0);
   cuda::Stream::SetCurrent(cuda::Stream::Create(0));  // a graph is never recorded on the legacy stream
   std::shared_ptr<ProcessGroup> pg = c.ddp ? OneRankNccl() : nullptr;
-  if (c.ddp) ASSERT_NE(pg, nullptr);
+  if (c.ddp) {
+    ASSERT_NE(pg, nullptr);
+  }
   const Data data(device);
 
   // The reference: eager steps. SGD's learning rate is set on the host, the ordinary way; Adam's bias

@@ -12,8 +12,7 @@
 //      per-bucket optimizers when the trace had them) - and DDP's exposed communication;
 //   and with --plot, the same as an SVG.
 //
-//   bazel-bin/tools/timeline/ddp_cost_model --trace=docs/traces/ddp_medium_2xh200_ce.json \
-//       --dims=1024,4096,4096,4096,4096,1024 --plot=/tmp/scaling.svg
+//   bazel-bin/tools/timeline/ddp_cost_model --trace=docs/traces/ddp_medium_2xh200_ce.json --dims=1024,4096,4096,4096,4096,1024 --plot=/tmp/scaling.svg
 //   bazel-bin/tools/timeline/ddp_cost_model --trace=/tmp/cpu.json --dims=784,512,512,10 --link=800,0.45
 //
 // --help lists the flags: the cluster's parameters, the GPU counts, re-bucketing (--bucket_cap_mb).
