@@ -151,8 +151,15 @@ absl::StatusOr<RoundVerdict> AgreeOnRound(Store& store, const LaunchOptions& o, 
     return absl::InternalError(absl::StrCat("garbled round verdict \"", text, "\" in the job's store"));
   }
   verdict.cause = lines.second;
-  ASSIGN_OR_RETURN(const int64_t read, store.Add(RoundKey(round, "read"), 1));
-  if (read == o.nnodes) RETURN_IF_ERROR(store.Set(RoundKey(round, "all_read"), std::string("1")));
+  // Node 0 hosts the store and leaves once every node's read is counted, which can be before the reply to
+  // this node's last call arrives: with the verdict in hand, a store lost here ends nothing.
+  auto lost_at_the_end = [&](const absl::Status& s) { return o.node_rank != 0 && absl::IsUnavailable(s); };
+  absl::StatusOr<int64_t> read = store.Add(RoundKey(round, "read"), 1);
+  if (!read.ok()) return lost_at_the_end(read.status()) ? absl::StatusOr<RoundVerdict>(verdict) : read.status();
+  if (*read == o.nnodes) {
+    absl::Status all = store.Set(RoundKey(round, "all_read"), std::string("1"));
+    if (!all.ok() && !lost_at_the_end(all)) return all;
+  }
   if (o.node_rank == 0) {
     absl::Status all = store.Wait({RoundKey(round, "all_read")}, timeout);
     if (!all.ok()) {
