@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -119,8 +121,14 @@ Cause ParseCause(const std::string& record) {
 // Several nodes: after this node's workers are done, publish how they ended and learn how the round went
 // everywhere. Every node reaches the same verdict, so all restart or all stop, and all name the same
 // cause. Node 0 hosts the store, so before it may close it, every node must have read the verdict.
+// After a failure here the other nodes were told through the abort key (their watchers poll it every
+// second and stop their workers, SIGKILL after --grace_seconds), so the wait for their reports is that
+// long, not the whole timeout: a node that cannot report by then is unreachable.
 absl::StatusOr<RoundVerdict> AgreeOnRound(Store& store, const LaunchOptions& o, int round, const JobResult& local) {
-  const std::chrono::milliseconds timeout = RendezvousTimeout(o);
+  const std::chrono::milliseconds timeout =
+      local.exit_code == 0 ? RendezvousTimeout(o)
+                           : std::min<std::chrono::milliseconds>(RendezvousTimeout(o),
+                                                                 std::chrono::seconds(o.grace_seconds + 5));
   RETURN_IF_ERROR(store.Add(RoundKey(round, "failed"), local.exit_code != 0 ? 1 : 0).status());
   RETURN_IF_ERROR(store.Add(RoundKey(round, "interrupted"), local.interrupted ? 1 : 0).status());
   RETURN_IF_ERROR(store.Set(absl::StrCat(RoundKey(round, "cause/"), o.node_rank), LocalCause(o, local).Record()));
@@ -171,7 +179,10 @@ absl::StatusOr<RoundVerdict> AgreeOnRound(Store& store, const LaunchOptions& o, 
 
 // Runs one round of the workers on this node and waits for them. With several nodes, a watcher stops
 // them when another node reports a failure of this round.
-JobResult RunRound(const LaunchOptions& o, int round, const std::vector<WorkerProcessSpec>& specs, Store* store) {
+// `store_lost`: set when the watcher lost the store (node 0 is gone or unreachable); the workers were
+// stopped for it, and nothing more can be agreed on.
+JobResult RunRound(const LaunchOptions& o, int round, const std::vector<WorkerProcessSpec>& specs, Store* store,
+                   bool* store_lost) {
   Supervisor supervisor({.prefix_output = o.prefix_output, .grace = std::chrono::seconds(o.grace_seconds)});
   if (absl::Status s = supervisor.Start(specs); !s.ok()) {
     Say(std::string(s.message()));
@@ -182,17 +193,26 @@ JobResult RunRound(const LaunchOptions& o, int round, const std::vector<WorkerPr
     return failed;
   }
   std::atomic<bool> watching{true};
+  std::atomic<bool> lost{false};
   std::thread watcher;
   if (store != nullptr) {
     watcher = std::thread([&] {
       const std::string abort_key = RoundKey(round, "abort");
       while (watching) {
+        const auto asked = std::chrono::steady_clock::now();
         absl::Status s = store->Wait({abort_key}, std::chrono::seconds(1));
-        if (absl::IsDeadlineExceeded(s)) continue;
+        // The server answers a 1 s wait after about 1 s ("not yet"); no answer for much longer means the
+        // connection to node 0 is gone (a cut link, a dead host).
+        const bool unanswered = std::chrono::steady_clock::now() - asked > std::chrono::seconds(8);
+        if (absl::IsDeadlineExceeded(s) && !unanswered) continue;
+        if (!s.ok()) {
+          lost = true;  // also when the workers ended meanwhile: the round's end cannot be reported either
+          if (watching) supervisor.RequestStop(absl::StrCat("lost the job's store on node 0: ", s.message()));
+          break;
+        }
         if (!watching) break;
         auto why = store->GetString(abort_key);
-        supervisor.RequestStop(s.ok() ? absl::StrCat("another node failed: ", why.ok() ? *why : "?")
-                                      : absl::StrCat("lost the job's store on node 0: ", s.message()));
+        supervisor.RequestStop(absl::StrCat("another node failed: ", why.ok() ? *why : "?"));
         break;
       }
     });
@@ -200,7 +220,8 @@ JobResult RunRound(const LaunchOptions& o, int round, const std::vector<WorkerPr
   JobResult result = supervisor.Wait();
   watching = false;
   if (watcher.joinable()) watcher.join();
-  if (store != nullptr && result.exit_code != 0) {
+  *store_lost = lost;
+  if (store != nullptr && result.exit_code != 0 && !lost) {
     (void)store->Set(RoundKey(round, "abort"), absl::StrCat("node ", o.node_rank, ": ", result.reason));
   }
   return result;
@@ -309,7 +330,8 @@ int RunLauncher(const LaunchOptions& o) {
       if (o.timeout_given) specs.back().env.emplace_back(kTimeoutEnv, FormatTimeout(o.timeout));
       for (auto& kv : flight_recorder.WorkerEnvironment(round)) specs.back().env.push_back(kv);
     }
-    const JobResult result = RunRound(o, round, specs, store.get());
+    bool store_lost = false;
+    const JobResult result = RunRound(o, round, specs, store.get(), &store_lost);
     if (result.exit_code != 0) {
       std::vector<int> ranks_here;
       for (const WorkerProcessSpec& spec : specs) ranks_here.push_back(spec.rank);
@@ -319,6 +341,11 @@ int RunLauncher(const LaunchOptions& o) {
 
     // Step 4: how the round went everywhere (several nodes agree on it), and what follows.
     RoundVerdict verdict{result.exit_code != 0 ? 1 : 0, result.interrupted ? 1 : 0, result.reason};
+    if (store_lost) {  // no verdict to agree on, no rendezvous for another round
+      Say(absl::StrCat("node ", o.node_rank, ": the job's store on node 0 is unreachable; exiting with ",
+                       result.exit_code != 0 ? result.exit_code : 1));
+      return result.exit_code != 0 ? result.exit_code : 1;
+    }
     if (store) {
       absl::StatusOr<RoundVerdict> agreed = AgreeOnRound(*store, o, round, result);
       if (!agreed.ok()) {
