@@ -250,7 +250,9 @@ TEST(TCPStoreServer, AHostNameOrAnAddressOfAnotherMachineListensOnEveryInterface
     EXPECT_EQ(server->listening_on().rfind("every interface", 0), 0u) << host << ": " << server->listening_on();
     EXPECT_TRUE(Reachable(server->local_address(), server->port())) << host;
     const std::string other = NonLoopbackAddress();
-    if (!other.empty()) EXPECT_TRUE(Reachable(other, server->port())) << host;
+    if (!other.empty()) {
+      EXPECT_TRUE(Reachable(other, server->port())) << host;
+    }
   }
 }
 
