@@ -1,0 +1,186 @@
+// What one rank builds before it trains (train_setup.h).
+#include "examples/internal/train_setup.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "data/dataset_check.h"
+#include "data/distributed_sampler.h"
+#include "data/fashion_mnist.h"
+#include "data/synthetic.h"
+#include "examples/internal/evaluate.h"
+#include "examples/internal/startup_checks.h"
+#include "nn/adam.h"
+#include "nn/checkpoint.h"
+#include "nn/mlp.h"
+#include "nn/precision.h"
+#include "nn/sgd.h"
+
+namespace tinyddp::examples {
+
+absl::StatusOr<Datasets> LoadDatasets(const TrainOptions& o) {
+  Datasets d;
+  if (o.dataset == "synthetic") {
+    data::SyntheticOptions s{.num_examples = o.synthetic_examples,
+                             .input_size = o.synthetic_input_size,
+                             .seed = static_cast<uint64_t>(o.seed)};
+    auto train = data::MakeSyntheticDataset(s, "train");
+    RETURN_IF_ERROR(train);
+    s.num_examples = std::max<int64_t>(o.synthetic_examples / 5, 1);
+    auto test = data::MakeSyntheticDataset(s, "test");
+    RETURN_IF_ERROR(test);
+    d.train = std::make_shared<data::TensorDataset>(*std::move(train));
+    d.test = std::make_shared<data::TensorDataset>(*std::move(test));
+    return d;
+  }
+  const std::string where = "--data_dir=" + (o.data_dir.empty() ? data::kDefaultFashionMnistDir : o.data_dir);
+  auto train = data::LoadFashionMnist(o.data_dir, "train");
+  RETURN_IF_ERROR(train);
+  auto test = data::LoadFashionMnist(o.data_dir, "test");
+  RETURN_IF_ERROR(test);
+  RETURN_IF_ERROR(data::CheckTrainingData(*train, *test, where));  // before a model is built from them
+  d.train = std::make_shared<data::TensorDataset>(*std::move(train));
+  d.test = std::make_shared<data::TensorDataset>(*std::move(test));
+  return d;
+}
+
+std::unique_ptr<nn::Optimizer> MakeOptimizer(const TrainOptions& o, std::vector<autograd::Variable> params) {
+  if (o.optimizer == "adamw") {
+    nn::AdamWOptions a;
+    a.lr = o.lr;
+    a.weight_decay = o.weight_decay;
+    return std::make_unique<nn::AdamW>(std::move(params), a);
+  }
+  return std::make_unique<nn::SGD>(std::move(params),
+                                   nn::SgdOptions{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
+}
+
+// The learning rate as a pure function of the global step, so a resumed run continues the same curve.
+std::unique_ptr<nn::LrSchedule> MakeSchedule(const TrainOptions& o, int64_t steps_per_epoch) {
+  if (o.lr_schedule == "step")
+    return std::make_unique<nn::StepLr>(o.lr, o.lr_step_epochs * steps_per_epoch, o.lr_gamma);
+  if (o.lr_schedule == "cosine") {
+    const int64_t total = o.epochs * steps_per_epoch;
+    return std::make_unique<nn::CosineWithWarmupLr>(o.lr, std::min(o.warmup_steps, total), total);
+  }
+  return std::make_unique<nn::ConstantLr>(o.lr);
+}
+
+// An optimizer step takes --grad_accum_steps batches; an epoch's last step may take fewer. The progress
+// of a run (TrainingProgress: batch_in_epoch, global_step, checkpoints) counts optimizer steps.
+int64_t OptimizerStepsPerEpoch(const TrainOptions& o, const data::DataLoader& loader) {
+  return (loader.num_batches() + o.grad_accum_steps - 1) / o.grad_accum_steps;
+}
+
+// Collective: OK only when every rank's `local` is OK. A rank that failed gets its own error back; the
+// others learn that someone failed (whose message is printed above theirs) and stop too, cleanly.
+absl::Status AgreeOnStatus(const Job& job, const absl::Status& local, const char* what) {
+  Tensor failed = Tensor::FromVector<int64_t>({local.ok() ? 0 : 1}, {1}, job.device);
+  RETURN_IF_ERROR(job.pg->AllReduce(failed, dist::ReduceOp::kSum)->Wait());
+  RETURN_IF_ERROR(local);
+  const int64_t n = failed.ToVector<int64_t>()[0];
+  if (n > 0) return absl::AbortedError(absl::StrCat(n, " other rank(s) failed while ", what, "; see above"));
+  return absl::OkStatus();
+}
+
+absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
+  const int rank = job.pg->rank(), world = job.pg->size();
+  // Data: every rank loads the whole dataset; the sampler decides which part each rank trains on.
+  absl::StatusOr<Datasets> datasets = LoadDatasets(o);
+  RETURN_IF_ERROR(datasets.status());
+  s.datasets = *std::move(datasets);
+  auto sampler = data::DistributedSampler::Create(
+      s.datasets.train->Size(),
+      {.num_replicas = world, .rank = rank, .shuffle = o.shuffle, .seed = static_cast<uint64_t>(o.seed)});
+  RETURN_IF_ERROR(sampler.status());
+  auto loader =
+      data::DataLoader::Create(s.datasets.train, *sampler, {.batch_size = o.batch_size, .device = job.device});
+  RETURN_IF_ERROR(loader.status());
+  s.loader = *std::move(loader);
+  s.eval_indices = EvalShardIndices(s.datasets.test->Size(), world, rank);
+
+  // The model: the same seed on every rank gives the same initial weights (DDP also broadcasts rank
+  // 0's, as PyTorch does, so a model initialised differently would still start in sync).
+  s.dims = {s.datasets.train->input_size()};
+  s.dims.insert(s.dims.end(), o.hidden.begin(), o.hidden.end());
+  s.dims.push_back(s.datasets.train->num_classes());
+  // --precision=bf16: float32 master weights with bfloat16 compute copies, which the optimizer writes
+  // in its own pass over the weights (nn/precision.h; docs/mixed_precision.md).
+  const nn::Precision precision = nn::ParsePrecision(o.precision).value();  // checked by ParseTrainOptions
+  s.model = nn::MLP(s.dims, {.device = job.device, .seed = static_cast<uint64_t>(o.seed), .precision = precision});
+  if (!o.init_from.empty()) RETURN_IF_ERROR(nn::LoadModule(*s.model, o.init_from));
+  s.optimizer = MakeOptimizer(o, s.model->Parameters());
+  s.optimizer->SetComputeCopies(s.model->ComputeCopies());  // none under fp32
+  s.schedule = MakeSchedule(o, OptimizerStepsPerEpoch(o, *s.loader));
+
+  // Outputs writable now rather than after an epoch; no other run's checkpoints in a fresh run's folder.
+  if (rank == 0) {
+    ASSIGN_OR_RETURN(s.notes, PrepareOutputs(o, o.resume));
+  }
+  return absl::OkStatus();
+}
+
+// --resume: rank 0 picks the newest good checkpoint and tells the others which one (they may not see
+// the same damaged files the same way, but they must all load the same step); every rank loads it,
+// and the ranks agree on success before anyone continues, so a failure stops all of them cleanly.
+absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOptions& o, int64_t steps_per_epoch,
+                                                   nn::Module& model, nn::Optimizer& optimizer, Progress& progress) {
+  int64_t chosen = -1;  // -1: nothing to resume from
+  absl::Status rank0_error;
+  if (job.pg->rank() == 0) {
+    std::vector<std::string> rejected;
+    auto found = FindLatestGoodCheckpoint(o.checkpoint_dir, &rejected);
+    for (const std::string& r : rejected) progress.Print(absl::StrCat("refusing damaged checkpoint ", r));
+    if (!found.ok()) {
+      rank0_error = found.status();
+      chosen = -2;
+    } else if (found->has_value()) {
+      chosen = (*found)->progress.global_step;
+      if ((*found)->version < kCheckpointVersion) {
+        progress.Print(absl::StrCat("notice: ", (*found)->path, " is in checkpoint format version ", (*found)->version,
+                                    " (no checksum of its trainer state); it loads, and new checkpoints are "
+                                    "written in version ", kCheckpointVersion));
+      }
+    }
+  }
+  Tensor choice = Tensor::FromVector<int64_t>({chosen}, {1}, job.device);
+  RETURN_IF_ERROR(job.pg->Broadcast(choice, 0)->Wait());
+  chosen = choice.ToVector<int64_t>()[0];
+  if (chosen == -2) {
+    if (job.pg->rank() == 0) return rank0_error;
+    return absl::AbortedError("rank 0 found no good checkpoint");
+  }
+  if (chosen == -1) {
+    if (job.pg->rank() == 0) {
+      progress.Print(absl::StrCat("--resume: no checkpoint in ", o.checkpoint_dir, " yet; starting from scratch"));
+    }
+    return TrainingProgress{};
+  }
+  const std::string path = CheckpointPath(o.checkpoint_dir, chosen);
+  auto loaded =
+      LoadTrainingCheckpoint(path, o.TrajectorySettings(job.pg->size()), steps_per_epoch, model, optimizer);
+  RETURN_IF_ERROR(AgreeOnStatus(job, loaded.status(), "loading the checkpoint"));
+  if (job.pg->rank() == 0) {
+    progress.Print(absl::StrFormat("resumed from %s: epoch %d, batch %d, step %d", path, loaded->epoch + 1,
+                                   loaded->batch_in_epoch, loaded->global_step));
+  }
+  return loaded;
+}
+
+// --zero=1: the optimizer becomes ZeRO-1's, sharded over the ranks inside DDP (docs/zero.md). s.optimizer
+// stays as the unsharded vessel checkpoints read and write: here it hands a resumed state to the shards, and
+// it holds no state while training.
+absl::Status ShardOptimizer(const TrainOptions& o, Setup& s) {
+  s.full->RegisterFusedOptimizer(
+      [o](std::vector<autograd::Variable> params) { return MakeOptimizer(o, std::move(params)); });
+  RETURN_IF_ERROR(s.zero()->LoadConsolidatedStateTensors(s.optimizer->StateTensors()));
+  return s.optimizer->LoadStateTensors({});
+}
+
+}  // namespace tinyddp::examples

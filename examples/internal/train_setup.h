@@ -1,0 +1,105 @@
+// What one rank of examples/ddp_mlp.cc builds before it trains: its place in the job (Job), the data, the
+// model, the optimizer and the learning-rate schedule (Setup, filled by BuildSetup), and the collective
+// steps around them that every rank takes together (AgreeOnStatus, ResumeOnEveryRank, ShardOptimizer).
+// The training loop itself stays in ddp_mlp.cc; DDP joins the Setup there, once the weights are final.
+#ifndef TINYDDP_EXAMPLES_INTERNAL_TRAIN_SETUP_H_
+#define TINYDDP_EXAMPLES_INTERNAL_TRAIN_SETUP_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "autograd/variable.h"
+#include "data/data_loader.h"
+#include "data/dataset.h"
+#include "dist/ddp/ddp.h"
+#include "dist/ddp/graphed_step.h"
+#include "dist/ddp/ladder/data_parallel.h"
+#include "dist/ddp/trace.h"
+#include "dist/ddp/zero/zero_optimizer.h"
+#include "dist/process_group/process_group.h"
+#include "examples/internal/progress.h"
+#include "examples/internal/train_checkpoint.h"
+#include "examples/internal/train_options.h"
+#include "nn/device_lr.h"
+#include "nn/loss.h"
+#include "nn/lr_schedule.h"
+#include "nn/module.h"
+#include "nn/optimizer.h"
+#include "nn/sequential.h"
+#include "tensor/device.h"
+#include "tensor/tensor.h"
+
+namespace tinyddp::examples {
+
+struct Datasets {
+  std::shared_ptr<data::TensorDataset> train, test;
+};
+
+/// --dataset: Fashion-MNIST from --data_dir (checked: the splits can train together), or a synthetic set.
+absl::StatusOr<Datasets> LoadDatasets(const TrainOptions& o);
+
+/// --optimizer over `params`: SGD (momentum, weight decay) or AdamW.
+std::unique_ptr<nn::Optimizer> MakeOptimizer(const TrainOptions& o, std::vector<autograd::Variable> params);
+
+/// The learning rate as a pure function of the global step, so a resumed run continues the same curve.
+std::unique_ptr<nn::LrSchedule> MakeSchedule(const TrainOptions& o, int64_t steps_per_epoch);
+
+/// An optimizer step takes --grad_accum_steps batches; an epoch's last step may take fewer. The progress
+/// of a run (TrainingProgress: batch_in_epoch, global_step, checkpoints) counts optimizer steps.
+int64_t OptimizerStepsPerEpoch(const TrainOptions& o, const data::DataLoader& loader);
+
+/// This rank's place in the job: its process group, and the device its model and batches live on.
+struct Job {
+  std::shared_ptr<dist::ProcessGroup> pg;
+  Device device;
+};
+
+/// Collective: OK only when every rank's `local` is OK. A rank that failed gets its own error back; the
+/// others learn that someone failed (whose message is printed above theirs) and stop too, cleanly.
+absl::Status AgreeOnStatus(const Job& job, const absl::Status& local, const char* what);
+
+/// Everything a rank trains with: BuildSetup fills the first part, Train adds DDP once the weights are final.
+struct Setup {
+  Datasets datasets;
+  std::unique_ptr<data::DataLoader> loader;  // this rank's batches of the training set
+  std::vector<int64_t> eval_indices;         // this rank's unpadded shard of the test set
+  std::vector<int64_t> dims;                 // 784, hidden..., 10
+  std::shared_ptr<nn::Sequential> model;
+  std::unique_ptr<nn::Optimizer> optimizer;
+  std::unique_ptr<nn::LrSchedule> schedule;
+  nn::CrossEntropyLoss loss_fn;
+  std::unique_ptr<dist::Tracer> tracer;              // --trace; null when off
+  std::unique_ptr<dist::ladder::DataParallel> ddp;  // --ddp's rung (full: DistributedDataParallel), wraps `model`
+  dist::DistributedDataParallel* full = nullptr;    // --ddp=full: the DDP inside `ddp` (ZeRO-1 lives there)
+  dist::zero::ZeroRedundancyOptimizer* zero() const { return full != nullptr ? full->zero() : nullptr; }
+  std::vector<std::string> notes;                   // rank 0's lines from PrepareOutputs
+  // --cuda_graph (SetUpCudaGraph in ddp_mlp.cc); all null/undefined when steps run eagerly.
+  std::unique_ptr<nn::DeviceLr> device_lr;  // the schedule, advanced on the device by each step
+  Tensor static_inputs, static_labels;      // the fixed buffers the recorded step reads
+  std::unique_ptr<dist::GraphedStep> graphed;
+  bool said_partial_batch = false;
+};
+
+/// The data (this rank's sampler and loader, its shard of the test set), the model (the same seed on
+/// every rank), the optimizer and the schedule; rank 0 also checks that the outputs are writable.
+absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s);
+
+/// Collective (--resume): rank 0 picks the newest good checkpoint and tells the others which one (they may
+/// not see the same damaged files the same way, but they must all load the same step); every rank loads
+/// it, and the ranks agree on success before anyone continues, so a failure stops all of them cleanly.
+/// A fresh TrainingProgress when there is nothing to resume from.
+absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOptions& o, int64_t steps_per_epoch,
+                                                   nn::Module& model, nn::Optimizer& optimizer, Progress& progress);
+
+/// --zero=1: the optimizer becomes ZeRO-1's, sharded over the ranks inside DDP (docs/zero.md). s.optimizer
+/// stays as the unsharded vessel checkpoints read and write: here it hands a resumed state to the shards,
+/// and it holds no state while training. Precondition: s.full is set (--ddp=full) with zero_stage 1.
+absl::Status ShardOptimizer(const TrainOptions& o, Setup& s);
+
+}  // namespace tinyddp::examples
+
+#endif  // TINYDDP_EXAMPLES_INTERNAL_TRAIN_SETUP_H_
