@@ -8,34 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/xml_escape.h"
 
 namespace tinyddp::examples {
 namespace {
 
 constexpr int kMarginLeft = 64, kMarginRight = 16, kMarginTop = 36, kMarginBottom = 48;
-
-std::string Escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 // A tick label without float noise: 0.30000000000000004 prints as 0.3.
 std::string TickLabel(double v) {
@@ -72,7 +50,7 @@ void RenderPanel(const PlotPanel& panel, int x0, int y0, int width, int height, 
   auto py = [&](double y) { return top + h * (1 - (y - ay0) / (ay1 - ay0)); };
 
   absl::StrAppendFormat(&svg, "<g>\n<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"15\">%s</text>\n",
-                        left + w / 2, y0 + 22, Escape(panel.title));
+                        left + w / 2, y0 + 22, XmlEscape(panel.title));
   // Grid and tick labels.
   for (double t : xt) {
     absl::StrAppendFormat(&svg,
@@ -90,11 +68,11 @@ void RenderPanel(const PlotPanel& panel, int x0, int y0, int width, int height, 
   absl::StrAppendFormat(&svg, "<polyline points=\"%d,%d %d,%d %d,%d\" fill=\"none\" stroke=\"#333\"/>\n", left, top,
                         left, top + h, left + w, top + h);
   absl::StrAppendFormat(&svg, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"12\">%s</text>\n",
-                        left + w / 2, top + h + 36, Escape(panel.x_label));
+                        left + w / 2, top + h + 36, XmlEscape(panel.x_label));
   absl::StrAppendFormat(&svg,
                         "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"12\" "
                         "transform=\"rotate(-90 %d %d)\">%s</text>\n",
-                        x0 + 16, top + h / 2, x0 + 16, top + h / 2, Escape(panel.y_label));
+                        x0 + 16, top + h / 2, x0 + 16, top + h / 2, XmlEscape(panel.y_label));
   if (no_data) {
     absl::StrAppendFormat(&svg, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#999\">no data</text>\n",
                           left + w / 2, top + h / 2);
@@ -118,7 +96,7 @@ void RenderPanel(const PlotPanel& panel, int x0, int y0, int width, int height, 
     absl::StrAppendFormat(&svg,
                           "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"/>"
                           "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"end\">%s</text>\n",
-                          left + w - 24, ly - 4, left + w - 6, ly - 4, s.color, left + w - 30, ly, Escape(s.label));
+                          left + w - 24, ly - 4, left + w - 6, ly - 4, s.color, left + w - 30, ly, XmlEscape(s.label));
   }
   svg += "</g>\n";
 }
@@ -149,7 +127,7 @@ std::string RenderSvg(const std::vector<PlotPanel>& panels, const std::string& t
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
       "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
       "<text x=\"%d\" y=\"20\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">%s</text>\n",
-      width, height, width, height, width / 2, Escape(title));
+      width, height, width, height, width / 2, XmlEscape(title));
   for (size_t i = 0; i < panels.size(); ++i) {
     RenderPanel(panels[i], static_cast<int>(i) * panel_width, 28, panel_width, panel_height, svg);
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/xml_escape.h"
 
 namespace tinyddp::dist {
 namespace {
@@ -15,32 +16,6 @@ constexpr char kMono[] = "DejaVu Sans Mono, Liberation Mono, Consolas, monospace
 std::string Num(double v) { return absl::StrFormat("%.1f", v); }
 
 }  // namespace
-
-std::string XmlEscape(absl::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 double TextWidth(absl::string_view text, double size) {
   // DejaVu Sans averages a little over half an em per character for this kind of text.

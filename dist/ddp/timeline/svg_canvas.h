@@ -45,8 +45,6 @@ class SvgCanvas {
   std::string body_;
 };
 
-/// `text` with &, <, >, " and ' escaped for XML.
-std::string XmlEscape(absl::string_view text);
 /// Rough width in pixels of `text` in the sans-serif font at `size` px (for deciding what fits).
 double TextWidth(absl::string_view text, double size);
 /// "850 us", "3.27 ms", "38.2 ms", "1.24 s".

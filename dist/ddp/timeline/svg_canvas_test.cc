@@ -17,10 +17,6 @@ int Count(const std::string& text, const std::string& what) {
   return n;
 }
 
-TEST(XmlEscape, EscapesTheFiveSpecialCharacters) {
-  EXPECT_EQ(XmlEscape("a<b & \"c\" 'd'>"), "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;");
-}
-
 TEST(Formats, PickAUnitAReaderTakesInAtAGlance) {
   EXPECT_EQ(FormatDurationUs(87), "87 us");
   EXPECT_EQ(FormatDurationUs(2488.6), "2.49 ms");
