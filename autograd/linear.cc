@@ -7,7 +7,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/node.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 #include "tensor/ops.h"
 
 namespace tinyddp::autograd {

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "autograd/grad_mode.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 #include "tensor/ops.h"
 
 namespace tinyddp::autograd {

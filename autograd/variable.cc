@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "autograd/node.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 #include "tensor/ops.h"
 
 namespace tinyddp::autograd {

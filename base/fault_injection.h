@@ -15,9 +15,10 @@
 //
 // Points are names that code passes to MaybeInjectFault together with its step counter:
 //   step        examples/ddp_mlp.cc, before each training step (the global step, from 0)
-//   collective  dist/process_group, right after this rank issued collective #step (its sequence number in
-//               the group): the Work is handed back and, for NCCL, the kernel is on the GPU, so a kill
-//               here is a rank dying inside that collective (e.g. a DDP bucket's all_reduce)
+//   collective  dist/observe/fault/collective_fault.h, an observer of a process group (ddp_mlp attaches it):
+//               as this rank issues collective #step (its sequence number in the group), numbered but
+//               before it runs, so a kill here leaves the peers waiting inside that collective for a rank
+//               that is gone (e.g. in a DDP bucket's all_reduce)
 // Other layers add their own points (a collective, a bucket's all_reduce) by calling MaybeInjectFault
 // with a new name and listing it here. hang, exit and kill happen inside MaybeInjectFault; nan is
 // returned to the caller, which knows how to poison its own numbers. A fault fires when point, step,

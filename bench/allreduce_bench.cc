@@ -6,8 +6,8 @@
 //   flags: --backend=auto|nccl|gloo  --min_bytes=8  --max_bytes=N (default 1 GiB for NCCL, 16 MiB for Gloo)
 //          --dtype=float32|bfloat16|float64|int32|int64  --iters=N (default: 100, 20 from 256 MiB)  --warmup=5
 //          --copy_engines  two GPUs of one machine: the float32 sizes from 4 MiB run on the copy engines
-//                      (dist/process_group/nccl/copy_engine), as DDP's default hook sends its large buckets,
-//                      through ProcessGroupNCCL::AllReduceExternal; smaller sizes stay NCCL's. The "path"
+//                      (dist/accel/copy_engine), as the copy-engine comm hook sends DDP's large buckets,
+//                      through ProcessGroup::AllReduceExternal; smaller sizes stay NCCL's. The "path"
 //                      column says which ran. (Standalone, without a backward beside it, NCCL's kernel is
 //                      usually faster: the copy engines pay off by leaving the SMs to compute.)
 //
@@ -37,9 +37,8 @@
 #include "base/status_macros.h"
 #include "dist/init.h"
 #include "dist/launch/spawn.h"
-#ifdef TINYDDP_HAVE_NCCL
-#include "dist/process_group/nccl/copy_engine/copy_engine_all_reduce.h"
-#include "dist/process_group/nccl/process_group_nccl.h"
+#ifdef TINYDDP_HAVE_COPY_ENGINES
+#include "dist/accel/copy_engine/copy_engine_all_reduce.h"
 #endif
 #include "nlohmann/json.hpp"
 #include "tensor/cuda_device.h"
@@ -145,17 +144,16 @@ class Paths {
   static absl::StatusOr<Paths> Make(dist::ProcessGroup& pg, bool copy_engines) {
     Paths paths(pg);
     if (!copy_engines) return paths;
-#ifdef TINYDDP_HAVE_NCCL
-    auto* nccl = dynamic_cast<dist::ProcessGroupNCCL*>(&pg);
-    if (nccl == nullptr || pg.size() != 2) {
+#ifdef TINYDDP_HAVE_COPY_ENGINES
+    std::shared_ptr<dist::Store> store = pg.SubStore("copy_engine");
+    if (pg.device_index() < 0 || pg.size() != 2 || store == nullptr) {
       return absl::FailedPreconditionError("--copy_engines needs the nccl backend with two ranks (two GPUs)");
     }
     std::string why_not;
     ASSIGN_OR_RETURN(std::unique_ptr<dist::CopyEngineAllReduce> ce,
-                     dist::CopyEngineAllReduce::Create(nccl->SubStore("copy_engine"), pg.rank(), nccl->device(),
-                                                       pg.timeout(), dist::CopyEngineOptions{}, &why_not));
+                     dist::CopyEngineAllReduce::Create(std::move(store), pg.rank(), pg.device_index(), pg.timeout(),
+                                                       dist::CopyEngineOptions{}, &why_not));
     if (ce == nullptr) return absl::FailedPreconditionError("--copy_engines: the copy engines are off: " + why_not);
-    paths.nccl_ = nccl;
     paths.copy_engines_ = std::move(ce);
     return paths;
 #else
@@ -166,9 +164,9 @@ class Paths {
   // The path a row of `x` takes, and the function that runs it.
   std::string Name(const Tensor& x) const { return TakesCopyEngines(x) ? "copy_engines" : pg_->backend_name(); }
   AllReduceFn For(const Tensor& x) const {
-#ifdef TINYDDP_HAVE_NCCL
+#ifdef TINYDDP_HAVE_COPY_ENGINES
     if (TakesCopyEngines(x)) {
-      return [this](const Tensor& t) { return nccl_->AllReduceExternal(copy_engines_, {t}, dist::ReduceOp::kSum); };
+      return [this](const Tensor& t) { return pg_->AllReduceExternal(copy_engines_, {t}, dist::ReduceOp::kSum); };
     }
 #endif
     return [this](const Tensor& t) { return pg_->AllReduce(t, dist::ReduceOp::kSum); };
@@ -177,7 +175,7 @@ class Paths {
  private:
   explicit Paths(dist::ProcessGroup& pg) : pg_(&pg) {}
   bool TakesCopyEngines(const Tensor& x) const {
-#ifdef TINYDDP_HAVE_NCCL
+#ifdef TINYDDP_HAVE_COPY_ENGINES
     return copy_engines_ != nullptr && copy_engines_->Takes(x.dtype(), x.numel(), dist::ReduceOp::kSum);
 #else
     return false;
@@ -185,8 +183,7 @@ class Paths {
   }
 
   dist::ProcessGroup* pg_;
-#ifdef TINYDDP_HAVE_NCCL
-  dist::ProcessGroupNCCL* nccl_ = nullptr;
+#ifdef TINYDDP_HAVE_COPY_ENGINES
   std::shared_ptr<dist::CopyEngineAllReduce> copy_engines_;
 #endif
 };

@@ -8,7 +8,8 @@
 //          --bucket_cap_mb=25  --first_bucket_mb=1
 //          --bucket_view=true|false (DdpOptions::gradient_as_bucket_view; default true, as in DDP: gradients
 //          are views into the flat buckets, written there by the GEMMs; false: coalesced lists)
-//          --hook=allreduce|bf16  --backend=auto|nccl|gloo
+//          --hook=allreduce|bf16  --backend=auto|nccl|gloo   (allreduce over NCCL goes through the copy-engine
+//          hook, dist/accel/copy_engine: on two GPUs of one machine the large buckets take the copy engines)
 //          --fused_optimizer=true|false (DDP only, default true: one SGD per bucket stepped inside backward as
 //          each bucket's average arrives, DistributedDataParallel::RegisterFusedOptimizer)
 //          --zero=0|1 (--ddp=full only, default 0; 1: ZeRO-1, docs/zero.md: each bucket reduce-scattered, each
@@ -17,11 +18,12 @@
 //          --precision=fp32|bf16 (bf16: bfloat16 compute copies and activations, float32 master weights,
 //          gradients, momentum and loss; nn/precision.h, docs/mixed_precision.md)
 //          --cuda_graph (the whole step - zero_grad, forward, backward with DDP's all_reduces, optimizer -
-//          recorded into one CUDA graph after the warm-up and replayed: dist/ddp/graphed_step.h; where that
+//          recorded into one CUDA graph after the warm-up and replayed: dist/accel/graph/graphed_step.h; where that
 //          is not possible the step runs eagerly and the reason is printed)  --cuda_graph_dot=FILE (the
 //          recorded graph in Graphviz format)
-//          --ddp=naive|flat|bucketed|full (default full): which rung of the DDP ladder (dist/ddp/ladder,
-//          docs/ddp_ladder.md) averages the gradients; --hook, --bucket_view and --fused_optimizer are full's
+//          --ddp=naive|flat|bucketed|full (default full): which rung of the DDP ladder (dist/ladder,
+//          docs/ddp_ladder.md) averages the gradients - full is DistributedDataParallel itself, the others
+//          the ladder's teaching rungs; --hook, --bucket_view and --fused_optimizer are full's
 //          --sweep_buckets: the same step with one bucket per tensor, 1 MiB buckets, DDP's default (1 MiB first,
 //          25 MiB), and one bucket for everything (--ddp=full or bucketed): a table of step time and exposed
 //          communication, and a JSON line per row
@@ -46,7 +48,7 @@
 // and, on GPU, the device bytes held by live tensors after the warm-up (parameters, gradients, state).
 //   comm_ms, exposed_ms    with --trace or --sweep_buckets: the communication per step, and the part of it no
 //                          computation hid, from rank 0's trace of --trace_steps more steps, as the trace's
-//                          picture marks it (dist/ddp/timeline/step_timeline.h; for the naive and flat rungs,
+//                          picture marks it (tools/timeline/step_timeline.h; for the naive and flat rungs,
 //                          backward's end to the last all_reduce's end).
 // Without DDP (--no_ddp) the two halves of the step are also timed alone, each as a burst of --steps:
 //   fwd_bwd_ms_burst    zero_grad + forward + loss + backward: the GEMMs and what surrounds them. gemm_tflops
@@ -74,28 +76,30 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "base/status_macros.h"
+#include "dist/accel/graph/graphed_step.h"
+#include "dist/accel/copy_engine/copy_engine_hook.h"
 #include "dist/ddp/comm_hooks.h"
 #include "dist/ddp/ddp.h"
-#include "dist/ddp/graphed_step.h"
-#include "dist/ddp/ladder/full_ddp.h"
-#include "dist/ddp/ladder/ladder.h"
-#include "dist/init.h"
 #include "dist/ddp/reducer.h"
+#include "dist/init.h"
+#include "dist/ladder/ladder.h"
 #include "dist/launch/spawn.h"
-#include "dist/ddp/timeline/chrome_trace.h"
-#include "dist/ddp/timeline/step_timeline.h"
-#include "dist/ddp/timeline/timeline_svg.h"
-#include "dist/ddp/trace.h"
+#include "dist/observe/trace/trace.h"
+#include "dist/observe/trace/traced_comm_hook.h"
+#include "dist/parallel/zero/reduce_scatter_hook.h"
+#include "dist/parallel/zero/zero_optimizer.h"
 #include "nlohmann/json.hpp"
 #include "nn/mlp.h"
 #include "nn/precision.h"
 #include "nn/sgd.h"
-#include "dist/ddp/zero/zero_optimizer.h"
 #include "tensor/cpu_isa.h"
 #include "tensor/cuda_allocator.h"
 #include "tensor/cuda_device.h"
 #include "tensor/ops.h"
 #include "tensor/stream.h"
+#include "tools/timeline/chrome_trace.h"
+#include "tools/timeline/step_timeline.h"
+#include "tools/timeline/timeline_svg.h"
 
 namespace tinyddp {
 namespace {
@@ -262,7 +266,8 @@ std::string PathCounts(const dist::DistributedDataParallel& ddp) {
   return paths;
 }
 
-// One configuration: the model and its DDP (o.ddp's rung with `ddp_options`; none without `pg`), warm-up,
+// One configuration: the model and its DDP (DistributedDataParallel with `ddp_options` for --ddp=full, a
+// ladder rung for the others; none without `pg`), warm-up,
 // --steps synced steps, --steps back to back, and when `traced`, --trace_steps more steps recorded in a
 // trace (written to o.trace when set) whose rank-0 events give the exposed communication. Collective.
 absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::ProcessGroup>& pg, Device device,
@@ -275,28 +280,41 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   mo.precision = o.precision;
   std::shared_ptr<nn::Sequential> model = nn::MLP(o.dims, mo);
   std::unique_ptr<dist::Tracer> tracer;
-  if (traced) {
-    tracer = std::make_unique<dist::Tracer>(rank, device);
-    ddp_options.tracer = tracer.get();
+  if (traced) tracer = std::make_unique<dist::Tracer>(rank, device);
+  std::unique_ptr<dist::DistributedDataParallel> ddp;  // --ddp=full: the production DDP
+  std::unique_ptr<dist::ladder::DataParallel> rung;    // --ddp=naive|flat|bucketed: a teaching rung instead
+  if (pg && o.ddp == "full") {
+    // Traced: each bucket's collective recorded by wrapping the hook (forward_backward records the rest).
+    if (tracer) ddp_options.comm_hook = dist::TracedCommHook(ddp_options.comm_hook, tracer.get());
+    ASSIGN_OR_RETURN(ddp, dist::DistributedDataParallel::Create(*model, pg, ddp_options));
+  } else if (pg) {
+    ASSIGN_OR_RETURN(rung, dist::ladder::CreateDataParallel(o.ddp, *model, pg, ddp_options, tracer.get()));
   }
-  std::unique_ptr<dist::ladder::DataParallel> dp;  // the rung; for full, `ddp` is its DistributedDataParallel
-  dist::DistributedDataParallel* ddp = nullptr;
-  if (pg) {
-    ASSIGN_OR_RETURN(dp, dist::ladder::CreateDataParallel(o.ddp, *model, pg, ddp_options));
-    if (o.ddp == "full") ddp = &static_cast<dist::ladder::FullDdp&>(*dp).ddp();
-  }
+  // The bytes of each all_reduce (or bucket) of one step, in order.
+  auto all_reduce_bytes = [&]() {
+    if (rung) return rung->AllReduceBytes();
+    std::vector<int64_t> bytes;
+    for (int b = 0; ddp && b < ddp->reducer().num_buckets(); ++b) bytes.push_back(ddp->reducer().BucketBytes(b));
+    return bytes;
+  };
   nn::SgdOptions so;
   so.lr = 0.01;
   so.momentum = 0.9;
   nn::SGD optimizer(model->Parameters(), so);
   optimizer.SetComputeCopies(model->ComputeCopies());  // bf16: the step writes them; fp32: there are none
   const bool fused = ddp && o.fused_optimizer;
+  std::unique_ptr<dist::zero::ZeroRedundancyOptimizer> zero;  // --zero=1: the fused optimizer, sharded
   if (fused) {
-    ddp->RegisterFusedOptimizer([so, model](std::vector<autograd::Variable> params) {
+    auto factory = [so, model](std::vector<autograd::Variable> params) -> std::unique_ptr<nn::Optimizer> {
       auto sgd = std::make_unique<nn::SGD>(std::move(params), so);
       sgd->SetComputeCopies(model->ComputeCopies());  // this bucket's parameters' copies
       return sgd;
-    });
+    };
+    if (o.zero) {
+      ASSIGN_OR_RETURN(zero, dist::zero::ZeroRedundancyOptimizer::Attach(*ddp, factory));
+    } else {
+      ddp->RegisterFusedOptimizer(factory);
+    }
   }
   Tensor x = Tensor::Empty({o.batch, o.dims.front()}, DType::kFloat32, device);
   ops::NormalInit(x, 0.0, 1.0, /*seed=*/1234 + rank);
@@ -310,11 +328,11 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   auto forward_backward = [&]() -> absl::StatusOr<Tensor> {
     optimizer.ZeroGrad(/*set_to_none=*/true);
     autograd::Variable logits;
-    if (dp) {
-      logits = dp->Forward(input);  // every rung records its own "forward" span
+    if (rung) {
+      logits = rung->Forward(input);  // every rung records its own "forward" span
     } else {
       dist::Tracer::Span f = dist::Tracer::MaybeScope(trace, "forward");
-      logits = model->Forward(input);
+      logits = ddp ? ddp->Forward(input) : model->Forward(input);
     }
     autograd::Variable loss = autograd::CrossEntropy(logits, y);
     {
@@ -322,7 +340,8 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
       autograd::Backward(loss);  // bucketed, full: buckets all-reduced inside; full: averaged when it returns
     }
     // naive, flat: all the communication; bucketed: the wait; full: DDP's status (a bucket's failed all_reduce)
-    if (dp) RETURN_IF_ERROR(dp->FinishBackward());
+    if (rung) RETURN_IF_ERROR(rung->FinishBackward());
+    if (ddp) RETURN_IF_ERROR(ddp->status());
     return loss.data();
   };
   auto eager_step = [&]() -> absl::StatusOr<Tensor> {
@@ -340,6 +359,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   if (o.cuda_graph) {
     dist::GraphedStepOptions go;
     go.dot_path = o.cuda_graph_dot;
+    go.traced = tracer != nullptr;  // a traced step runs eagerly (the reason is printed)
     go.log = [rank](const std::string& line) {
       if (rank == 0) std::printf("# %s\n", line.c_str());
     };
@@ -348,7 +368,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     } else if (o.zero != 0) {
       go.eager_reason = "ZeRO-1 under a CUDA graph is not implemented (its sharded optimizers are not recorded)";
     }
-    graphed = std::make_unique<dist::GraphedStep>(device, eager_step, ddp,
+    graphed = std::make_unique<dist::GraphedStep>(device, eager_step, ddp.get(),
                                                   std::vector<const nn::Optimizer*>{&optimizer}, std::move(go));
   }
   auto step = [&]() -> absl::Status { return graphed ? graphed->Run().status() : eager_step().status(); };
@@ -360,15 +380,17 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   while (graphed && !graphed->replaying() && graphed->eager_reason().empty()) RETURN_IF_ERROR(step());
   if (pg) RETURN_IF_ERROR(pg->Barrier()->Wait());
   if (device.is_cuda()) cuda::Stream::Current(device.index).Synchronize();
-  if (dp && rank == 0 && print_table) {
-    std::printf("%s\n", std::string(absl::StripTrailingAsciiWhitespace(dp->Describe())).c_str());
+  if ((ddp || rung) && rank == 0 && print_table) {
+    const std::string table =
+        rung ? rung->Describe() : absl::StrCat(ddp->BucketTable(), zero ? zero->ShardTable() : "");
+    std::printf("%s\n", std::string(absl::StripTrailingAsciiWhitespace(table)).c_str());
     std::fflush(stdout);
   }
 
   Measured m;
   // What one rank holds, measured after the warm-up (the state exists, the buckets are rebuilt).
-  m.state_bytes = ddp && ddp->zero() ? ddp->zero()->Memory().optimizer_state_bytes
-                                     : 4 * model->NumParameters();  // one float of momentum each
+  m.state_bytes = zero ? zero->Memory().optimizer_state_bytes
+                       : 4 * model->NumParameters();  // one float of momentum each
   m.device_bytes = device.is_cuda() ? cuda::GetAllocatorStats(device.index).allocated_bytes : 0;
   StepTimer timer(device);
   std::vector<double> synced;
@@ -385,7 +407,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   m.cpu_ms = (ProcessCpuMs() - cpu_start_ms) / o.steps;
   std::sort(synced.begin(), synced.end());
   m.median_ms = synced[synced.size() / 2];
-  if (!dp) {  // the halves alone (one device only: with DDP, backward also waits for the all_reduce)
+  if (!ddp && !rung) {  // the halves alone (one device only: with DDP, backward also waits for the all_reduce)
     timer.Start();
     for (int i = 0; i < o.steps; ++i) RETURN_IF_ERROR(forward_backward().status());  // always eager
     m.fwd_bwd_ms = timer.StopMs() / o.steps;
@@ -394,7 +416,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     m.optimizer_ms = timer.StopMs() / o.steps;
   }
   m.params = model->NumParameters();
-  m.collectives = dp ? static_cast<int>(dp->AllReduceBytes().size()) : 0;
+  m.collectives = static_cast<int>(all_reduce_bytes().size());
   if (ddp) m.paths = PathCounts(*ddp);
   if (graphed) {
     m.replayed = graphed->replaying();
@@ -410,7 +432,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     for (int i = 0; i < o.trace_steps; ++i) RETURN_IF_ERROR(step());
     if (rank == 0) {
       // The communication no computation hid, per step, measured as the trace's picture marks it in red
-      // (dist/ddp/timeline/step_timeline.h), from this rank's events.
+      // (tools/timeline/step_timeline.h), from this rank's events.
       ASSIGN_OR_RETURN(const dist::ChromeTrace events,
                        dist::ParseChromeTrace(absl::StrCat("[", tracer->EventsJson(), "]")));
       ASSIGN_OR_RETURN(const dist::StepTimeline timeline, dist::BuildStepTimeline(events));
@@ -423,7 +445,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
         std::printf("# trace of %d steps written to %s (open in https://ui.perfetto.dev)\n", o.trace_steps,
                     o.trace.c_str());
         dist::TraceSvgOptions svg;  // its picture beside it: the last two steps, all_reduces labelled with their bytes
-        if (dp) svg.bucket_bytes = dp->AllReduceBytes();
+        if (pg) svg.bucket_bytes = all_reduce_bytes();
         if (pg) svg.title = absl::StrCat("DDP step timeline, --ddp=", o.ddp);
         const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(o.trace, svg);
         std::printf("# timeline: %s\n", drawn.ok() ? drawn->c_str() : std::string(drawn.status().message()).c_str());
@@ -469,8 +491,18 @@ int Run(const Options& o) {
   ddp_options.bucket_cap_bytes = static_cast<int64_t>(o.bucket_cap_mb * dist::kMiB);
   ddp_options.first_bucket_bytes = static_cast<int64_t>(o.first_bucket_mb * dist::kMiB);
   ddp_options.gradient_as_bucket_view = o.bucket_view;
-  ddp_options.zero_stage = o.zero;
+  if (o.zero) ddp_options.comm_hook = dist::zero::ReduceScatterHook(*pg);  // ZeRO-1: padded, reduce-scattered
   if (o.bf16_hook) ddp_options.comm_hook = dist::Bf16CompressHook();
+  // --hook=allreduce over NCCL: the copy-engine hook, which sends the large float32 buckets of two GPUs to the
+  // copy engines and the others to NCCL's all_reduce (collective setup; the bucket table names each path).
+  std::shared_ptr<dist::CopyEngineHook> copy_engines;
+  if (pg && o.ddp == "full" && !ddp_options.comm_hook.run && std::string(pg->backend_name()) == "nccl") {
+    absl::StatusOr<std::shared_ptr<dist::CopyEngineHook>> made = dist::CopyEngineHook::Create(*pg);
+    if (!made.ok()) return Fail("copy engines", made.status());
+    copy_engines = *made;
+    ddp_options.comm_hook = copy_engines->AsCommHook();
+    if (rank == 0) std::printf("%s", copy_engines->Describe().c_str());
+  }
   const std::string dims = absl::StrJoin(o.dims, ",");
   const char* backend = pg ? pg->backend_name() : (device.is_cuda() ? "cuda" : "cpu");
   auto round4 = [](double v) { return std::round(v * 1e4) / 1e4; };

@@ -10,11 +10,14 @@
 //   main       flags -> start workers if nobody else did (SpawnWorkersIfNeeded) -> RunWorker
 //   RunWorker  join the job (InitProcessGroup: NCCL on GPUs, Gloo on CPUs) -> Train
 //   Train      data -> model -> (resume) -> DDP -> for each epoch:   (what comes before DDP: train_setup.h)
-//                for each batch (or --grad_accum_steps of them): TrainStep (lr(step), zero grads, forward,
-//                loss, backward: DDP all_reduces the gradient buckets while it runs, optimizer step), log
+//                for each batch (or --grad_accum_steps of them): the step's learning rate, then TrainStep,
+//                PyTorch's five lines (zero_grad, forward, loss, backward: DDP all_reduces the gradient
+//                buckets while it runs, optimizer step), log
 //                then: evaluate on every rank's shard, combine with all_reduce, log, checkpoint
-// --ddp picks the DDP: the production one (full, the default) or a lower rung of the ladder that builds it
-// up (naive, flat, bucketed: dist/ddp/ladder, docs/ddp_ladder.md), all behind the same three calls.
+// --ddp picks the DDP: the production DistributedDataParallel (full, the default) or a lower rung of the
+// ladder that builds it up (naive, flat, bucketed: dist/ladder, docs/ddp_ladder.md); a step makes the same
+// three calls to either (DdpForward, Backward, FinishBackward: train_setup.h). On GPUs DDP's buckets go
+// through the copy-engine hook (dist/accel/copy_engine), which the bucket table announces per bucket.
 //
 // The pieces, and where they are defined (the includes are the table of contents):
 #include <unistd.h>
@@ -38,20 +41,26 @@
 #include "base/status_macros.h"
 #include "data/data_loader.h"                      // DataLoader: batches with prefetch, on the device
 #include "data/fashion_mnist.h"                    // LoadFashionMnist (checked before workers start)
+#include "dist/accel/copy_engine/copy_engine_hook.h"  // CopyEngineHook: two GPUs' large buckets on the copy engines
+#include "dist/accel/graph/graphed_step.h"         // GraphedStep (--cuda_graph): the step as one CUDA graph
 #include "dist/ddp/comm_hooks.h"                   // Bf16CompressHook (--comm_hook=bf16)
-#include "dist/ddp/ddp.h"                          // DdpOptions
-#include "dist/ddp/graphed_step.h"                 // GraphedStep (--cuda_graph): the step as one CUDA graph
-#include "dist/ddp/ladder/full_ddp.h"              // FullDdp::ddp(): the DistributedDataParallel of --ddp=full
-#include "dist/ddp/ladder/ladder.h"                // CreateDataParallel: --ddp=naive|flat|bucketed|full
-#include "dist/ddp/timeline/timeline_svg.h"        // WriteTimelineSvg: --trace's picture
-#include "dist/ddp/trace.h"                        // Tracer (--trace)
-#include "dist/ddp/zero/zero_optimizer.h"          // ZeRO-1 (--zero=1): memory, consolidated state
+#include "dist/ddp/ddp.h"                          // DistributedDataParallel, DdpOptions: --ddp=full
 #include "dist/init.h"                             // InitProcessGroup: env -> store -> NCCL or Gloo group
+#include "dist/ladder/ladder.h"                    // CreateDataParallel: --ddp=naive|flat|bucketed, the rungs
 #include "dist/launch/env.h"                       // IsWorker, RestartCount
 #include "dist/launch/error_file.h"                // RecordWorkerFailure: why, for the launcher
 #include "dist/launch/spawn.h"                     // SpawnWorkersIfNeeded
+#include "dist/observe/fault/collective_fault.h"     // AttachCollectiveFaults (TINYDDP_FAULT point=collective)
+#include "dist/observe/flight_recorder/job_records.h"  // JobRecords: the flight recorder's verdict for spawn
+#include "dist/observe/flight_recorder/recorder.h"  // AttachFlightRecorder: every rank's last collectives
+#include "dist/observe/trace/trace.h"              // Tracer (--trace)
+#include "dist/observe/trace/traced_comm_hook.h"   // TracedCommHook: each bucket's collective in the trace
+#include "dist/parallel/zero/reduce_scatter_hook.h" // ZeRO-1 (--zero=1): buckets reduce-scattered
+#include "dist/parallel/zero/zero_optimizer.h"     // ZeRO-1: the sharded optimizer, memory, consolidated state
+#include "examples/internal/durable_file.h"        // IsPermanent, kPermanentFailureExitCode: not restarted
 #include "examples/internal/evaluate.h"            // EvaluateShard, AllReduceEvalSums
 #include "examples/internal/loss_window.h"         // LossWindow: step losses on the device, non-finite check
+#include "examples/internal/memory_estimate.h"     // CheckMemoryFits: refuse a run too large for this host
 #include "examples/internal/metrics_writer.h"      // MetricsWriter (--metrics_out): JSON lines + SVG plot
 #include "examples/internal/progress.h"            // Progress: the live bar, or plain lines
 #include "examples/internal/train_checkpoint.h"    // SaveTrainingCheckpoint
@@ -62,6 +71,7 @@
 #include "tensor/cuda_device.h"                    // CurrentDevice
 #include "tensor/ops.h"                            // AddInto (loss accumulation on the device)
 #include "tensor/stream.h"                         // Stream: a compute stream of our own on the GPU
+#include "tools/timeline/timeline_svg.h"           // WriteTimelineSvg: --trace's picture
 
 namespace tinyddp::examples {
 namespace {
@@ -82,32 +92,33 @@ struct Report {
   }
 };
 
-void PrintHeader(const TrainOptions& o, const Job& job, const Setup& s, Progress& progress) {
-  progress.Print(
-      absl::StrFormat("ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
-                      absl::StrJoin(s.dims, "-"), s.model->NumParameters(), job.pg->size(), job.pg->backend_name(),
-                      job.device.ToString(), o.dataset, s.datasets.train->Size(), s.datasets.test->Size()));
+void PrintHeader(const TrainOptions& options, const Job& job, const Setup& setup, Progress& progress) {
+  progress.Print(absl::StrFormat(
+      "ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
+      absl::StrJoin(setup.dims, "-"), setup.model->NumParameters(), job.pg->size(), job.pg->backend_name(),
+      job.device.ToString(), options.dataset, setup.datasets.train->Size(), setup.datasets.test->Size()));
   const std::string accumulation =
-      o.grad_accum_steps == 1
+      options.grad_accum_steps == 1
           ? ""
-          : absl::StrFormat(" x %d accumulated (%d examples per optimizer step)", o.grad_accum_steps,
-                            o.batch_size * job.pg->size() * o.grad_accum_steps);
+          : absl::StrFormat(" x %d accumulated (%d examples per optimizer step)", options.grad_accum_steps,
+                            options.batch_size * job.pg->size() * options.grad_accum_steps);
   progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global)%s, %s, lr %s%s, --ddp=%s%s",
-                                 o.epochs, OptimizerStepsPerEpoch(o, *s.loader), o.batch_size,
-                                 o.batch_size * job.pg->size(), accumulation, o.optimizer, s.schedule->ToString(),
-                                 o.precision == "bf16" ? ", bf16 mixed precision" : "", o.ddp,
-                                 o.zero == 1 ? ", optimizer sharded by ZeRO-1" : ""));
+                                 options.epochs, OptimizerStepsPerEpoch(options, *setup.loader), options.batch_size,
+                                 options.batch_size * job.pg->size(), accumulation, options.optimizer,
+                                 setup.schedule->ToString(),
+                                 options.precision == "bf16" ? ", bf16 mixed precision" : "", options.ddp,
+                                 options.zero == 1 ? ", optimizer sharded by ZeRO-1" : ""));
   if (job.device.is_cpu()) progress.Print("  " + CpuIsaSummary());  // which CPU kernels run (tensor/cpu_isa.h)
 }
 
 // Collective: rank 0 opens --metrics_out (appending when a resumed run continues); every rank learns
 // whether that worked.
-absl::StatusOr<std::unique_ptr<MetricsWriter>> OpenMetrics(const TrainOptions& o, const Job& job,
+absl::StatusOr<std::unique_ptr<MetricsWriter>> OpenMetrics(const TrainOptions& options, const Job& job,
                                                            const TrainingProgress& at) {
   std::unique_ptr<MetricsWriter> metrics;
   absl::Status opened;
-  if (job.pg->rank() == 0 && !o.metrics_out.empty()) {
-    auto writer = MetricsWriter::Open(o.metrics_out, /*append=*/o.resume && at.global_step > 0);
+  if (job.pg->rank() == 0 && !options.metrics_out.empty()) {
+    auto writer = MetricsWriter::Open(options.metrics_out, /*append=*/options.resume && at.global_step > 0);
     if (writer.ok()) metrics = *std::move(writer);
     opened = writer.status();
   }
@@ -117,35 +128,37 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> OpenMetrics(const TrainOptions& o
 
 // Collective (every rank logs at the same steps): the loss since the last log, averaged over steps and
 // ranks, added to the epoch's tally; rank 0 prints it and records it in --metrics_out.
-absl::Status LogLoss(const Job& job, LossWindow& window, double lr, TrainingProgress& at, Report& r) {
+absl::Status LogLoss(const Job& job, LossWindow& window, double lr, TrainingProgress& at, Report& report) {
   const int64_t steps = window.steps();
   ASSIGN_OR_RETURN(const double sum, window.Flush(*job.pg));  // stops a run whose loss is NaN or Inf
   at.epoch_loss_sum += sum;
   at.epoch_loss_count += static_cast<double>(steps);
-  if (!r.lead) return absl::OkStatus();
+  if (!report.lead) return absl::OkStatus();
   const double mean = sum / static_cast<double>(steps);
-  r.progress.LogStep(at.batch_in_epoch, mean, lr);
-  if (r.metrics) {
-    RETURN_IF_ERROR(r.metrics->WriteStep({at.global_step, at.epoch, mean, lr, r.progress.SamplesPerSecond()}));
+  report.progress.LogStep(at.batch_in_epoch, mean, lr);
+  if (report.metrics) {
+    RETURN_IF_ERROR(
+        report.metrics->WriteStep({at.global_step, at.epoch, mean, lr, report.progress.SamplesPerSecond()}));
   }
   return absl::OkStatus();
 }
 
 // Collective, after an epoch: every rank evaluates its unpadded shard of the test set, one all_reduce
 // combines the sums, and rank 0 prints and records the epoch's line.
-absl::StatusOr<EvalMetrics> EvaluateEpoch(const TrainOptions& o, const Job& job, const Setup& s,
-                                          const TrainingProgress& at, int64_t epoch, bool epoch_done, Report& r) {
-  ASSIGN_OR_RETURN(const EvalSums local, EvaluateShard(*s.model, *s.datasets.test, s.eval_indices, job.device));
+absl::StatusOr<EvalMetrics> EvaluateEpoch(const TrainOptions& options, const Job& job, const Setup& setup,
+                                          const TrainingProgress& at, int64_t epoch, bool epoch_done, Report& report) {
+  ASSIGN_OR_RETURN(const EvalSums local,
+                   EvaluateShard(*setup.model, *setup.datasets.test, setup.eval_indices, job.device));
   ASSIGN_OR_RETURN(const EvalMetrics eval, AllReduceEvalSums(*job.pg, job.device, local));
   const double train_loss = at.epoch_loss_count > 0 ? at.epoch_loss_sum / at.epoch_loss_count : std::nan("");
-  if (r.lead) {
-    r.progress.Print(
+  if (report.lead) {
+    report.progress.Print(
         absl::StrFormat("epoch %d/%d%s: train loss %.4f | test loss %.4f, accuracy %.2f%% (%d examples) | %.1fs",
-                        epoch + 1, o.epochs, epoch_done ? "" : " (stopped at --max_steps)", train_loss, eval.loss,
-                        100 * eval.accuracy, eval.count, r.Seconds()));
-    if (r.metrics) {
+                        epoch + 1, options.epochs, epoch_done ? "" : " (stopped at --max_steps)", train_loss, eval.loss,
+                        100 * eval.accuracy, eval.count, report.Seconds()));
+    if (report.metrics) {
       RETURN_IF_ERROR(
-          r.metrics->WriteEpoch({epoch, at.global_step, train_loss, eval.loss, eval.accuracy, r.Seconds()}));
+          report.metrics->WriteEpoch({epoch, at.global_step, train_loss, eval.loss, eval.accuracy, report.Seconds()}));
     }
   }
   return eval;
@@ -153,59 +166,61 @@ absl::StatusOr<EvalMetrics> EvaluateEpoch(const TrainOptions& o, const Job& job,
 
 // Collective: rank 0 writes the checkpoint (every rank holds the same weights and optimizer state) and
 // every rank learns whether that worked.
-absl::Status CheckpointOnEveryRank(const TrainOptions& o, const Job& job, Setup& s, const TrainingProgress& at,
-                                   Report& r) {
-  if (o.checkpoint_dir.empty()) return absl::OkStatus();
+absl::Status CheckpointOnEveryRank(const TrainOptions& options, const Job& job, Setup& setup,
+                                   const TrainingProgress& at, Report& report) {
+  if (options.checkpoint_dir.empty()) return absl::OkStatus();
   // ZeRO-1: every rank gathers the shards into the unsharded optimizer (collective), which is saved as
   // plain DDP's is, so the checkpoint resumes at any number of ranks, with or without ZeRO.
-  dist::zero::ZeroRedundancyOptimizer* zero = s.zero();
+  dist::zero::ZeroRedundancyOptimizer* zero = setup.zero.get();
   if (zero != nullptr) {
     ASSIGN_OR_RETURN(const nn::TensorMap full, zero->ConsolidatedStateTensors());
-    RETURN_IF_ERROR(s.optimizer->LoadStateTensors(full));
+    RETURN_IF_ERROR(setup.optimizer->LoadStateTensors(full));
   }
   absl::Status saved_ok;
-  if (r.lead) {
-    absl::StatusOr<std::string> saved = SaveTrainingCheckpoint(
-        o.checkpoint_dir, *s.model, *s.optimizer, at, o.TrajectorySettings(job.pg->size()), o.keep_checkpoints);
-    if (saved.ok()) r.progress.Print(absl::StrCat("  checkpoint: ", *saved));
+  if (report.lead) {
+    absl::StatusOr<std::string> saved =
+        SaveTrainingCheckpoint(options.checkpoint_dir, *setup.model, *setup.optimizer, at,
+                               options.TrajectorySettings(job.pg->size()), options.keep_checkpoints);
+    if (saved.ok()) report.progress.Print(absl::StrCat("  checkpoint: ", *saved));
     saved_ok = saved.status();
   }
-  if (zero != nullptr) RETURN_IF_ERROR(s.optimizer->LoadStateTensors({}));  // the shards hold it
+  if (zero != nullptr) RETURN_IF_ERROR(setup.optimizer->LoadStateTensors({}));  // the shards hold it
   return AgreeOnStatus(job, saved_ok, "writing the checkpoint");
 }
 
 // Outputs that need the whole run and the last line, then every rank leaves together (rank 0 may host
 // the job's store, which the others still need until then).
-absl::Status Finish(const TrainOptions& o, const Job& job, const Setup& s, const TrainingProgress& at,
-                    const EvalMetrics& last_eval, Report& r) {
-  if (r.metrics) {
-    ASSIGN_OR_RETURN(const std::string plot, r.metrics->Finish());
-    r.progress.Print(absl::StrCat("metrics: ", o.metrics_out, ", plot: ", plot));
+absl::Status Finish(const TrainOptions& options, const Job& job, const Setup& setup, const TrainingProgress& at,
+                    const EvalMetrics& last_eval, Report& report) {
+  if (report.metrics) {
+    ASSIGN_OR_RETURN(const std::string plot, report.metrics->Finish());
+    report.progress.Print(absl::StrCat("metrics: ", options.metrics_out, ", plot: ", plot));
   }
-  if (s.tracer) {
-    RETURN_IF_ERROR(s.tracer->WriteChromeTrace(job.pg.get(), o.trace));  // collective: rank 0 writes
-    if (r.lead) {
+  if (setup.tracer) {
+    RETURN_IF_ERROR(setup.tracer->WriteChromeTrace(job.pg.get(), options.trace));  // collective: rank 0 writes
+    if (report.lead) {
       // And its picture beside it (FILE.svg): the last two steps, each all_reduce labelled with its bytes.
       dist::TraceSvgOptions svg;
-      svg.bucket_bytes = s.ddp->AllReduceBytes();
-      svg.title = absl::StrCat("DDP step timeline, --ddp=", o.ddp);
-      const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(o.trace, svg);
-      r.progress.Print(absl::StrCat("trace: ", o.trace, " (open in https://ui.perfetto.dev), timeline: ",
+      svg.bucket_bytes = AllReduceBytes(setup);
+      svg.title = absl::StrCat("DDP step timeline, --ddp=", options.ddp);
+      const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(options.trace, svg);
+      report.progress.Print(absl::StrCat("trace: ", options.trace, " (open in https://ui.perfetto.dev), timeline: ",
                                     drawn.ok() ? *drawn : std::string(drawn.status().message())));
     }
   }
-  if (r.lead && s.graphed) {  // --cuda_graph: whether the graph path was taken, and if not, why
-    r.progress.Print(absl::StrFormat("cuda graph: %d step(s) replayed, %d run eagerly by the graphed step; at the "
-                                     "end: %s", s.graphed->replays(), s.graphed->eager_steps(),
-                                     s.graphed->ModeName()));
+  if (report.lead && setup.graphed) {  // --cuda_graph: whether the graph path was taken, and if not, why
+    report.progress.Print(absl::StrFormat("cuda graph: %d step(s) replayed, %d run eagerly by the graphed step; at the "
+                                     "end: %s", setup.graphed->replays(), setup.graphed->eager_steps(),
+                                     setup.graphed->ModeName()));
   }
-  if (r.lead && last_eval.count == 0) {
-    r.progress.Print(absl::StrFormat("nothing to train: the run is already at step %d (--epochs=%d, --max_steps=%d)",
-                                     at.global_step, o.epochs, o.max_steps));
-  } else if (r.lead) {
-    r.progress.Print(absl::StrFormat("done: %d steps, test accuracy %.2f%%, %.1fs (%.2f ms per training step)",
-                                     at.global_step, 100 * last_eval.accuracy, r.Seconds(),
-                                     1000 * r.train_seconds / std::max<int64_t>(1, r.train_steps)));
+  if (report.lead && last_eval.count == 0) {
+    report.progress.Print(
+        absl::StrFormat("nothing to train: the run is already at step %d (--epochs=%d, --max_steps=%d)", at.global_step,
+                        options.epochs, options.max_steps));
+  } else if (report.lead) {
+    report.progress.Print(absl::StrFormat("done: %d steps, test accuracy %.2f%%, %.1fs (%.2f ms per training step)",
+                                     at.global_step, 100 * last_eval.accuracy, report.Seconds(),
+                                     1000 * report.train_seconds / std::max<int64_t>(1, report.train_steps)));
   }
   return job.pg->Barrier()->Wait();
 }
@@ -224,206 +239,271 @@ std::vector<data::Batch> NextBatches(data::DataLoader& loader, int64_t k) {
   return batches;
 }
 
-// One optimizer step, the five lines of every PyTorch training loop. DDP works inside three of them: its
-// Forward starts the iteration, Backward all_reduces the gradient buckets while it runs (bucketed, full),
-// and FinishBackward completes the average (naive, flat: all of the communication happens there).
-// With --grad_accum_steps, `batches` holds several micro-batches: all but the last run under no_sync
-// (their backwards only add into .grad), and each one's mean loss is weighted by its share of the step's
-// examples (the seed of Backward), so .grad ends as the mean over all of them - k micro-batches of b train
-// like one batch of k*b, up to the order in which float sums are added.
-// Returns the step's loss (mean over its examples), left on the device (reading it would wait for the GPU).
-// `poison`: a failure test's NaN batch (TINYDDP_FAULT, injected by StepOnNextBatch).
-absl::StatusOr<Tensor> TrainStep(Setup& s, const std::vector<data::Batch>& batches, int64_t step, bool poison = false) {
-  if (s.device_lr) {
-    s.device_lr->Advance();  // --cuda_graph: the schedule moves on the device, also inside the graph
+// --- One training step: PyTorch's five lines, and the helpers around them ------------------------------
+
+// The learning rate of step `step` (--lr_schedule), set before the step runs: on the host, or with
+// --cuda_graph advanced on the device, inside the recorded step (nn/device_lr.h). ZeRO-1's shards follow.
+void SetLearningRate(Setup& setup, int64_t step) {
+  if (setup.device_lr) {
+    setup.device_lr->Advance();  // --cuda_graph: the schedule moves on the device, also inside the graph
   } else {
-    s.optimizer->set_lr(s.schedule->LrAt(step));
+    setup.optimizer->set_lr(setup.schedule->LrAt(step));
   }
-  if (s.zero() != nullptr) s.full->SetFusedOptimizerLr(s.optimizer->lr());
-  s.optimizer->ZeroGrad();
+  if (setup.zero) setup.zero->SetLr(setup.optimizer->lr());
+}
+
+// loss.backward(), traced. `share`: the seed of the backward, this micro-batch's share of the step's
+// examples (1 without accumulation). DDP all_reduces the gradient buckets while it runs (bucketed, full);
+// FinishBackward completes the average (naive, flat: all of the communication happens there). A bucket
+// whose all_reduce failed (a peer died, or froze past --timeout) left gradients that are not averages: stop
+// with its error rather than step on them (PyTorch raises from backward()).
+absl::Status Backward(Setup& setup, const Variable& loss, int64_t step, double share = 1) {
+  {
+    dist::Tracer::Span span = dist::Tracer::MaybeScope(setup.tracer.get(), "backward", step);
+    autograd::Backward(loss, share == 1 ? Tensor() : Tensor::Full(loss.shape(), share, loss.dtype(), loss.device()));
+  }
+  return FinishBackward(setup);
+}
+
+// optimizer.step(), traced. Under ZeRO-1 each rank's shard already stepped inside Backward.
+void OptimizerStep(Setup& setup, int64_t step) {
+  if (setup.zero) return;
+  dist::Tracer::Span span = dist::Tracer::MaybeScope(setup.tracer.get(), "optimizer", step);
+  setup.optimizer->Step();
+}
+
+// One optimizer step, the five lines of every PyTorch training loop. DDP works inside three of them: its
+// forward arms the reducer, backward averages the gradients over the ranks, and the optimizer then sees
+// the same averaged gradients on every rank. Returns the loss, left on the device (reading it would wait
+// for the GPU).
+absl::StatusOr<Tensor> TrainStep(Setup& setup, const data::Batch& batch, int64_t step) {
+  setup.optimizer->ZeroGrad();                                         // optimizer.zero_grad()
+  const Variable logits = DdpForward(setup, Variable(batch.inputs), /*sync=*/true);  // logits = ddp(x)
+  const Variable loss = setup.loss_fn(logits, batch.labels);          // loss = loss_fn(logits, y)
+  RETURN_IF_ERROR(Backward(setup, loss, step));                        // loss.backward()
+  OptimizerStep(setup, step);                                          // optimizer.step()
+  return loss.data();
+}
+
+// --grad_accum_steps: the same five lines over several micro-batches. All but the last run under no_sync
+// (their backwards only add into .grad), and each one's mean loss is weighted by its share of the step's
+// examples (the seed of its backward), so .grad ends as the mean over all of them - k micro-batches of b
+// train like one batch of k*b, up to the order in which float sums are added. Returns the step's loss
+// (the mean over its examples).
+absl::StatusOr<Tensor> AccumulatingTrainStep(Setup& setup, const std::vector<data::Batch>& micro_batches,
+                                             int64_t step) {
   int64_t examples = 0;
-  for (const data::Batch& b : batches) examples += b.size();
+  for (const data::Batch& batch : micro_batches) examples += batch.size();
+  setup.optimizer->ZeroGrad();
   Tensor step_loss;
-  for (size_t m = 0; m < batches.size(); ++m) {
-    const bool last = m + 1 == batches.size();
-    const double share = static_cast<double>(batches[m].size()) / static_cast<double>(examples);  // 1: no accumulation
-    const Tensor& inputs = batches[m].inputs;
-    const Variable logits = s.ddp->Forward(Variable(poison ? ops::Scale(inputs, std::nan("")) : inputs), /*sync=*/last);
-    const Variable loss = s.loss_fn(logits, batches[m].labels);
-    {
-      dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "backward", step);
-      autograd::Backward(loss, share == 1 ? Tensor() : Tensor::Full(loss.shape(), share, loss.dtype(), loss.device()));
-    }
-    // A bucket whose all_reduce failed (a peer died, or froze past --timeout) left gradients that are not
-    // averages: stop with its error rather than step on them (PyTorch raises from backward()).
-    RETURN_IF_ERROR(s.ddp->FinishBackward());
-    if (batches.size() == 1) {
-      step_loss = loss.data();
-    } else {
-      if (!step_loss.defined()) step_loss = Tensor::Zeros(loss.shape(), loss.dtype(), loss.device());
-      ops::AddInto(step_loss, loss.data(), share);
-    }
+  for (size_t i = 0; i < micro_batches.size(); ++i) {
+    const data::Batch& batch = micro_batches[i];
+    const bool last = i + 1 == micro_batches.size();
+    const double share = static_cast<double>(batch.size()) / static_cast<double>(examples);
+    const Variable logits = DdpForward(setup, Variable(batch.inputs), /*sync=*/last);
+    const Variable loss = setup.loss_fn(logits, batch.labels);
+    RETURN_IF_ERROR(Backward(setup, loss, step, share));
+    if (!step_loss.defined()) step_loss = Tensor::Zeros(loss.shape(), loss.dtype(), loss.device());
+    ops::AddInto(step_loss, loss.data(), share);
   }
-  if (s.zero() == nullptr) {  // ZeRO-1 stepped each rank's shard inside Backward
-    dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "optimizer", step);
-    s.optimizer->Step();
-  }
+  OptimizerStep(setup, step);
   return step_loss;
 }
 
+// A failure test's poisoned batch (TINYDDP_FAULT=...,point=step,action=nan): its inputs become NaN, so the
+// loss is not finite and the run must stop (LossWindow) unless --allow_nonfinite.
+std::vector<data::Batch> Poisoned(std::vector<data::Batch> batches) {
+  for (data::Batch& batch : batches) batch.inputs = ops::Scale(batch.inputs, std::nan(""));
+  return batches;
+}
+
+// The learning rate of `step`, then TrainStep on `batches` (one batch, or --grad_accum_steps of them).
+absl::StatusOr<Tensor> TrainOneStep(Setup& setup, const std::vector<data::Batch>& batches, int64_t step) {
+  SetLearningRate(setup, step);
+  if (batches.size() == 1) return TrainStep(setup, batches[0], step);
+  return AccumulatingTrainStep(setup, batches, step);
+}
+
 // --cuda_graph: the whole step recorded into one CUDA graph after a few eager steps, then replayed
-// (dist/ddp/graphed_step.h). Two things change for the step, not its results: the batch is copied into
-// fixed buffers (DataLoader::NextInto), and the learning rate comes from the device (nn/device_lr.h), so
-// that each replay follows the schedule. Where capture is impossible (CPU ranks, --trace, a rung below
+// (dist/accel/graph/graphed_step.h). Two things change for the step, not its results: the batch is copied
+// into fixed buffers (DataLoader::NextInto), and the learning rate comes from the device (nn/device_lr.h),
+// so that each replay follows the schedule. Where capture is impossible (CPU ranks, --trace, a rung below
 // --ddp=full, --grad_accum_steps, --zero=1) the reason is printed once and the plain loop runs.
-void SetUpCudaGraph(const TrainOptions& o, const Job& job, const TrainingProgress& at, Setup& s, Report& r) {
-  dist::GraphedStepOptions options;
-  options.log = [&r](const std::string& line) {
-    if (r.lead) r.progress.Print(line);
+void SetUpCudaGraph(const TrainOptions& options, const Job& job, const TrainingProgress& at, Setup& setup,
+                    Report& report) {
+  dist::GraphedStepOptions graph_options;
+  graph_options.log = [&report](const std::string& line) {
+    if (report.lead) report.progress.Print(line);
   };
-  if (o.ddp != "full") {
-    options.eager_reason = absl::StrCat("--ddp=", o.ddp, " waits for its all_reduces on the host; --ddp=full records");
-  } else if (o.grad_accum_steps != 1) {
-    options.eager_reason = "--grad_accum_steps runs several micro-batches per step; a graph replays one";
-  } else if (o.zero != 0) {
-    options.eager_reason = "ZeRO-1 under a CUDA graph is not implemented (its sharded optimizers are not recorded)";
+  graph_options.traced = setup.tracer != nullptr;  // --trace: every step runs eagerly, and the reason says so
+  if (options.ddp != "full") {
+    graph_options.eager_reason =
+        absl::StrCat("--ddp=", options.ddp, " waits for its all_reduces on the host; --ddp=full records");
+  } else if (options.grad_accum_steps != 1) {
+    graph_options.eager_reason = "--grad_accum_steps runs several micro-batches per step; a graph replays one";
+  } else if (options.zero != 0) {
+    graph_options.eager_reason =
+        "ZeRO-1 under a CUDA graph is not implemented (its sharded optimizers are not recorded)";
   }
   auto graphed = std::make_unique<dist::GraphedStep>(
-      job.device, [&s] { return TrainStep(s, {data::Batch{s.static_inputs, s.static_labels}}, /*step=*/0); },
-      s.full, std::vector<const nn::Optimizer*>{s.optimizer.get()}, std::move(options));
+      job.device,
+      [&setup] {
+        return TrainOneStep(setup, {data::Batch{setup.static_inputs, setup.static_labels}}, /*step=*/0);
+      },
+      setup.ddp.get(), std::vector<const nn::Optimizer*>{setup.optimizer.get()}, std::move(graph_options));
   if (!graphed->eager_reason().empty()) return;  // said why; the eager loop it is
-  s.device_lr = std::make_unique<nn::DeviceLr>(*s.schedule, o.epochs * s.loader->num_batches(), job.device);
-  s.device_lr->SetStep(at.global_step);  // a resumed run continues the curve
-  s.optimizer->UseDeviceLr(s.device_lr->lr());
-  s.static_inputs = Tensor::Empty({o.batch_size, s.datasets.train->input_size()}, DType::kFloat32, job.device);
-  s.static_labels = Tensor::Empty({o.batch_size}, DType::kInt64, job.device);
-  s.graphed = std::move(graphed);
+  setup.device_lr =
+      std::make_unique<nn::DeviceLr>(*setup.schedule, options.epochs * setup.loader->num_batches(), job.device);
+  setup.device_lr->SetStep(at.global_step);  // a resumed run continues the curve
+  setup.optimizer->UseDeviceLr(setup.device_lr->lr());
+  setup.static_inputs =
+      Tensor::Empty({options.batch_size, setup.datasets.train->input_size()}, DType::kFloat32, job.device);
+  setup.static_labels = Tensor::Empty({options.batch_size}, DType::kInt64, job.device);
+  setup.graphed = std::move(graphed);
 }
 
 // One optimizer step on the next batch(es) of the epoch; nullopt at its end (or on a loader error: loader->status()).
 // Eager: TrainStep on the loader's batch. --cuda_graph: the batch goes into the fixed buffers and the
 // graphed step runs (eagerly while warming up, then replays); a smaller last batch runs eagerly on the
 // buffers' first rows, since a graph replays fixed shapes, and so does a failure test's poisoned batch.
-absl::StatusOr<std::optional<Tensor>> StepOnNextBatch(const TrainOptions& o, Setup& s, int64_t step, Report& r) {
+absl::StatusOr<std::optional<Tensor>> StepOnNextBatch(const TrainOptions& options, Setup& setup, int64_t step,
+                                                      Report& report) {
   int64_t rows = 0;
   std::vector<data::Batch> batches;  // eager: --grad_accum_steps of them (fewer at the end of the epoch)
-  if (s.graphed) {
-    rows = s.loader->NextInto(s.static_inputs, s.static_labels);
+  if (setup.graphed) {
+    rows = setup.loader->NextInto(setup.static_inputs, setup.static_labels);
     if (rows == 0) return std::optional<Tensor>();
   } else {
-    batches = NextBatches(*s.loader, o.grad_accum_steps);
+    batches = NextBatches(*setup.loader, options.grad_accum_steps);
     if (batches.empty()) return std::optional<Tensor>();
   }
   // Failure tests make a rank hang, exit or die here (TINYDDP_FAULT); "nan" poisons this batch.
   const bool poison = MaybeInjectFault("step", step) == FaultAction::kNonFinite;
-  if (!s.graphed) {
-    ASSIGN_OR_RETURN(Tensor loss, TrainStep(s, batches, step, poison));
+  if (!setup.graphed) {
+    ASSIGN_OR_RETURN(Tensor loss, TrainOneStep(setup, poison ? Poisoned(std::move(batches)) : batches, step));
     return std::optional<Tensor>(loss);
   }
-  if (rows < o.batch_size || poison) {
-    if (r.lead && !s.said_partial_batch && !poison) {
-      r.progress.Print(absl::StrFormat("cuda graph: the last batch of an epoch has %d rows, not %d: it runs eagerly "
-                                       "(a graph replays fixed shapes)", rows, o.batch_size));
-      s.said_partial_batch = true;
+  if (rows < options.batch_size || poison) {
+    if (report.lead && !setup.said_partial_batch && !poison) {
+      report.progress.Print(
+          absl::StrFormat("cuda graph: the last batch of an epoch has %d rows, not %d: it runs eagerly "
+                          "(a graph replays fixed shapes)",
+                          rows, options.batch_size));
+      setup.said_partial_batch = true;
     }
-    const data::Batch partial{s.static_inputs.Rows(0, rows), s.static_labels.Rows(0, rows)};
-    ASSIGN_OR_RETURN(Tensor loss, TrainStep(s, {partial}, step, poison));
+    std::vector<data::Batch> partial = {{setup.static_inputs.Rows(0, rows), setup.static_labels.Rows(0, rows)}};
+    ASSIGN_OR_RETURN(Tensor loss, TrainOneStep(setup, poison ? Poisoned(std::move(partial)) : partial, step));
     return std::optional<Tensor>(loss);
   }
-  ASSIGN_OR_RETURN(Tensor loss, s.graphed->Run());
+  ASSIGN_OR_RETURN(Tensor loss, setup.graphed->Run());
   return std::optional<Tensor>(loss);
 }
 
 // Starts epoch `epoch` at its first step not trained yet (mid-epoch after a resume).
-void StartEpoch(const TrainOptions& o, const Job& job, int64_t epoch, Setup& s, TrainingProgress& at, Report& r) {
-  s.loader->Reset(epoch);  // the shuffle of this epoch, a function of (seed, epoch)
+void StartEpoch(const TrainOptions& options, const Job& job, int64_t epoch, Setup& setup, TrainingProgress& at,
+                Report& report) {
+  setup.loader->Reset(epoch);  // the shuffle of this epoch, a function of (seed, epoch)
   const int64_t first_batch = epoch == at.epoch ? at.batch_in_epoch : 0;  // in optimizer steps
-  for (int64_t skip = 0; skip < first_batch * o.grad_accum_steps; ++skip) {  // trained before the resume
-    if (!s.loader->Next()) break;
+  for (int64_t skip = 0; skip < first_batch * options.grad_accum_steps; ++skip) {  // trained before the resume
+    if (!setup.loader->Next()) break;
   }
   if (first_batch == 0) at.epoch_loss_sum = at.epoch_loss_count = 0;     // a fresh epoch
   at.epoch = epoch;
   at.batch_in_epoch = first_batch;
-  if (r.lead) {
-    r.progress.BeginEpoch(epoch, o.epochs, at.steps_per_epoch, first_batch,
-                          o.batch_size * job.pg->size() * o.grad_accum_steps);
+  if (report.lead) {
+    report.progress.BeginEpoch(epoch, options.epochs, at.steps_per_epoch, first_batch,
+                          options.batch_size * job.pg->size() * options.grad_accum_steps);
   }
 }
 
 // A rank's whole run. Every rank runs the same collectives in the same order; only rank 0 reports.
-absl::Status Train(const TrainOptions& o, const Job& job) {
+absl::Status Train(const TrainOptions& options, const Job& job) {
   const bool lead = job.pg->rank() == 0;
   Report report{lead, Progress(lead && ::isatty(::fileno(stdout)), stdout)};
 
   // 1. Data, model, optimizer (BuildSetup above). Errors are agreed on, so one rank's bad file stops
   //    every rank with that rank's message instead of the others' broken connections.
-  Setup s;
-  RETURN_IF_ERROR(AgreeOnStatus(job, BuildSetup(o, job, s), "setting up"));
+  Setup setup;
+  RETURN_IF_ERROR(AgreeOnStatus(job, BuildSetup(options, job, setup), "setting up"));
 
-  for (const std::string& note : s.notes) report.progress.Print(note);
+  for (const std::string& note : setup.notes) report.progress.Print(note);
 
   // 2. Where to start: step 0, or the latest good checkpoint (also after an elastic restart).
-  const int64_t steps_per_epoch = OptimizerStepsPerEpoch(o, *s.loader);
+  const int64_t steps_per_epoch = OptimizerStepsPerEpoch(options, *setup.loader);
   TrainingProgress at;
-  if (o.resume) {
-    ASSIGN_OR_RETURN(at, ResumeOnEveryRank(job, o, steps_per_epoch, *s.model, *s.optimizer, report.progress));
+  if (options.resume) {
+    ASSIGN_OR_RETURN(at,
+                     ResumeOnEveryRank(job, options, steps_per_epoch, *setup.model, *setup.optimizer, report.progress));
   }
   at.steps_per_epoch = steps_per_epoch;
 
   // 3. DDP: from here on, every backward averages the gradients over the ranks.
   dist::DdpOptions ddp_options;  // PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket, grads as bucket views
-  ddp_options.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(o.bucket_cap_mb * dist::kMiB));
-  ddp_options.first_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(o.first_bucket_mb * dist::kMiB));
-  ddp_options.find_unused_parameters = o.find_unused_parameters;
-  if (o.comm_hook == "bf16") ddp_options.comm_hook = dist::Bf16CompressHook();
-  if (!o.trace.empty()) {
-    s.tracer = std::make_unique<dist::Tracer>(job.pg->rank(), job.device);
-    ddp_options.tracer = s.tracer.get();  // DDP records forward and each bucket's all_reduce
+  ddp_options.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(options.bucket_cap_mb * dist::kMiB));
+  ddp_options.first_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(options.first_bucket_mb * dist::kMiB));
+  ddp_options.find_unused_parameters = options.find_unused_parameters;
+  if (options.comm_hook == "bf16") {
+    ddp_options.comm_hook = dist::Bf16CompressHook();
+  } else if (options.zero == 1) {
+    ddp_options.comm_hook = dist::zero::ReduceScatterHook(*job.pg);  // ZeRO-1: buckets padded, reduce-scattered
+  } else if (options.ddp == "full" && std::string(job.pg->backend_name()) == "nccl") {
+    // On GPUs: the copy-engine hook, which sends the large buckets of two GPUs of one machine to their copy
+    // engines and every other bucket to NCCL's all_reduce (a collective setup; the bucket table says which).
+    ASSIGN_OR_RETURN(setup.copy_engines, dist::CopyEngineHook::Create(*job.pg));
+    ddp_options.comm_hook = setup.copy_engines->AsCommHook();
   }
-  ddp_options.zero_stage = static_cast<int>(o.zero);
-  ASSIGN_OR_RETURN(s.ddp, dist::ladder::CreateDataParallel(o.ddp, *s.model, job.pg, ddp_options));
-  if (o.ddp == "full") s.full = &static_cast<dist::ladder::FullDdp&>(*s.ddp).ddp();
-  if (o.zero == 1) RETURN_IF_ERROR(ShardOptimizer(o, s));
+  if (!options.trace.empty()) setup.tracer = std::make_unique<dist::Tracer>(job.pg->rank(), job.device);
+  if (options.ddp == "full") {
+    // --trace: each bucket's collective recorded by wrapping the hook (forward: DdpForward records it).
+    if (setup.tracer) ddp_options.comm_hook = dist::TracedCommHook(ddp_options.comm_hook, setup.tracer.get());
+    ASSIGN_OR_RETURN(setup.ddp, dist::DistributedDataParallel::Create(*setup.model, job.pg, ddp_options));
+  } else {
+    ASSIGN_OR_RETURN(setup.rung, dist::ladder::CreateDataParallel(options.ddp, *setup.model, job.pg, ddp_options,
+                                                                  setup.tracer.get()));
+  }
+  if (options.zero == 1) RETURN_IF_ERROR(ShardOptimizer(options, setup));  // sharded, attached to setup.ddp
 
-  ASSIGN_OR_RETURN(report.metrics, OpenMetrics(o, job, at));
-  if (lead) PrintHeader(o, job, s, report.progress);
+  ASSIGN_OR_RETURN(report.metrics, OpenMetrics(options, job, at));
+  if (lead) PrintHeader(options, job, setup, report.progress);
   // Each bucket: bytes, parameters, and the path its all_reduce takes (NCCL, Gloo or the copy engines);
   // a lower rung of the ladder says how it communicates instead.
-  if (lead) report.progress.Print(std::string(absl::StripTrailingAsciiWhitespace(s.ddp->Describe())));
-  if (o.cuda_graph) SetUpCudaGraph(o, job, at, s, report);  // the step as one CUDA graph, where possible
+  if (lead) report.progress.Print(std::string(absl::StripTrailingAsciiWhitespace(DescribeDdp(setup))));
+  if (options.cuda_graph) SetUpCudaGraph(options, job, at, setup, report);  // the step as one CUDA graph
 
   // 4. The loop: epochs of steps, the loss logged every --log_every steps (and checked: a NaN stops
   //    the run); after each epoch, evaluate and checkpoint, and every --checkpoint_every steps too.
   //    --max_steps may stop it mid-epoch. A step trains on --grad_accum_steps batches.
-  LossWindow window(job.device, std::min(o.log_every, steps_per_epoch), /*check_finite=*/!o.allow_nonfinite);
-  bool stop = o.max_steps > 0 && at.global_step >= o.max_steps;
+  LossWindow window(job.device, std::min(options.log_every, steps_per_epoch),
+                    /*check_finite=*/!options.allow_nonfinite);
+  bool stop = options.max_steps > 0 && at.global_step >= options.max_steps;
   EvalMetrics last_eval;
   bool zero_reported = false;
-  for (int64_t epoch = at.epoch; epoch < o.epochs && !stop; ++epoch) {
-    StartEpoch(o, job, epoch, s, at, report);
+  for (int64_t epoch = at.epoch; epoch < options.epochs && !stop; ++epoch) {
+    StartEpoch(options, job, epoch, setup, at, report);
     const auto loop_start = std::chrono::steady_clock::now();
     const int64_t steps_before = at.global_step;
     for (;;) {
-      ASSIGN_OR_RETURN(const std::optional<Tensor> loss, StepOnNextBatch(o, s, at.global_step, report));
+      ASSIGN_OR_RETURN(const std::optional<Tensor> loss, StepOnNextBatch(options, setup, at.global_step, report));
       if (!loss) break;  // the end of the epoch
       window.Add(*loss, at.global_step);
-      if (lead && s.zero() != nullptr && !zero_reported) {  // after the first step: its state exists
+      if (lead && setup.zero && !zero_reported) {  // after the first step: its state exists
         zero_reported = true;
-        report.progress.Print(absl::StrCat("ZeRO-1 memory per rank: ", s.zero()->Memory().ToString()));
+        report.progress.Print(absl::StrCat("ZeRO-1 memory per rank: ", setup.zero->Memory().ToString()));
       }
       ++at.global_step;
       ++at.batch_in_epoch;
-      stop = o.max_steps > 0 && at.global_step >= o.max_steps;
+      stop = options.max_steps > 0 && at.global_step >= options.max_steps;
       const bool epoch_end = at.batch_in_epoch == steps_per_epoch;
-      const bool checkpoint = o.checkpoint_every > 0 && at.global_step % o.checkpoint_every == 0 && !epoch_end && !stop;
-      if (at.batch_in_epoch % o.log_every == 0 || epoch_end || stop || checkpoint) {
-        RETURN_IF_ERROR(LogLoss(job, window, s.schedule->LrAt(at.global_step - 1), at, report));
+      const bool checkpoint =
+          options.checkpoint_every > 0 && at.global_step % options.checkpoint_every == 0 && !epoch_end && !stop;
+      if (at.batch_in_epoch % options.log_every == 0 || epoch_end || stop || checkpoint) {
+        RETURN_IF_ERROR(LogLoss(job, window, setup.schedule->LrAt(at.global_step - 1), at, report));
       }
-      if (checkpoint) RETURN_IF_ERROR(CheckpointOnEveryRank(o, job, s, at, report));  // mid-epoch
+      if (checkpoint) RETURN_IF_ERROR(CheckpointOnEveryRank(options, job, setup, at, report));  // mid-epoch
       if (lead) report.progress.Update(at.batch_in_epoch, std::nan(""));
       if (stop) break;
     }
-    RETURN_IF_ERROR(s.loader->status());
+    RETURN_IF_ERROR(setup.loader->status());
     report.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
     report.train_steps += at.global_step - steps_before;
     if (lead) report.progress.EndEpoch();
@@ -432,34 +512,36 @@ absl::Status Train(const TrainOptions& o, const Job& job) {
       at.epoch = epoch + 1;  // checkpoints record where to continue: the next epoch's first batch
       at.batch_in_epoch = 0;
     }
-    ASSIGN_OR_RETURN(last_eval, EvaluateEpoch(o, job, s, at, epoch, epoch_done, report));
-    RETURN_IF_ERROR(CheckpointOnEveryRank(o, job, s, at, report));
+    ASSIGN_OR_RETURN(last_eval, EvaluateEpoch(options, job, setup, at, epoch, epoch_done, report));
+    RETURN_IF_ERROR(CheckpointOnEveryRank(options, job, setup, at, report));
   }
-  return Finish(o, job, s, at, last_eval, report);
+  return Finish(options, job, setup, at, last_eval, report);
 }
 
 // A worker's life: join the job (who am I, who are the others, how do we talk), train, leave. An error
 // is printed while the process group still exists, so that this rank's message comes out before the
 // other ranks notice the closed connections and report theirs, and recorded in the launcher's error
 // file, so that the launcher can tell the rank that failed first from those that stopped because of it.
-int RunWorker(TrainOptions o) {
+int RunWorker(TrainOptions options) {
   dist::InitOptions init;
-  init.backend = dist::ParseBackend(o.backend).value();  // checked by ParseTrainOptions
-  init.timeout = o.timeout;  // --timeout: every wait of this rank, from the store to each collective
+  init.backend = dist::ParseBackend(options.backend).value();  // checked by ParseTrainOptions
+  init.timeout = options.timeout;  // --timeout: every wait of this rank, from the store to each collective
   absl::StatusOr<std::shared_ptr<dist::ProcessGroup>> pg = dist::InitProcessGroup(init);
   if (!pg.ok()) {
     std::fprintf(stderr, "ddp_mlp: %s\n", std::string(pg.status().message()).c_str());
     dist::RecordWorkerFailure(-1, pg.status());
     return 1;
   }
+  dist::AttachFlightRecorder(**pg);    // a failed collective dumps; the launcher's verdict names the rank
+  dist::AttachCollectiveFaults(**pg);  // TINYDDP_FAULT=...,point=collective, for the failure tests
   // An elastic restart (launch/spawn --max_restarts) resumes from the last good checkpoint by itself.
   if (const int restart = dist::RestartCount(); restart > 0) {
     if ((*pg)->rank() == 0) {
       std::printf("elastic restart %d (%s=%d): %s\n", restart, dist::kRestartCountEnv, restart,
-                  o.checkpoint_dir.empty() ? "no --checkpoint_dir, so training starts over from step 0"
+                  options.checkpoint_dir.empty() ? "no --checkpoint_dir, so training starts over from step 0"
                                            : "resuming from the last good checkpoint in --checkpoint_dir");
     }
-    o.resume = !o.checkpoint_dir.empty();
+    options.resume = !options.checkpoint_dir.empty();
   }
   Job job{*pg, Device::CPU()};
   if (std::string((*pg)->backend_name()) == "nccl") {
@@ -468,25 +550,26 @@ int RunWorker(TrainOptions o) {
     job.device = Device::CUDA(cuda::CurrentDevice());
     cuda::Stream::SetCurrent(cuda::Stream::Create(job.device.index));
   }
-  absl::Status status = Train(o, job);
+  absl::Status status = Train(options, job);
   if (!status.ok()) {
     std::fprintf(stderr, "ddp_mlp: rank %d: %s\n", job.pg->rank(), std::string(status.message()).c_str());
     std::fflush(stderr);
     dist::RecordWorkerFailure(job.pg->rank(), status);
-    return 1;
+    return IsPermanent(status) ? kPermanentFailureExitCode : 1;  // 73: a restart would fail the same way
   }
   return 0;
 }
 
 // Workers to start when nobody launched us: --nproc, else one per GPU (NCCL) or 2 CPU ranks (Gloo).
-dist::SpawnOptions SpawnOptionsFor(const TrainOptions& o) {
-  dist::SpawnOptions s;
-  s.nproc = static_cast<int>(o.nproc);
-  if (s.nproc == 0 && o.backend == "gloo") s.nproc = s.cpu_ranks;  // Gloo on a GPU machine: CPU ranks
-  s.max_restarts = static_cast<int>(o.max_restarts);
-  s.one_gpu_each = o.backend == "nccl";
-  s.ignore_worker_limits = o.ignore_worker_limits;
-  return s;
+dist::SpawnOptions SpawnOptionsFor(const TrainOptions& options) {
+  dist::SpawnOptions spawn;
+  spawn.nproc = static_cast<int>(options.nproc);
+  if (spawn.nproc == 0 && options.backend == "gloo") spawn.nproc = spawn.cpu_ranks;  // Gloo on a GPU machine: CPU ranks
+  spawn.max_restarts = static_cast<int>(options.max_restarts);
+  spawn.one_gpu_each = options.backend == "nccl";
+  spawn.ignore_worker_limits = options.ignore_worker_limits;
+  spawn.job_observer = dist::JobRecords::ForThisJob();  // the flight recorder's verdict after a failed run
+  return spawn;
 }
 
 }  // namespace
@@ -523,6 +606,11 @@ int main(int argc, char** argv) {
       (!tinyddp::dist::NcclAvailable() || tinyddp::cuda::DeviceCount() == 0)) {
     std::fprintf(stderr, "ddp_mlp: --backend=nccl: %s; use --backend=gloo (CPU ranks)\n",
                  tinyddp::dist::NcclAvailable() ? "no GPU is visible" : "this build has no CUDA/NCCL");
+    return 2;
+  }
+  // Before anything large is allocated: do this host's ranks fit in its memory? Refused with the figures.
+  if (absl::Status fits = CheckMemoryFits(*options); !fits.ok()) {
+    std::fprintf(stderr, "ddp_mlp: %s\n", std::string(fits.message()).c_str());
     return 2;
   }
   // Not a worker yet? Become a small launcher that runs this same binary once per rank, and exit

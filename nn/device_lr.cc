@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "tensor/internal/check.h"
+#include "base/check.h"
 #include "tensor/ops.h"
 
 namespace tinyddp::nn {

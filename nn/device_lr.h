@@ -1,6 +1,6 @@
 // DeviceLr: a learning-rate schedule (nn/lr_schedule.h) whose current value lives in device memory and is
 // advanced by the training step itself, on the GPU. What lets a step recorded into a CUDA graph
-// (tensor/cuda_graph.h, dist/ddp/graphed_step.h) follow a cosine schedule: a replay repeats the launches
+// (tensor/cuda_graph.h, dist/accel/graph/graphed_step.h) follow a cosine schedule: a replay repeats the launches
 // with the arguments they were recorded with, so the optimizer must read its learning rate from memory
 // (Optimizer::UseDeviceLr) and something inside the graph must move it.
 //

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "autograd/functions.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 #include "tensor/ops.h"
 
 namespace tinyddp::nn {

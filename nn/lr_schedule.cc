@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 
 namespace tinyddp::nn {
 

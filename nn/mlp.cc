@@ -3,7 +3,7 @@
 
 #include "absl/strings/str_join.h"
 #include "nn/linear.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 
 namespace tinyddp::nn {
 

@@ -78,7 +78,7 @@ class Module {
   /// parameters itself calls it after.
   void RefreshComputeCopies();
   /// Makes `copy` the compute copy of `param` (a parameter of this module or of a descendant) and casts
-  /// the parameter into it. `copy` may be a view into a larger buffer: ZeRO-1 (dist/ddp/zero) keeps a
+  /// the parameter into it. `copy` may be a view into a larger buffer: ZeRO-1 (dist/parallel/zero) keeps a
   /// bucket's copies in one flat buffer that its all-gather fills. RefreshComputeCopies writes into it
   /// from then on. Preconditions: kBFloat16; `copy` is bfloat16, of the parameter's shape and device.
   void SetComputeCopy(const Variable& param, Tensor copy);

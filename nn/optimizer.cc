@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 
 namespace tinyddp::nn {
 

@@ -43,6 +43,17 @@ absl::Status Invalid(absl::string_view source, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("safetensors file ", source, ": ", what));
 }
 
+// "not a regular file (a FIFO)": what the path is instead.
+std::string NotARegularFile(mode_t mode) {
+  const char* what = "something else";
+  if (S_ISFIFO(mode)) what = "a FIFO";
+  if (S_ISDIR(mode)) what = "a folder";
+  if (S_ISCHR(mode)) what = "a character device";
+  if (S_ISBLK(mode)) what = "a block device";
+  if (S_ISSOCK(mode)) what = "a socket";
+  return absl::StrCat("not a regular file (", what, ")");
+}
+
 // A JSON value for a message, cut short: a corrupt header may hold megabytes in one entry.
 std::string Short(const json& v) {
   std::string s = v.dump();
@@ -214,12 +225,16 @@ absl::StatusOr<SafetensorsContents> ParseSafetensors(absl::string_view bytes, ab
 }
 
 absl::StatusOr<SafetensorsContents> LoadSafetensors(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // A FIFO (or a device) is refused before it is opened: opening a FIFO waits for a writer, forever.
+  // O_NONBLOCK and the second look after opening cover a file replaced by one in between.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("safetensors: opening ", path));
+  if (!S_ISREG(st.st_mode)) return Invalid(path, NotARegularFile(st.st_mode));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("safetensors: opening ", path));
   absl::Cleanup close_fd = [fd] { ::close(fd); };
-  struct stat st;
   if (::fstat(fd, &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("safetensors: stat of ", path));
-  if (!S_ISREG(st.st_mode)) return Invalid(path, "not a regular file");
+  if (!S_ISREG(st.st_mode)) return Invalid(path, NotARegularFile(st.st_mode));
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < 8) return Invalid(path, absl::StrCat("only ", file_size, " bytes, shorter than the 8-byte header length"));
 

@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "nn/activation.h"
 #include "nn/linear.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 
 namespace tinyddp::nn {
 

@@ -3,7 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 #include "tensor/ops.h"
 
 namespace tinyddp::nn {

@@ -1,5 +1,5 @@
 // CudaGraph: the work one stream enqueues, recorded once and replayed with a single launch. The GPU half of
-// "the whole training step as one CUDA graph" (dist/ddp/graphed_step.h builds the step on it).
+// "the whole training step as one CUDA graph" (dist/accel/graph/graphed_step.h builds the step on it).
 //
 // Why. A small training step is launch-bound: the GPU finishes each of its ~40 kernels faster than the host
 // can enqueue the next (a few microseconds of CPU work per launch, in our code and in the driver). A CUDA

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 #include "tensor/internal/kernels.h"
 
 namespace tinyddp::ops {

@@ -9,7 +9,7 @@
 
 #include "tensor/cuda_allocator.h"
 #include "tensor/cuda_device.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 #include "tensor/internal/host_heap.h"
 #include "tensor/stream.h"
 

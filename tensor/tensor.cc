@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 
 namespace tinyddp {
 namespace {

@@ -1,25 +1,107 @@
 #!/usr/bin/env bash
-# Lines of production code per top-level package: every tracked .h/.cc/.cu/.cuh/.inc except tests
-# (*_test.cc) and test helpers (any testing/ folder). For checking that a change does not grow the code:
+# Lines of production code per top-level package: every .h/.cc/.cu/.cuh/.inc except tests (*_test.cc) and
+# test helpers (any testing/ folder). For checking that a change does not grow the code:
 #
-#   tools/line_counts.sh             # the working tree's tracked files
+#   tools/line_counts.sh             # the working tree (tracked files and new ones git does not ignore)
 #   tools/line_counts.sh 4fd179d     # as of a commit
 #   tools/line_counts.sh 4fd179d HEAD   # both, side by side with the difference
+#   tools/line_counts.sh --check     # the budgets of tools/line_budget.txt: the core, the README's afternoon
+#                                    # path, and the dist/ lines the two first examples build from (needs
+#                                    # Bazel: ./bazelw); exits 1 naming what is over
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+is_code() { grep -E '\.(h|cc|cu|cuh|inc)$' | grep -vE '_test\.cc$|(^|/)testing/'; }
+worktree_files() { git ls-files --cached --others --exclude-standard | sort -u | while read -r f; do [[ -f $f ]] && echo "$f"; done; }
 
 # "package lines" for one commit ("" = the working tree).
 count() {
   local rev=$1
   local files
-  if [[ -z $rev ]]; then files=$(git ls-files); else files=$(git ls-tree -r --name-only "$rev"); fi
-  grep -E '\.(h|cc|cu|cuh|inc)$' <<<"$files" | grep -vE '_test\.cc$|(^|/)testing/' | grep / |
+  if [[ -z $rev ]]; then files=$(worktree_files); else files=$(git ls-tree -r --name-only "$rev"); fi
+  is_code <<<"$files" | grep / |
     while read -r f; do
       if [[ -z $rev ]]; then n=$(wc -l <"$f"); else n=$(git show "$rev:$f" | wc -l); fi
       echo "${f%%/*} $n"
     done | awk '{ sum[$1] += $2 } END { for (p in sum) print p, sum[p] }' | sort
 }
 
+# Sum of the lines of the given files (one per line on stdin).
+sum_lines() { local total=0 f; while read -r f; do [[ -f $f ]] && total=$((total + $(wc -l <"$f"))); done; echo "$total"; }
+
+check() {
+  local budget=tools/line_budget.txt failed=0
+  field() { awk -v k="$1" '$1 == k { $1 = ""; print }' "$budget"; }
+  local all; all=$(worktree_files | is_code)
+
+  # The core: its folders and files, measured against its budget; no core path may name a wing.
+  local core_files=""
+  for place in $(field core); do
+    core_files+=$(grep -E "^${place}(/|$)" <<<"$all" || true)$'\n'
+  done
+  core_files=$(sed '/^$/d' <<<"$core_files" | sort -u)
+  local core_lines core_budget
+  core_lines=$(sum_lines <<<"$core_files")
+  core_budget=$(field core_budget | tr -d ' ')
+  printf '%-44s %6d lines (budget %d)\n' "core ($(wc -l <<<"$core_files") files)" "$core_lines" "$core_budget"
+  if (( core_lines > core_budget )); then
+    echo "line_counts: the core is over its budget by $((core_lines - core_budget)) lines. Move the new code into a wing"
+    echo "  (its own folder and target behind a seam), or raise core_budget in $budget with a dated decision line."
+    failed=1
+  fi
+  local words; words=$(field wing_words | xargs | tr ' ' '|')
+  local named; named=$(grep -E "($words)" <<<"$core_files" || true)
+  if [[ -n $named ]]; then
+    echo "line_counts: these core files are named after a wing ($words); move them to the wing's folder:"
+    sed 's/^/  /' <<<"$named"
+    failed=1
+  fi
+
+  # The README's afternoon path.
+  local afternoon afternoon_lines afternoon_budget
+  afternoon=$(field afternoon | tr ' ' '\n' | sed '/^$/d')
+  afternoon_lines=$(sum_lines <<<"$afternoon")
+  afternoon_budget=$(field afternoon_budget | tr -d ' ')
+  printf '%-44s %6d lines (budget %d)\n' "afternoon path ($(wc -l <<<"$afternoon") files)" "$afternoon_lines" "$afternoon_budget"
+  while read -r f; do [[ -f $f ]] || { echo "line_counts: the afternoon path names $f, which does not exist"; failed=1; }; done <<<"$afternoon"
+  if (( afternoon_lines > afternoon_budget )); then
+    echo "line_counts: the afternoon path is over its budget by $((afternoon_lines - afternoon_budget)) lines"
+    failed=1
+  fi
+
+  # What the first examples build from: dist/ lines, and no wing.
+  local bazel=./bazelw
+  while read -r target ceiling; do
+    [[ -n $target ]] || continue
+    local sources
+    if ! sources=$($bazel query --noshow_progress "kind('source file', deps($target))" 2>/dev/null); then
+      echo "line_counts: bazel query for $target failed (run ./bazelw query 'deps($target)' to see why)"
+      failed=1
+      continue
+    fi
+    local dist_files dist_lines wings
+    dist_files=$(sed -nE 's#^//(dist[^:]*):(.*)$#\1/\2#p' <<<"$sources" | is_code || true)
+    dist_lines=$(sum_lines <<<"$dist_files")
+    printf '%-44s %6d lines (ceiling %d)\n' "dist/ files of $target ($(grep -c . <<<"$dist_files") files)" "$dist_lines" "$ceiling"
+    if (( dist_lines > ceiling )); then
+      echo "line_counts: $target builds from $dist_lines dist/ lines, over its ceiling of $ceiling"
+      failed=1
+    fi
+    wings=$(grep -E "($words)" <<<"$dist_files" || true)
+    if [[ -n $wings ]]; then
+      echo "line_counts: $target builds from wing files (it must use the core only):"
+      sed 's/^/  /' <<<"$wings"
+      failed=1
+    fi
+  done < <(field example_ceiling)
+  (( failed == 0 )) && echo "line_counts: every budget holds"
+  return "$failed"
+}
+
+if [[ ${1:-} == --check ]]; then
+  check
+  exit $?
+fi
 if (( $# <= 1 )); then
   count "${1:-}" | awk '{ printf "%-12s %6d\n", $1, $2; total += $2 } END { printf "%-12s %6d\n", "total", total }'
   exit 0

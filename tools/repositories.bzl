@@ -234,6 +234,14 @@ cc_library(
         target = "json",
     )
     system_library(
+        name = "openssl",
+        what = "OpenSSL's libcrypto (the store's handshake: HMAC-SHA256, PBKDF2, random nonces)",
+        package = "libssl-dev",
+        marker = "/usr/include/openssl/hmac.h",
+        target = "crypto",
+        libs = ["-lcrypto"],
+    )
+    system_library(
         name = "zlib",
         what = "zlib",
         package = "zlib1g-dev",

@@ -5,7 +5,7 @@
 #include <map>
 #include <utility>
 
-#include "tensor/internal/check.h"
+#include "base/check.h"
 
 namespace tinyddp::dist {
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/internal/check.h"
+#include "base/check.h"
 #include "tensor/ops.h"
 
 namespace tinyddp::dist {

@@ -3,9 +3,10 @@
 // bucket's flat gradient buffer and the process group, starts a collective, and returns a CommFuture
 // that the reducer completes at the end of backward. Besides, a hook names the path each bucket takes
 // ("NCCL all_reduce", "copy engines"), for DDP's bucket table and the trace. Built-ins, as
-// torch.distributed.algorithms.ddp_comm_hooks.default_hooks: a plain all_reduce and bf16 compression;
-// DDP's default (copy_engine_hook.h) sends large buckets of two GPUs to the copy engines, the rest to
-// the plain all_reduce. TracedCommHook (traced_comm_hook.h) wraps any hook to record it in a trace.
+// torch.distributed.algorithms.ddp_comm_hooks.default_hooks: a plain all_reduce (DDP's default) and bf16
+// compression. Wings attach here too: CopyEngineHook (dist/accel/copy_engine/copy_engine_hook.h) sends
+// large buckets of two GPUs to the copy engines, TracedCommHook (dist/observe/trace/traced_comm_hook.h)
+// wraps any hook to record it in a trace.
 //
 // Where things run: a hook is called inside backward, on the training thread, the moment its bucket is
 // ready. Kernels it launches directly (a cast) run on the current (compute) stream; the collective runs
@@ -37,8 +38,8 @@ struct GradBucket {
   int64_t numel = 0;
   DType dtype = DType::kFloat32;
   /// The bucket's gradients, flattened: a 1-D tensor whose slices are the parameters' .grad
-  /// (gradient_as_bucket_view layout), followed by zeros when the reducer pads its buckets
-  /// (ReducerOptions::padded_numel, ZeRO-1). Undefined in the coalesced layout.
+  /// (gradient_as_bucket_view layout), followed by zeros when the hook asks for padding
+  /// (CommHook::padded_numel). Undefined in the coalesced layout.
   Tensor buffer;
   /// The parameters' gradients, one tensor each, in bucket order: views into `buffer`, or in the coalesced
   /// layout the separate tensors autograd made (set when the bucket is launched). The hook must leave the
@@ -68,6 +69,18 @@ struct CommHook {
   /// table and the trace. Must answer from what every rank shares (the group, the bucket's numel and
   /// dtype). Empty: "comm hook".
   std::function<const char*(const ProcessGroup& pg, const GradBucket& bucket)> path;
+  /// Elements the flat bucket buffer must hold for `numel` gradient elements of `element_size` bytes
+  /// (>= numel; a reduce-scatter hook pads to whole blocks per rank, ZeRO-1's in dist/parallel/zero/).
+  /// The padding follows the gradients in the buffer and stays zero. The reducer asks it when it builds
+  /// the buckets (gradient_as_bucket_view layout only). Empty: numel.
+  std::function<int64_t(int64_t numel, int64_t element_size)> padded_numel;
+  /// Optional: called by the Reducer each time it has (re)built its buckets (when it is made, and after
+  /// the one-time rebuild in the second forward), on every rank at the same point, with the buckets' flat
+  /// buffers in launch order; never during a backward. Not called in the coalesced layout
+  /// (gradient_as_bucket_view = false: no flat buffers). A hook that keeps per-bucket state beside the
+  /// group sets it up here; it may run collectives (CopyEngineHook pairs the buffers across ranks). An
+  /// error becomes the reducer's status() (DDP's Create returns it).
+  std::function<absl::Status(const std::vector<Tensor>& buffers)> on_buckets_rebuilt;
 
   /// path(pg, bucket), or "comm hook" when the hook has no path.
   const char* PathOf(const ProcessGroup& pg, const GradBucket& bucket) const;

@@ -2,7 +2,6 @@
 #include "dist/ddp/ddp.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -12,18 +11,11 @@
 #include "absl/strings/str_split.h"
 #include "autograd/grad_mode.h"
 #include "base/status_macros.h"
-#include "dist/ddp/comm_stream.h"
-#include "dist/ddp/copy_engine_hook.h"
 #include "dist/ddp/reducer.h"
-#include "dist/ddp/trace.h"
-#include "dist/ddp/traced_comm_hook.h"
 #include "dist/process_group/exit_on_failure.h"
-#include "dist/ddp/zero/reduce_scatter_hook.h"
-#include "dist/ddp/zero/shard_layout.h"
-#include "dist/ddp/zero/zero_optimizer.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 
 namespace tinyddp::dist {
 namespace {
@@ -132,17 +124,6 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
                                                    "bucket_cap_bytes=", options.bucket_cap_bytes,
                                                    " first_bucket_bytes=", options.first_bucket_bytes));
   }
-  if (options.zero_stage != 0 && options.zero_stage != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("DistributedDataParallel: zero_stage must be 0 (plain DDP) or 1 "
-                                                   "(ZeRO-1: sharded optimizer state), got ", options.zero_stage));
-  }
-  if (options.zero_stage == 1 &&
-      (!options.gradient_as_bucket_view || options.comm_hook.run || options.find_unused_parameters)) {
-    return absl::InvalidArgumentError(
-        "DistributedDataParallel: ZeRO-1 (zero_stage=1) reduce-scatters flat buckets with its own comm hook and "
-        "steps every parameter of a bucket together; hint: keep gradient_as_bucket_view=true, set no comm_hook "
-        "and leave find_unused_parameters off");
-  }
   RETURN_IF_ERROR(VerifyParametersMatchAcrossRanks(*pg, params));
 
   // Start from one model: rank 0's values everywhere (PyTorch's _sync_module_states). All broadcasts are
@@ -160,92 +141,35 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
     module.RefreshComputeCopies();  // bf16 precision: the compute copies follow rank 0's weights too
   }
 
-  // How each bucket is communicated: the user's hook, or the default one, which decides between the
-  // group's all_reduce and the copy engines (a collective setup; copy_engine_hook.h states when). Tracing
-  // wraps whichever it is.
-  std::shared_ptr<CopyEngineHook> copy_engines;
-  CommHook hook = options.comm_hook;
-  if (options.zero_stage == 1) {
-    // ZeRO-1: buckets padded to whole blocks and reduce-scattered (NCCL's kernels or Gloo's ring; the copy
-    // engines only all-reduce). The step and the all-gather follow in RegisterFusedOptimizer's optimizer.
-    const int world = pg->size();
-    const zero::BlockSize blocks = zero::BlockSizeFor(pg->backend_name());  // Gloo's chunks, or aligned (NCCL)
-    options.padded_numel = [world, blocks](int64_t numel, int64_t esize) {
-      return zero::PaddedNumel(numel, world, esize, blocks);
-    };
-    hook = zero::ReduceScatterHook();
-  } else if (!hook.run) {
-    ASSIGN_OR_RETURN(copy_engines, CopyEngineHook::Create(*pg));
-    hook = copy_engines->AsCommHook();
-  }
-  if (options.tracer != nullptr) hook = TracedCommHook(std::move(hook), options.tracer, CollectiveStream(*pg));
-  auto reducer = std::make_unique<Reducer>(params, pg, options, std::move(hook));
-  std::unique_ptr<DistributedDataParallel> ddp(new DistributedDataParallel(
-      module, std::move(pg), std::move(options), std::move(reducer), std::move(copy_engines)));
-  RETURN_IF_ERROR(ddp->RegisterBucketsIfRebuilt());
-  return ddp;
+  // How each bucket is communicated: the user's hook, or (empty) the reducer's default, AllReduceHook.
+  auto reducer = std::make_unique<Reducer>(params, pg, options, options.comm_hook);
+  RETURN_IF_ERROR(reducer->status());  // the hook's setup of the buckets failed (CommHook::on_buckets_rebuilt)
+  return std::unique_ptr<DistributedDataParallel>(
+      new DistributedDataParallel(module, std::move(pg), std::move(options), std::move(reducer)));
 }
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared_ptr<ProcessGroup> pg,
-                                                 DdpOptions options, std::unique_ptr<Reducer> reducer,
-                                                 std::shared_ptr<CopyEngineHook> copy_engines)
-    : module_(module), pg_(std::move(pg)), options_(std::move(options)), reducer_(std::move(reducer)),
-      copy_engines_(std::move(copy_engines)) {
+                                                 DdpOptions options, std::unique_ptr<Reducer> reducer)
+    : module_(module), pg_(std::move(pg)), options_(std::move(options)), reducer_(std::move(reducer)) {
   reducer_->SetBucketReducedCallback([this](int bucket) {
-    if (fused_.empty() && zero_ == nullptr) return;
-    Tracer::Span span = Tracer::MaybeScope(options_.tracer, "optimizer", bucket);
-    if (zero_ != nullptr) {
-      zero_->OnBucketReduced(bucket);  // steps this rank's block, starts the bucket's all_gather
-    } else {
-      fused_[bucket]->Step();
-    }
+    if (!fused_.empty()) fused_[bucket]->Step();
+    return on_bucket_reduced_ ? on_bucket_reduced_(bucket) : absl::OkStatus();
   });
-}
-
-absl::Status DistributedDataParallel::RegisterBucketsIfRebuilt() {
-  if (copy_engines_ == nullptr || !copy_engines_->on()) return absl::OkStatus();
-  if (registered_generation_ == reducer_->layout_generation()) return absl::OkStatus();
-  registered_generation_ = reducer_->layout_generation();
-  if (!options_.gradient_as_bucket_view) return absl::OkStatus();  // no flat buffers to pair
-  std::vector<Tensor> buffers;
-  for (int b = 0; b < reducer_->num_buckets(); ++b) buffers.push_back(reducer_->BucketBuffer(b));
-  if (absl::Status s = copy_engines_->RegisterBuckets(buffers); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("DistributedDataParallel: registering the bucket buffers with the "
-                                               "copy engines: ", s.message()));
-  }
-  return absl::OkStatus();
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
-absl::Status DistributedDataParallel::status() const {
-  if (!status_.ok()) return status_;
-  if (!reducer_->status().ok()) return reducer_->status();
-  return zero_ != nullptr ? zero_->status() : absl::OkStatus();
-}
+absl::Status DistributedDataParallel::status() const { return reducer_->status(); }
 
 autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& input) {
-  Tracer::Span span = Tracer::MaybeScope(options_.tracer, "forward");
   // A loop that did not stop on status() would train on gradients that are not averages, over a broken
   // group: the process ends here instead, cleanly (exit_on_failure.h).
   if (const absl::Status failed = status(); !failed.ok()) {
     ExitOnCollectiveFailure(absl::StrCat("DistributedDataParallel (rank ", pg_->rank(), ")"), failed);
   }
   const bool grad = autograd::GradModeEnabled();
-  // The one-time rebuild happens here, between iterations, when no bucket is in flight; every rank then
-  // pairs its new bucket buffers with the others' (collective, like the rebuild).
-  if (grad) {
-    reducer_->RebuildBucketsIfNeeded();
-    if (const absl::Status registered = RegisterBucketsIfRebuilt(); !registered.ok() && status_.ok()) {
-      status_ = registered;
-    }
-  }
-  if (options_.zero_stage == 1 && grad && sync_enabled_) {
-    TINYDDP_CHECK_OP(zero_ != nullptr, "DistributedDataParallel", "zero_stage=1 shards an optimizer, but none was "
-                     "registered; hint: call RegisterFusedOptimizer before the first Forward (the training loop "
-                     "then calls no Step())");
-  }
-  if (zero_ != nullptr) zero_->BeforeForward();  // re-shards after the bucket rebuild
+  // The one-time rebuild happens here, between iterations, when no bucket is in flight (collective).
+  if (grad) reducer_->RebuildBucketsIfNeeded();
   if (fused_factory_ && fused_generation_ != reducer_->layout_generation()) RebuildFusedOptimizers();
   autograd::Variable output = module_.Forward(input);
   if (grad && sync_enabled_) {
@@ -258,19 +182,19 @@ autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& in
 
 void DistributedDataParallel::RegisterFusedOptimizer(OptimizerFactory factory) {
   TINYDDP_CHECK_OP(factory != nullptr, "DistributedDataParallel::RegisterFusedOptimizer", "empty factory");
-  if (options_.zero_stage == 1) {
-    zero_ = std::make_unique<zero::ZeroRedundancyOptimizer>(*reducer_, pg_, module_, std::move(factory));
-    if (fused_lr_ >= 0) zero_->SetLr(fused_lr_);
-    return;
-  }
   fused_factory_ = std::move(factory);
   RebuildFusedOptimizers();
+}
+
+void DistributedDataParallel::SetBucketReducedCallback(std::function<absl::Status(int bucket)> callback) {
+  TINYDDP_CHECK_OP(!(callback && on_bucket_reduced_), "DistributedDataParallel::SetBucketReducedCallback",
+                   "a callback is already set (one optimizer wrapper at a time); hint: remove it first (empty)");
+  on_bucket_reduced_ = std::move(callback);
 }
 
 void DistributedDataParallel::SetFusedOptimizerLr(double lr) {
   fused_lr_ = lr;
   for (auto& opt : fused_) opt->set_lr(lr);
-  if (zero_ != nullptr) zero_->SetLr(lr);
 }
 
 void DistributedDataParallel::UseFusedOptimizerDeviceLr(const Tensor& lr) {
@@ -327,33 +251,17 @@ std::string DistributedDataParallel::BucketTable() const {
   std::string out = absl::StrFormat("DDP buckets, in launch order (%d ranks, %s; the same on every rank):\n",
                                     pg_->size(), pg_->backend_name());
   absl::StrAppendFormat(&out, "  %6s %14s %7s  %-24s %s\n", "bucket", "bytes", "params", "path", "parameters");
-  bool any_copy_engines = false;
   const std::vector<std::vector<std::string>> all_names = reducer_->BucketParameterNames();
   for (int b = 0; b < reducer_->num_buckets(); ++b) {
     const std::vector<std::string>& names = all_names[b];
     std::string shown = absl::StrJoin(names, ", ");
     if (shown.size() > 60) shown = absl::StrCat(shown.substr(0, 56), " ...");
     const char* path = BucketPath(b);
-    any_copy_engines = any_copy_engines || (copy_engines_ != nullptr && copy_engines_->Takes(reducer_->grad_bucket(b)));
     absl::StrAppendFormat(&out, "  %6d %14d %7d  %-24s %s\n", b, reducer_->BucketBytes(b), names.size(), path, shown);
-  }
-  if (copy_engines_ != nullptr && copy_engines_->on()) {
-    absl::StrAppendFormat(&out,
-                          "copy engines: on for float32 buckets from %d bytes (TINYDDP_COPY_ENGINE_ALLREDUCE=0 "
-                          "turns them off)\n",
-                          copy_engines_->min_bytes());
-    const char* debug = std::getenv("NCCL_DEBUG");
-    if (any_copy_engines && debug != nullptr && *debug != '\0') {
-      absl::StrAppend(&out, "note: NCCL_DEBUG=", debug, " logs NCCL's calls only; the buckets on the copy engines "
-                      "do not appear in NCCL's log\n");
-    }
-  } else if (copy_engines_ != nullptr && std::string(pg_->backend_name()) == "nccl") {
-    absl::StrAppend(&out, "copy engines: off (", copy_engines_->off_reason(), ")\n");
   }
   if (options_.rebuild_buckets && !reducer_->buckets_rebuilt() && !options_.find_unused_parameters) {
     absl::StrAppend(&out, "(rebuilt once after the first step, in the order gradients arrive)\n");
   }
-  if (zero_ != nullptr) absl::StrAppend(&out, zero_->ShardTable());
   return out;
 }
 

@@ -45,29 +45,15 @@ class Optimizer;
 
 namespace tinyddp::dist {
 
-class CopyEngineHook;  // copy_engine_hook.h
-class Tracer;          // trace.h
-namespace zero {
-class ZeroRedundancyOptimizer;  // zero/zero_optimizer.h
-}
-
 inline constexpr int64_t kMiB = int64_t{1} << 20;
 
 /// DDP's options: the reducer's (reducer.h: bucket_cap_bytes, first_bucket_bytes, gradient_as_bucket_view,
 /// find_unused_parameters, rebuild_buckets; PyTorch's defaults), plus what DDP itself adds.
 struct DdpOptions : ReducerOptions {
-  /// How a bucket is communicated (comm_hooks.h). Empty: DDP's default, which averages each bucket with
-  /// the group's all_reduce or, for large float32 buckets of two GPUs of one machine, with their copy
-  /// engines (copy_engine_hook.h states when).
+  /// How a bucket is communicated (comm_hooks.h). Empty: AllReduceHook, one all_reduce with AVG per
+  /// bucket. Wings attach here: the copy engines of two GPUs (dist/accel/copy_engine/copy_engine_hook.h),
+  /// a trace of each bucket (dist/observe/trace/traced_comm_hook.h wraps any hook).
   CommHook comm_hook;
-  /// When set, DDP records forward and each bucket's all_reduce into it (trace.h). Not owned.
-  Tracer* tracer = nullptr;
-  /// 1: ZeRO stage 1 (dist/ddp/zero/zero_optimizer.h). Each bucket is reduce-scattered instead of
-  /// all-reduced, the optimizer registered with RegisterFusedOptimizer is sharded (each rank keeps the
-  /// state of 1/N of every bucket and steps only that), and the parameters are all-gathered after the
-  /// step, all inside Backward. Needs gradient_as_bucket_view, no comm_hook and no
-  /// find_unused_parameters. 0: plain DDP.
-  int zero_stage = 0;
 };
 
 class DistributedDataParallel {
@@ -75,8 +61,8 @@ class DistributedDataParallel {
   /// Wraps `module`, whose parameters must all be on one device: a CPU with a Gloo group, or this rank's
   /// GPU with an NCCL group. Collective: every rank of `pg` must call it. Verifies that all ranks hold the
   /// same parameter list (FailedPrecondition naming the first mismatch and the ranks that differ),
-  /// broadcasts rank 0's parameter values, chooses each bucket's path (the default hook), builds the
-  /// buckets and registers one hook per parameter.
+  /// broadcasts rank 0's parameter values, builds the buckets (then the comm hook's on_buckets_rebuilt
+  /// runs, if it has one) and registers one hook per parameter.
   /// `module` must outlive the returned object and keep its parameter set.
   static absl::StatusOr<std::unique_ptr<DistributedDataParallel>> Create(nn::Module& module,
                                                                          std::shared_ptr<ProcessGroup> pg,
@@ -119,9 +105,13 @@ class DistributedDataParallel {
   /// The training loop then calls no Step(): Backward leaves updated parameters (and averaged .grad).
   /// Per-parameter optimizer state follows the parameters when buckets are rebuilt. Backwards under NoSync
   /// step nothing. Precondition: call before the first Forward; `factory` returns a non-null optimizer.
-  /// With DdpOptions::zero_stage 1 the optimizer is ZeRO-1's, sharded over the ranks (zero()); it must
-  /// then be registered, and its update must be elementwise (SGD, Adam, AdamW).
   void RegisterFusedOptimizer(OptimizerFactory factory);
+  /// The seam for optimizer wrappers outside dist/ddp (ZeRO-1: dist/parallel/zero/zero_optimizer.h):
+  /// `callback` runs at the end of each synchronised backward once per bucket, in launch order, right after
+  /// that bucket's reduction has arrived (Reducer::SetBucketReducedCallback; after the bucket's fused
+  /// optimizer, if any, has stepped). An error it returns becomes status() and no further callback runs.
+  /// One callback at a time: setting a second one without removing the first (empty) stops the program.
+  void SetBucketReducedCallback(std::function<absl::Status(int bucket)> callback);
   /// Sets the learning rate of every fused optimizer (an LR schedule calls it before each step).
   void SetFusedOptimizerLr(double lr);
   /// The fused optimizers read their learning rate from `lr` on the device (Optimizer::UseDeviceLr), also
@@ -138,41 +128,31 @@ class DistributedDataParallel {
   /// The buckets, their order and per-iteration state (for tests, docs and the trace).
   const Reducer& reducer() const { return *reducer_; }
   /// OK, or the first communication error of this DDP (a bucket's all_reduce that failed because a peer
-  /// died, froze past the timeout or lost its link; the rebuild's collectives; under ZeRO-1 also its
-  /// all-gathers). Check it after every Backward: once it is an error the gradients are not averages (or
-  /// the parameters differ across ranks) and the loop must stop with it (a loop that calls Forward again
-  /// instead ends the process there: exit status 3, exit_on_failure.h).
+  /// died, froze past the timeout or lost its link; the rebuild's collectives; the collectives of the
+  /// bucket-reduced callback, e.g. ZeRO-1's all-gathers). Check it after every Backward: once it is an
+  /// error the gradients are not averages (or the parameters differ across ranks) and the loop must stop
+  /// with it (a loop that calls Forward again instead ends the process there: exit status 3,
+  /// exit_on_failure.h).
   absl::Status status() const;
   const DdpOptions& options() const { return options_; }
 
-  /// How bucket `b` is communicated: "NCCL all_reduce", "Gloo all_reduce", "copy engines", or the name a
-  /// custom hook gives. The same on every rank.
+  /// How bucket `b` is communicated: "NCCL all_reduce", "Gloo all_reduce", or the name the comm hook gives
+  /// ("copy engines", "NCCL all_reduce, bf16"). The same on every rank.
   const char* BucketPath(int b) const;
   /// The buckets in launch order as a table a person reads at the start of a run (ddp_mlp, ddp_step_bench
-  /// print it on rank 0): index, bytes, parameters, path; then whether the copy engines are on and why
-  /// not. The buckets are rebuilt once after the first step, in the order gradients arrived.
+  /// print it on rank 0): index, bytes, parameters, path. The buckets are rebuilt once after the first
+  /// step, in the order gradients arrived.
   std::string BucketTable() const;
-  /// DDP's default hook, which chooses between NCCL and the copy engines (on, off_reason, calls); null
-  /// when DdpOptions::comm_hook was given.
-  const CopyEngineHook* copy_engines() const { return copy_engines_.get(); }
-  /// ZeRO-1's sharded optimizer (memory, consolidated state for checkpoints); null unless zero_stage is 1
-  /// and RegisterFusedOptimizer was called.
-  zero::ZeroRedundancyOptimizer* zero() { return zero_.get(); }
 
  private:
   DistributedDataParallel(nn::Module& module, std::shared_ptr<ProcessGroup> pg, DdpOptions options,
-                          std::unique_ptr<Reducer> reducer, std::shared_ptr<CopyEngineHook> copy_engines);
-  // Collective: after the buckets were (re)built, offers their flat buffers to the copy engines.
-  absl::Status RegisterBucketsIfRebuilt();
+                          std::unique_ptr<Reducer> reducer);
 
   nn::Module& module_;
   std::shared_ptr<ProcessGroup> pg_;
   DdpOptions options_;
   std::unique_ptr<Reducer> reducer_;
-  std::shared_ptr<CopyEngineHook> copy_engines_;  // null with a custom comm hook
-  int64_t registered_generation_ = -1;            // the bucket layout the copy engines know
   bool sync_enabled_ = true;  // false inside NoSync()
-  absl::Status status_;       // the buckets' registration failed (status())
 
   // Fused optimizers: one per bucket, rebuilt (with their state) when the reducer rebuilds its buckets.
   void RebuildFusedOptimizers();
@@ -180,8 +160,8 @@ class DistributedDataParallel {
   std::vector<std::unique_ptr<nn::Optimizer>> fused_;
   int64_t fused_generation_ = -1;
   double fused_lr_ = -1;  // < 0: the factory's own
-  std::unique_ptr<zero::ZeroRedundancyOptimizer> zero_;  // zero_stage 1: replaces fused_
   Tensor fused_device_lr_;  // defined: every fused optimizer reads its learning rate there
+  std::function<absl::Status(int)> on_bucket_reduced_;  // SetBucketReducedCallback's
 };
 
 /// The collective check behind Create(), usable on its own: OK when every rank of `pg` passes the same

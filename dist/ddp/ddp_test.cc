@@ -7,8 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,15 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
-#include "dist/ddp/copy_engine_hook.h"
 #include "dist/testing/ddp_testing.h"
 #include "dist/store/hash_store.h"
 #include "dist/process_group/gloo/process_group_gloo.h"
 #include "dist/ddp/reducer.h"
 #include "dist/testing/multi_process.h"
-#include "dist/ddp/trace.h"
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
 #include "nn/adam.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
@@ -187,10 +182,7 @@ TEST(DistributedDataParallel, BucketTableNamesEachBucketsBytesParametersAndPath)
     options.bucket_cap_bytes = 700;
     auto ddp = DistributedDataParallel::Create(*model, pg, options);
     ASSERT_TRUE(ddp.ok()) << ddp.status();
-    // The default hook chose Gloo's all_reduce for every bucket, and says why the copy engines are off.
-    ASSERT_NE((*ddp)->copy_engines(), nullptr);
-    EXPECT_FALSE((*ddp)->copy_engines()->on());
-    EXPECT_FALSE((*ddp)->copy_engines()->off_reason().empty());
+    // The default hook, AllReduceHook, takes Gloo's all_reduce for every bucket.
     for (int b = 0; b < 3; ++b) EXPECT_STREQ((*ddp)->BucketPath(b), "Gloo all_reduce") << "bucket " << b;
     const std::string table = (*ddp)->BucketTable();
     EXPECT_TRUE(absl::StrContains(table, "bucket")) << table;
@@ -201,13 +193,12 @@ TEST(DistributedDataParallel, BucketTableNamesEachBucketsBytesParametersAndPath)
     EXPECT_TRUE(absl::StrContains(table, "     1            748       1  Gloo all_reduce")) << table;
     EXPECT_TRUE(absl::StrContains(table, "rebuilt once after the first step")) << table;
 
-    // A custom hook names its own path, and DDP's default hook is not made.
+    // A custom hook names its own path.
     DdpOptions bf16 = options;
     bf16.comm_hook = Bf16CompressHook();
     auto other = nn::MLP({13, 17, 11, 5}, mo);
     auto compressed = DistributedDataParallel::Create(*other, pg, bf16);
     ASSERT_TRUE(compressed.ok()) << compressed.status();
-    EXPECT_EQ((*compressed)->copy_engines(), nullptr);
     EXPECT_STREQ((*compressed)->BucketPath(0), "Gloo all_reduce, bf16");
   });
 }
@@ -255,6 +246,58 @@ TEST(Reducer, LaunchesBucketsInTheSameOrderOnEveryRank) {
       local2.push_back(GradientsOf(copy, RankBatch(r, 7, 7, 1)));
     }
     ExpectGradientsEqual(model, Average(local2), "after the rebuild");
+  });
+}
+
+// The seam a comm hook that keeps per-bucket state uses (the copy engines register the buffers there).
+TEST(CommHooks, OnBucketsRebuiltSeesEachLayoutsFlatBuffersOnceAndItsErrorFailsCreate) {
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    Permuted model({0, 1, 2});
+    DdpOptions options;
+    options.first_bucket_bytes = 4 * (49 + 7);  // every layer (weight + bias) in its own bucket
+    options.bucket_cap_bytes = 4 * (49 + 7);
+    std::vector<std::vector<Tensor>> seen;  // the buffers of each call
+    options.comm_hook = AllReduceHook();
+    options.comm_hook.on_buckets_rebuilt = [&seen](const std::vector<Tensor>& buffers) {
+      seen.push_back(buffers);
+      return absl::OkStatus();
+    };
+    auto ddp = DistributedDataParallel::Create(model, pg, options);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    const Reducer& reducer = (*ddp)->reducer();
+    auto expect_current_buffers = [&reducer](const std::vector<Tensor>& buffers, const std::string& when) {
+      ASSERT_EQ(static_cast<int>(buffers.size()), reducer.num_buckets()) << when;
+      for (int b = 0; b < reducer.num_buckets(); ++b) {
+        EXPECT_TRUE(buffers[b].SharesStorageWith(reducer.BucketBuffer(b))) << "bucket " << b << " " << when;
+        EXPECT_EQ(buffers[b].numel(), reducer.BucketBuffer(b).numel()) << "bucket " << b << " " << when;
+      }
+    };
+    ASSERT_EQ(seen.size(), 1u) << "called once Create has built the buckets";
+    expect_current_buffers(seen[0], "after Create");
+
+    // The second forward rebuilds the buckets in the observed order (weight before bias): a new layout.
+    for (int step = 0; step < 3; ++step) {
+      model.ZeroGrad();
+      autograd::Backward(Loss(**ddp, RankBatch(ctx.rank, 7, 7, step)));
+    }
+    ASSERT_TRUE(reducer.buckets_rebuilt());
+    ASSERT_EQ(seen.size(), 2u) << "called again after the rebuild, and not for steps that build nothing";
+    expect_current_buffers(seen[1], "after the rebuild");
+    EXPECT_FALSE(seen[1][0].SharesStorageWith(seen[0][0])) << "the rebuilt buckets are new buffers";
+
+    // An error there (a peer that never answered the hook's exchange) fails Create, naming the seam.
+    DdpOptions failing = options;
+    failing.comm_hook.on_buckets_rebuilt = [](const std::vector<Tensor>&) {
+      return absl::UnavailableError("the peer is gone");
+    };
+    Permuted other({0, 1, 2});
+    auto failed = DistributedDataParallel::Create(other, pg, failing);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable) << failed.status();
+    EXPECT_TRUE(absl::StrContains(failed.status().message(), "on_buckets_rebuilt")) << failed.status();
+    EXPECT_TRUE(absl::StrContains(failed.status().message(), "the peer is gone")) << failed.status();
   });
 }
 
@@ -419,63 +462,6 @@ TEST(DistributedDataParallel, CreateCopiesRankZerosParametersToEveryRank) {
     ASSERT_TRUE(ddp.ok()) << ddp.status();
     ddp_testing::ExpectParametersNear(*model, *expected, 0, 0, "after Create");
   });
-}
-
-// --- The trace -------------------------------------------------------------------------------------
-
-TEST(Tracer, WritesOneProcessPerRankWithForwardBackwardAndEveryBucketsAllReduce) {
-  const std::string path = absl::StrCat(::testing::TempDir(), "/ddp_trace.json");
-  std::remove(path.c_str());
-  RunOnRanks(2, [&path](const RankContext& ctx) {
-    auto pg = ddp_testing::MakeGlooGroup(ctx);
-    ASSERT_NE(pg, nullptr);
-    nn::MlpOptions mo;
-    mo.seed = 9;
-    auto model = nn::MLP({13, 17, 11, 5}, mo);
-    Tracer tracer(ctx.rank, Device::CPU());
-    DdpOptions options;
-    options.first_bucket_bytes = 256;
-    options.bucket_cap_bytes = 700;
-    options.tracer = &tracer;
-    auto ddp = DistributedDataParallel::Create(*model, pg, options);
-    ASSERT_TRUE(ddp.ok()) << ddp.status();
-    for (int step = 0; step < 2; ++step) {
-      Variable loss = Loss(**ddp, RankBatch(ctx.rank, 13, 5, step));
-      Tracer::Span backward = tracer.Scope("backward", step);
-      autograd::Backward(loss);
-    }
-    ASSERT_TRUE(tracer.WriteChromeTrace(pg.get(), path).ok());
-  });
-  if (testing::IsRankProcess()) return;
-
-  std::ifstream file(path);
-  ASSERT_TRUE(file.good()) << path;
-  const nlohmann::json trace = nlohmann::json::parse(file);
-  std::map<int, std::map<std::string, int>> counts;  // pid -> name -> complete events
-  std::map<int, std::vector<int64_t>> buckets;        // pid -> all_reduce bucket indices in order
-  std::map<int, int64_t> comm_end;                    // pid -> end of the last all_reduce seen
-  for (const nlohmann::json& e : trace.at("traceEvents")) {
-    if (e.at("ph") != "X") continue;
-    EXPECT_GE(e.at("dur").get<int64_t>(), 0);
-    const int pid = e.at("pid").get<int>();
-    ++counts[pid][e.at("name").get<std::string>()];
-    if (e.at("name") == "all_reduce") {
-      EXPECT_EQ(e.at("tid").get<int>(), static_cast<int>(TraceTrack::kComm));
-      EXPECT_EQ(e.at("args").at("path"), "Gloo all_reduce") << "each all_reduce names the path that carried it";
-      buckets[pid].push_back(e.at("args").at("i").get<int64_t>());
-      // Gloo's one worker thread runs them one after another: each starts after the previous one ended.
-      const int64_t ts = e.at("ts").get<int64_t>();
-      EXPECT_GE(ts, comm_end[pid]) << "all_reduce intervals overlap on rank " << pid;
-      comm_end[pid] = ts + e.at("dur").get<int64_t>();
-    }
-  }
-  ASSERT_EQ(counts.size(), 2u) << "one process per rank";
-  for (int pid : {0, 1}) {
-    EXPECT_EQ(counts[pid]["forward"], 2) << "rank " << pid;
-    EXPECT_EQ(counts[pid]["backward"], 2) << "rank " << pid;
-    // Three buckets per step (the rebuild keeps three), each all-reduced once, in bucket order.
-    EXPECT_EQ(buckets[pid], (std::vector<int64_t>{0, 1, 2, 0, 1, 2})) << "rank " << pid;
-  }
 }
 
 // --- Fused optimizers -------------------------------------------------------------------------------

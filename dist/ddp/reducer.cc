@@ -10,8 +10,8 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "dist/ddp/bucket_assignment.h"
-#include "dist/process_group/flight_recorder.h"
-#include "tensor/internal/check.h"
+#include "dist/process_group/collective_observer.h"  // CollectiveBucketScope
+#include "base/check.h"
 #include "tensor/ops.h"
 
 namespace tinyddp::dist {
@@ -96,8 +96,9 @@ void Reducer::BuildBuckets(const std::vector<size_t>& order) {
     // One flat buffer; each parameter's gradient becomes a view into it. A gradient that already exists
     // (from an earlier bucket layout, or from before DDP) is copied in, so nothing is lost.
     const int64_t esize = static_cast<int64_t>(DTypeSize(bucket.dtype));
-    const int64_t allocated = options_.padded_numel ? options_.padded_numel(bucket.numel, esize) : bucket.numel;
-    TINYDDP_CHECK_OP(allocated >= bucket.numel, kOp, "padded_numel(", bucket.numel, ") returned ", allocated);
+    const int64_t allocated = comm_hook_.padded_numel ? comm_hook_.padded_numel(bucket.numel, esize) : bucket.numel;
+    TINYDDP_CHECK_OP(allocated >= bucket.numel, kOp, "the comm hook's padded_numel(", bucket.numel, ") returned ",
+                     allocated);
     bucket.buffer = Tensor::Zeros({allocated}, bucket.dtype, device_);
     bucket.grad_bucket.buffer = bucket.buffer;
     for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
@@ -117,6 +118,14 @@ void Reducer::BuildBuckets(const std::vector<size_t>& order) {
   }
   buckets_ = std::move(buckets);
   ++layout_generation_;
+  // The hook's setup for this layout (CommHook::on_buckets_rebuilt): collective, like the build itself.
+  if (comm_hook_.on_buckets_rebuilt && options_.gradient_as_bucket_view) {
+    std::vector<Tensor> buffers;
+    for (const Bucket& bucket : buckets_) buffers.push_back(bucket.buffer);
+    if (const absl::Status s = comm_hook_.on_buckets_rebuilt(buffers); !s.ok()) {
+      Fail(Annotate(s, "the comm hook's setup of the new buckets (on_buckets_rebuilt)"));
+    }
+  }
 }
 
 void Reducer::RebuildBucketsIfNeeded() {
@@ -279,7 +288,7 @@ void Reducer::FinalizeBackward() {
       Fail(Annotate(status, absl::StrCat("all_reduce of bucket ", bucket.grad_bucket.index, " on rank ", pg_->rank())));
       continue;
     }
-    if (on_bucket_reduced_ && status_.ok()) on_bucket_reduced_(bucket.grad_bucket.index);
+    if (on_bucket_reduced_ && status_.ok()) Fail(on_bucket_reduced_(bucket.grad_bucket.index));
   }
   if (!options_.gradient_as_bucket_view) {
     for (Bucket& bucket : buckets_) {

@@ -72,18 +72,15 @@ struct ReducerOptions {
   /// After the first synchronised backward, re-bucket the parameters in the order their gradients were
   /// actually produced (rank 0's order, shared with every rank), as PyTorch does.
   bool rebuild_buckets = true;
-  /// Elements to allocate for a flat bucket of `numel` gradients of `element_size` bytes (>= numel; empty:
-  /// numel). ZeRO-1 (dist/ddp/zero/) pads each bucket to equal shards for its reduce-scatter; the padding
-  /// follows the gradients in the buffer and stays zero. Needs gradient_as_bucket_view.
-  std::function<int64_t(int64_t numel, int64_t element_size)> padded_numel;
 };
 
 class Reducer {
  public:
   /// Takes the (dotted name, parameter) list of a module; the parameters that require grad are bucketed
-  /// and get a hook each. `comm_hook` communicates each bucket (empty: AllReduceHook). Preconditions: all
-  /// parameters on one device, which `pg` accepts; `pg` is the same group on every rank and every rank
-  /// passes the same list (DDP verifies it first).
+  /// and get a hook each. `comm_hook` communicates each bucket (empty: AllReduceHook); its
+  /// on_buckets_rebuilt, if any, runs after every build of the buckets, this first one included (a failure
+  /// becomes status()). Preconditions: all parameters on one device, which `pg` accepts; `pg` is the same
+  /// group on every rank and every rank passes the same list (DDP verifies it first).
   Reducer(std::vector<std::pair<std::string, autograd::Variable>> params, std::shared_ptr<ProcessGroup> pg,
           const ReducerOptions& options, CommHook comm_hook);
   /// Removes the hooks and the gradient destinations. Gradients that are bucket views keep the bucket
@@ -102,13 +99,17 @@ class Reducer {
   void PrepareForLocalBackward();
   /// Called at the end of each synchronised backward once per bucket, in launch order, right after that
   /// bucket's average has arrived (the current stream is ordered after its collective), while later
-  /// buckets may still be in flight. DDP steps fused optimizers here. Empty: nothing.
-  void SetBucketReducedCallback(std::function<void(int bucket)> callback) { on_bucket_reduced_ = std::move(callback); }
+  /// buckets may still be in flight. DDP steps fused optimizers here (and ZeRO-1 its shards). An error it
+  /// returns becomes status(), and no further callback runs. Empty: nothing.
+  void SetBucketReducedCallback(std::function<absl::Status(int bucket)> callback) {
+    on_bucket_reduced_ = std::move(callback);
+  }
 
   /// OK, or the first communication error (a bucket's all_reduce, the rebuild's broadcast, the used-map
-  /// exchange) since construction: a peer that died or froze past the group's timeout, a broken link.
-  /// Once set, the gradients of that backward are not averages and per-bucket callbacks no longer run;
-  /// the training loop must stop (DistributedDataParallel::status()). PyTorch raises from backward().
+  /// exchange, a per-bucket callback's own collectives) since construction: a peer that died or froze past
+  /// the group's timeout, a broken link. Once set, the gradients of that backward are not averages and
+  /// per-bucket callbacks no longer run; the training loop must stop (DistributedDataParallel::status()).
+  /// PyTorch raises from backward().
   const absl::Status& status() const { return status_; }
 
   // --- Introspection (tests, docs, logs) --------------------------------------------------------------
@@ -196,7 +197,7 @@ class Reducer {
   absl::Status status_;  // the first communication error (status())
   void Fail(absl::Status status);
   int64_t layout_generation_ = 0;
-  std::function<void(int)> on_bucket_reduced_;
+  std::function<absl::Status(int)> on_bucket_reduced_;
 };
 
 }  // namespace tinyddp::dist

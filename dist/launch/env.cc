@@ -1,24 +1,34 @@
-// WorkerEnv parsing: see env.h. Each source has a reader function that fills a WorkerEnv and notes
-// every problem instead of stopping at the first, so one run tells the user everything to fix.
+// WorkerEnv parsing: see env.h. Each engine has a reader that fills a Reading (the WorkerEnv and the
+// names of the variables each value came from) and notes every problem instead of stopping at the
+// first, so one run tells the user everything to fix.
 #include "dist/launch/env.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <vector>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "dist/store/store_secret.h"
 
 extern char** environ;
 
 namespace tinyddp::dist {
 namespace {
 
-// Looks variables up and collects problems ("WORLD_SIZE is missing", "RANK='x' is not an integer").
+// Looks variables up and collects problems ("WORLD_SIZE is missing", "RANK='x' is not an integer") and
+// contradictions ("RANK=3 but SLURM_PROCID=1"), which have a fix of their own.
 class VarReader {
  public:
   explicit VarReader(const EnvVars& vars) : vars_(vars) {}
@@ -47,8 +57,15 @@ class VarReader {
     if (it == vars_.end() || it->second.empty()) return std::nullopt;
     return it->second;
   }
+  // Two sources of one fact must agree.
+  void Agree(const std::string& name, int value, const std::string& other_name, int other_value) {
+    if (value != other_value) {
+      contradictions.push_back(absl::StrCat(name, "=", value, " but ", other_name, "=", other_value));
+    }
+  }
 
   std::vector<std::string> problems;
+  std::vector<std::string> contradictions;
 
  private:
   std::optional<int> ParseInt(const std::string& name, const std::string& text) {
@@ -61,6 +78,189 @@ class VarReader {
   }
   const EnvVars& vars_;
 };
+
+// What one engine's variables say about this process, and the variables that said it (for messages).
+struct Reading {
+  WorkerEnv env;
+  std::string rank_var = "RANK", size_var = "WORLD_SIZE", local_rank_var = "LOCAL_RANK",
+              local_size_var = "LOCAL_WORLD_SIZE";
+};
+
+// ---- Who started this process ----------------------------------------------------------------------
+
+// A job step (srun): the batch script of an sbatch job also carries SLURM_PROCID=0 and the job's task
+// count, but it is one process, not task 0 of a parallel step.
+bool IsSlurmStep(const EnvVars& v) {
+  return v.count("SLURM_PROCID") && (v.count("SLURM_STEP_ID") || v.count("SLURM_STEPID"));
+}
+
+// Our launch and torchrun start workers with the full env:// set; the engine's variables a worker
+// inherits then describe the launcher (srun's task 0 is the launcher of node 0, not rank 0).
+bool StartedByLauncher(const EnvVars& v) {
+  auto hosted = v.find(kLauncherStoreEnv);
+  return (hosted != v.end() && hosted->second == "1") || v.count("TORCHELASTIC_RUN_ID");
+}
+
+// The innermost engine (engines nest: sbatch runs mpirun, whose ranks inherit the batch step's SLURM_*).
+EnvSource DetectSource(const EnvVars& v) {
+  if (StartedByLauncher(v)) return EnvSource::kEnvVars;
+  if (v.count("OMPI_COMM_WORLD_RANK")) return EnvSource::kOpenMpi;
+  // Slurm's own PMI (srun --mpi=pmi2) sets PMI_RANK too, but never MPI_LOCALRANKID.
+  if (v.count("PMI_RANK") && (v.count("MPI_LOCALRANKID") || !IsSlurmStep(v))) return EnvSource::kMpich;
+  if (IsSlurmStep(v)) return EnvSource::kSlurm;
+  if (!v.count("RANK") && !v.count("WORLD_SIZE") && (v.count("PET_NODE_RANK") || v.count("PET_NNODES"))) {
+    return EnvSource::kKubeflow;
+  }
+  return EnvSource::kEnvVars;
+}
+
+// ---- The store's address ---------------------------------------------------------------------------
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || absl::StartsWith(host, "127.") || host == "::1";
+}
+
+// Ranks given without LOCAL_*: all of them on this machine only when the store is on loopback (no other
+// machine could reach it) and this is not a Kubernetes pod (the kubelet sets KUBERNETES_SERVICE_HOST in
+// every pod; Kubeflow's older operator gave the master pod MASTER_ADDR=localhost). Otherwise one
+// process per machine, as PyTorchJob and Volcano start one per pod.
+bool AllRanksOnThisMachine(const VarReader& r, const std::string& master_addr) {
+  return IsLoopback(master_addr) && !r.Has("KUBERNETES_SERVICE_HOST");
+}
+
+// MASTER_ADDR / MASTER_PORT when set, else the variable an engine implies them with (nullptr: none).
+std::string StoreAddr(VarReader& r, const char* implied) {
+  if (auto addr = r.OptionalStr("MASTER_ADDR")) return *addr;
+  if (implied != nullptr) {
+    if (auto addr = r.OptionalStr(implied)) return *addr;
+  }
+  const bool pod = implied != nullptr && (r.Has("PET_NODE_RANK") || r.Has("PET_NNODES"));
+  r.problems.push_back(pod ? absl::StrCat("MASTER_ADDR is missing (and so is ", implied, ")") : "MASTER_ADDR is missing");
+  return "";
+}
+int StorePort(VarReader& r, const char* implied) {
+  if (r.Has("MASTER_PORT") || implied == nullptr || !r.Has(implied)) return r.Int("MASTER_PORT").value_or(0);
+  return r.Int(implied).value_or(0);
+}
+
+bool HostResolves(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &list);
+  if (list != nullptr) ::freeaddrinfo(list);
+  return rc == 0;
+}
+
+// Slurm starts task 0 on the first node of the step, so the store is there: the first host of
+// SLURM_STEP_NODELIST (what `scontrol show hostnames "$SLURM_STEP_NODELIST" | head -n1` prints), as the
+// common recipes take it. SLURM_LAUNCH_NODE_IPADDR is where srun runs, which under salloc on a login
+// node is not a node of the job at all: only a fallback when the first host's name does not resolve.
+std::string SlurmStoreHost(VarReader& r, int local_rank) {
+  auto launch_node = r.OptionalStr("SLURM_LAUNCH_NODE_IPADDR");
+  for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
+    auto list = r.OptionalStr(name);
+    if (!list) continue;
+    absl::StatusOr<std::vector<std::string>> hosts = ExpandHostlist(*list);
+    if (!hosts.ok()) {
+      r.problems.push_back(absl::StrCat(name, "='", *list, "': ", hosts.status().message()));
+      return "";
+    }
+    const std::string& first = hosts->front();
+    if (HostResolves(first)) return first;
+    static std::atomic<bool> said{false};  // ReadWorkerEnv runs more than once in a process
+    if (local_rank == 0 && !said.exchange(true)) {
+      std::fprintf(stderr,
+                   "tinyddp: the first host of %s (%s, where task 0 runs) does not resolve here; %s (export "
+                   "MASTER_ADDR=<an address of %s> to choose)\n",
+                   name, first.c_str(),
+                   launch_node ? absl::StrCat("using SLURM_LAUNCH_NODE_IPADDR=", *launch_node,
+                                              ", where srun runs, as the store's address").c_str()
+                               : "and SLURM_LAUNCH_NODE_IPADDR is not set either",
+                   first.c_str());
+    }
+    break;
+  }
+  if (launch_node) return *launch_node;
+  r.problems.push_back(
+      "MASTER_ADDR is missing, and neither the first host of SLURM_STEP_NODELIST nor SLURM_LAUNCH_NODE_IPADDR "
+      "gives an address");
+  return "";
+}
+
+// ---- One reader per engine -------------------------------------------------------------------------
+
+// PyTorchJob (since Kubeflow 1.7) and Kubeflow Trainer give each pod torchrun's settings as PET_*.
+// RANK / PET_NODE_RANK then number pods: a pod of several processes must start them through `launch`.
+void CheckOneProcessPerPod(VarReader& r, const std::string& rank_var) {
+  int n = 0;
+  auto text = r.OptionalStr("PET_NPROC_PER_NODE");
+  if (text && absl::SimpleAtoi(*text, &n) && n != 1) {
+    r.contradictions.push_back(absl::StrCat("PET_NPROC_PER_NODE=", n, " says this pod runs ", n, " processes, but ",
+                                            rank_var, " numbers pods, not processes: start the pod's processes "
+                                            "with `launch PROGRAM` (it reads PET_*), not PROGRAM itself"));
+  }
+}
+
+// launch, torchrun, PyTorchJob, Volcano, by hand.
+Reading ReadEnvVars(VarReader& r) {
+  Reading out;
+  WorkerEnv& env = out.env;
+  env.source = EnvSource::kEnvVars;
+  env.rank = r.Int("RANK").value_or(0);
+  env.world_size = r.Int("WORLD_SIZE").value_or(1);
+  env.master_addr = StoreAddr(r, "PET_MASTER_ADDR");
+  env.master_port = StorePort(r, "PET_MASTER_PORT");
+  auto local_rank = r.OptionalInt("LOCAL_RANK");
+  auto local_world_size = r.OptionalInt("LOCAL_WORLD_SIZE");
+  if (!local_rank && !local_world_size) {
+    if (AllRanksOnThisMachine(r, env.master_addr)) {
+      env.local_rank = env.rank;
+      env.local_world_size = env.world_size;
+    } else {  // one process per machine (pod): local rank 0 of 1, node rank RANK
+      env.local_rank = 0;
+      env.local_world_size = 1;
+      CheckOneProcessPerPod(r, "RANK");
+      if (auto node = r.OptionalInt("PET_NODE_RANK")) r.Agree("RANK", env.rank, "PET_NODE_RANK", *node);
+      int nodes = 0;
+      auto nnodes = r.OptionalStr("PET_NNODES");
+      if (nnodes && absl::SimpleAtoi(*nnodes, &nodes)) r.Agree("WORLD_SIZE", env.world_size, "PET_NNODES", nodes);
+    }
+  } else {
+    if (!r.Has("LOCAL_RANK")) r.problems.push_back("LOCAL_RANK is missing (LOCAL_WORLD_SIZE is set)");
+    if (!r.Has("LOCAL_WORLD_SIZE")) r.problems.push_back("LOCAL_WORLD_SIZE is missing (LOCAL_RANK is set)");
+    env.local_rank = local_rank.value_or(0);
+    env.local_world_size = local_world_size.value_or(1);
+  }
+  auto group_rank = r.OptionalInt("GROUP_RANK");
+  env.group_rank = group_rank.value_or(env.local_world_size > 0 ? env.rank / env.local_world_size : 0);
+  return out;
+}
+
+// Kubeflow Trainer's pods carry torchrun's settings only: with PET_NPROC_PER_NODE=1 the pod is the rank.
+Reading ReadKubeflow(VarReader& r) {
+  Reading out{.rank_var = "PET_NODE_RANK", .size_var = "PET_NNODES", .local_rank_var = "", .local_size_var = ""};
+  WorkerEnv& env = out.env;
+  env.source = EnvSource::kKubeflow;
+  env.rank = r.Int("PET_NODE_RANK").value_or(0);
+  if (auto nnodes = r.Str("PET_NNODES")) {
+    std::pair<std::string, std::string> range = absl::StrSplit(*nnodes, absl::MaxSplits(':', 1));
+    if (!range.second.empty() && range.second != range.first) {
+      r.problems.push_back(absl::StrCat("PET_NNODES=", *nnodes, " is an elastic range; tinyddp's jobs have a fixed "
+                                        "number of nodes (give the job as many minimum as maximum replicas)"));
+    } else if (!absl::SimpleAtoi(range.first, &env.world_size)) {
+      r.problems.push_back(absl::StrCat("PET_NNODES='", *nnodes, "' is not an integer"));
+    }
+  }
+  CheckOneProcessPerPod(r, "PET_NODE_RANK");
+  env.local_rank = 0;
+  env.local_world_size = 1;
+  env.group_rank = env.rank;
+  env.master_addr = StoreAddr(r, "PET_MASTER_ADDR");
+  env.master_port = StorePort(r, "PET_MASTER_PORT");
+  return out;
+}
 
 // Slurm writes tasks per node compressed: "4(x2),3" means nodes 0 and 1 run 4 tasks, node 2 runs 3.
 std::optional<std::vector<int>> ParseTasksPerNode(const std::string& text) {
@@ -81,49 +281,30 @@ std::optional<std::vector<int>> ParseTasksPerNode(const std::string& text) {
   return out;
 }
 
-void ReadEnvVarsSource(VarReader& r, WorkerEnv& env) {
-  env.source = EnvSource::kEnvVars;
-  env.rank = r.Int("RANK").value_or(0);
-  env.world_size = r.Int("WORLD_SIZE").value_or(1);
-  auto local_rank = r.OptionalInt("LOCAL_RANK");
-  auto local_world_size = r.OptionalInt("LOCAL_WORLD_SIZE");
-  if (!local_rank && !local_world_size) {
-    // Neither given (a hand-started single-machine job): every rank is on this machine.
-    env.local_rank = env.rank;
-    env.local_world_size = env.world_size;
-  } else {
-    if (!r.Has("LOCAL_RANK")) r.problems.push_back("LOCAL_RANK is missing (LOCAL_WORLD_SIZE is set)");
-    if (!r.Has("LOCAL_WORLD_SIZE")) r.problems.push_back("LOCAL_WORLD_SIZE is missing (LOCAL_RANK is set)");
-    env.local_rank = local_rank.value_or(0);
-    env.local_world_size = local_world_size.value_or(1);
-  }
-  auto group_rank = r.OptionalInt("GROUP_RANK");
-  env.group_rank = group_rank.value_or(env.local_world_size > 0 ? env.rank / env.local_world_size : 0);
-  env.master_addr = r.Str("MASTER_ADDR").value_or("");
-  env.master_port = r.Int("MASTER_PORT").value_or(0);
-}
-
-void ReadSlurmSource(VarReader& r, WorkerEnv& env) {
+Reading ReadSlurm(VarReader& r) {
+  Reading out{.rank_var = "SLURM_PROCID", .local_rank_var = "SLURM_LOCALID"};
+  WorkerEnv& env = out.env;
   env.source = EnvSource::kSlurm;
   env.rank = r.Int("SLURM_PROCID").value_or(0);
   // A job step (srun) may run fewer tasks than the allocation: prefer the step's own count.
-  env.world_size = r.Int(r.Has("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS").value_or(1);
+  out.size_var = r.Has("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
+  env.world_size = r.Int(out.size_var).value_or(1);
   env.local_rank = r.Int("SLURM_LOCALID").value_or(0);
   env.group_rank = r.OptionalInt("SLURM_NODEID").value_or(0);
-  const char* per_node_var = nullptr;
+  out.local_size_var = "";
   for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
     if (r.Has(name)) {
-      per_node_var = name;
+      out.local_size_var = name;
       break;
     }
   }
-  if (per_node_var == nullptr) {
+  if (out.local_size_var.empty()) {
     r.problems.push_back("SLURM_STEP_TASKS_PER_NODE (or SLURM_NTASKS_PER_NODE) is missing");
   } else {
-    auto text = r.Str(per_node_var);
+    auto text = r.Str(out.local_size_var);
     auto counts = text ? ParseTasksPerNode(*text) : std::nullopt;
     if (!counts || counts->empty()) {
-      r.problems.push_back(absl::StrCat(per_node_var, "='", text.value_or(""),
+      r.problems.push_back(absl::StrCat(out.local_size_var, "='", text.value_or(""),
                                         "' is not a Slurm task list like '4' or '4(x2),3'"));
     } else {
       // One entry per node, except --ntasks-per-node, which is one number for all nodes.
@@ -132,13 +313,7 @@ void ReadSlurmSource(VarReader& r, WorkerEnv& env) {
                                                                                   : (*counts).back();
     }
   }
-  if (auto addr = r.OptionalStr("MASTER_ADDR")) {
-    env.master_addr = *addr;
-  } else if (auto launch_node = r.OptionalStr("SLURM_LAUNCH_NODE_IPADDR")) {
-    env.master_addr = *launch_node;  // srun runs on the first node of the allocation, where task 0 runs
-  } else {
-    r.problems.push_back("MASTER_ADDR is missing (and SLURM_LAUNCH_NODE_IPADDR is not set to fall back on)");
-  }
+  env.master_addr = r.Has("MASTER_ADDR") ? StoreAddr(r, nullptr) : SlurmStoreHost(r, env.local_rank);
   if (r.Has("MASTER_PORT")) {
     env.master_port = r.Int("MASTER_PORT").value_or(0);
   } else if (auto job = r.OptionalInt("SLURM_JOB_ID")) {
@@ -146,35 +321,82 @@ void ReadSlurmSource(VarReader& r, WorkerEnv& env) {
   } else {
     r.problems.push_back("MASTER_PORT is missing (and SLURM_JOB_ID is not set to derive one)");
   }
+  return out;
 }
 
-void ReadOpenMpiSource(VarReader& r, WorkerEnv& env) {
+// mpirun maps ranks to nodes in blocks by default, and neither MPI exports the node's index.
+int NodeOf(const WorkerEnv& env) { return env.local_world_size > 0 ? env.rank / env.local_world_size : 0; }
+
+Reading ReadOpenMpi(VarReader& r) {
+  Reading out{.rank_var = "OMPI_COMM_WORLD_RANK", .size_var = "OMPI_COMM_WORLD_SIZE",
+              .local_rank_var = "OMPI_COMM_WORLD_LOCAL_RANK", .local_size_var = "OMPI_COMM_WORLD_LOCAL_SIZE"};
+  WorkerEnv& env = out.env;
   env.source = EnvSource::kOpenMpi;
-  env.rank = r.Int("OMPI_COMM_WORLD_RANK").value_or(0);
-  env.world_size = r.Int("OMPI_COMM_WORLD_SIZE").value_or(1);
-  env.local_rank = r.Int("OMPI_COMM_WORLD_LOCAL_RANK").value_or(0);
-  env.local_world_size = r.Int("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(1);
-  // mpirun maps ranks to nodes in blocks by default; it does not export the node index.
-  env.group_rank = env.local_world_size > 0 ? env.rank / env.local_world_size : 0;
-  // Open MPI does not tell a rank where rank 0 runs, so the user passes it explicitly.
-  env.master_addr = r.Str("MASTER_ADDR").value_or("");
-  env.master_port = r.Int("MASTER_PORT").value_or(0);
+  env.rank = r.Int(out.rank_var).value_or(0);
+  env.world_size = r.Int(out.size_var).value_or(1);
+  env.local_rank = r.Int(out.local_rank_var).value_or(0);
+  env.local_world_size = r.Int(out.local_size_var).value_or(1);
+  env.group_rank = NodeOf(env);
+  // MPI does not tell a rank where rank 0 runs, so the user passes it explicitly.
+  env.master_addr = StoreAddr(r, nullptr);
+  env.master_port = StorePort(r, nullptr);
+  return out;
 }
 
-void CheckConsistency(VarReader& r, const WorkerEnv& env, const std::string& rank_var,
-                      const std::string& size_var, const std::string& local_var) {
+// MPICH's and Intel MPI's process manager, Hydra (mpiexec).
+Reading ReadMpich(VarReader& r) {
+  Reading out{.rank_var = "PMI_RANK", .size_var = "PMI_SIZE", .local_rank_var = "MPI_LOCALRANKID",
+              .local_size_var = "MPI_LOCALNRANKS"};
+  WorkerEnv& env = out.env;
+  env.source = EnvSource::kMpich;
+  env.rank = r.Int(out.rank_var).value_or(0);
+  env.world_size = r.Int(out.size_var).value_or(1);
+  env.master_addr = StoreAddr(r, nullptr);
+  env.master_port = StorePort(r, nullptr);
+  if (r.Has(out.local_rank_var) || r.Has(out.local_size_var)) {
+    env.local_rank = r.Int(out.local_rank_var).value_or(0);
+    env.local_world_size = r.Int(out.local_size_var).value_or(1);
+  } else if (AllRanksOnThisMachine(r, env.master_addr)) {  // an old Hydra without the local variables
+    env.local_rank = env.rank;
+    env.local_world_size = env.world_size;
+  }
+  env.group_rank = NodeOf(env);
+  return out;
+}
+
+// ---- Checks ----------------------------------------------------------------------------------------
+
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE exported beside an engine's own (a job script's
+// `export RANK=$SLURM_PROCID`, or a stale `export WORLD_SIZE=8`) must say what the engine says.
+void CheckEnvVarsAgree(VarReader& r, const Reading& engine) {
+  const std::pair<const char*, std::pair<const std::string*, int>> pairs[] = {
+      {"RANK", {&engine.rank_var, engine.env.rank}},
+      {"WORLD_SIZE", {&engine.size_var, engine.env.world_size}},
+      {"LOCAL_RANK", {&engine.local_rank_var, engine.env.local_rank}},
+      {"LOCAL_WORLD_SIZE", {&engine.local_size_var, engine.env.local_world_size}},
+  };
+  for (const auto& [name, theirs] : pairs) {
+    if (theirs.first->empty() || !r.Has(*theirs.first)) continue;  // implied, not read
+    if (auto ours = r.OptionalInt(name)) r.Agree(name, *ours, *theirs.first, theirs.second);
+  }
+}
+
+void CheckConsistency(VarReader& r, const Reading& reading) {
   if (!r.problems.empty()) return;  // ranges of values that failed to parse would only add noise
+  const WorkerEnv& env = reading.env;
+  const std::string& size_var = reading.size_var;
   if (env.world_size < 1) r.problems.push_back(absl::StrCat(size_var, "=", env.world_size, " must be at least 1"));
   if (env.rank < 0 || env.rank >= env.world_size) {
-    r.problems.push_back(absl::StrCat(rank_var, "=", env.rank, " must be in [0, ", size_var, "=", env.world_size, ")"));
+    r.problems.push_back(
+        absl::StrCat(reading.rank_var, "=", env.rank, " must be in [0, ", size_var, "=", env.world_size, ")"));
   }
   if (env.local_world_size < 1 || env.local_world_size > env.world_size) {
     r.problems.push_back(absl::StrCat("the local world size (", env.local_world_size, ") must be in [1, ",
                                       size_var, "=", env.world_size, "]"));
   }
   if (env.local_rank < 0 || env.local_rank >= env.local_world_size) {
-    r.problems.push_back(absl::StrCat(local_var, "=", env.local_rank, " must be in [0, local world size ",
-                                      env.local_world_size, ")"));
+    r.problems.push_back(absl::StrCat(reading.local_rank_var, "=", env.local_rank,
+                                      " must be in [0, local world size ", env.local_world_size, ")"));
   }
   if (env.master_port < 1 || env.master_port > 65535) {
     r.problems.push_back(absl::StrCat("MASTER_PORT=", env.master_port,
@@ -182,18 +404,37 @@ void CheckConsistency(VarReader& r, const WorkerEnv& env, const std::string& ran
   }
 }
 
+const char* WhyThisSource(EnvSource source, const EnvVars& v) {
+  switch (source) {
+    case EnvSource::kEnvVars:
+      return StartedByLauncher(v) ? "a launcher started this process (TINYDDP_LAUNCHER_STORE or TORCHELASTIC_RUN_ID)"
+                                  : "RANK or WORLD_SIZE is set";
+    case EnvSource::kSlurm: return "SLURM_PROCID of a job step is set";
+    case EnvSource::kOpenMpi: return "OMPI_COMM_WORLD_RANK is set";
+    case EnvSource::kMpich: return "PMI_RANK is set";
+    case EnvSource::kKubeflow: return "PET_NODE_RANK or PET_NNODES is set";
+  }
+  return "";
+}
+
 const char* FixHint(EnvSource source) {
   switch (source) {
     case EnvSource::kEnvVars:
       return "start the program with `launch --nproc_per_node=N PROGRAM` (it sets all of them), or export RANK, "
              "WORLD_SIZE, MASTER_ADDR and MASTER_PORT yourself (plus LOCAL_RANK and LOCAL_WORLD_SIZE when "
-             "several machines take part)";
+             "several ranks share a machine whose MASTER_ADDR is not a loopback address)";
     case EnvSource::kSlurm:
       return "run the program with `srun` inside an allocation (srun sets the SLURM_* variables); export "
-             "MASTER_ADDR=<host of task 0> and MASTER_PORT if your cluster does not set SLURM_LAUNCH_NODE_IPADDR";
+             "MASTER_ADDR=<host of task 0> and MASTER_PORT if the node list gives no usable address";
     case EnvSource::kOpenMpi:
       return "pass the store's address to every rank: mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=29500 "
              "PROGRAM";
+    case EnvSource::kMpich:
+      return "pass the store's address to every rank: mpiexec -genv MASTER_ADDR <host of rank 0> -genv "
+             "MASTER_PORT 29500 PROGRAM";
+    case EnvSource::kKubeflow:
+      return "run one process per pod (nprocPerNode: 1) or start the pod's processes with `launch PROGRAM`, "
+             "which reads PET_*";
   }
   return "";
 }
@@ -202,12 +443,11 @@ const char* FixHint(EnvSource source) {
 
 const char* EnvSourceName(EnvSource source) {
   switch (source) {
-    case EnvSource::kEnvVars:
-      return "env://";
-    case EnvSource::kSlurm:
-      return "Slurm";
-    case EnvSource::kOpenMpi:
-      return "Open MPI";
+    case EnvSource::kEnvVars: return "env://";
+    case EnvSource::kSlurm: return "Slurm";
+    case EnvSource::kOpenMpi: return "Open MPI";
+    case EnvSource::kMpich: return "MPICH (Hydra)";
+    case EnvSource::kKubeflow: return "Kubeflow (PET_*)";
   }
   return "?";
 }
@@ -230,9 +470,8 @@ EnvVars CurrentEnvironment() {
 
 bool IsWorker(const EnvVars& vars) {
   auto has = [&](const char* name) { return vars.count(name) > 0; };
-  return has("RANK") || has("WORLD_SIZE") ||
-         (has("SLURM_PROCID") && (has("SLURM_STEP_NUM_TASKS") || has("SLURM_NTASKS"))) ||
-         has("OMPI_COMM_WORLD_RANK");
+  return has("RANK") || has("WORLD_SIZE") || IsSlurmStep(vars) || has("OMPI_COMM_WORLD_RANK") || has("PMI_RANK") ||
+         has("PET_NODE_RANK") || has("PET_NNODES");
 }
 
 bool IsWorker() { return IsWorker(CurrentEnvironment()); }
@@ -246,31 +485,38 @@ int RestartCount() {
 absl::StatusOr<WorkerEnv> ReadWorkerEnv(const EnvVars& vars) {
   if (!IsWorker(vars)) {
     return absl::NotFoundError(
-        "this process was not started as a rank of a job: none of RANK/WORLD_SIZE (env://), SLURM_PROCID "
-        "(Slurm) or OMPI_COMM_WORLD_RANK (Open MPI) is set; start it with `launch --nproc_per_node=N PROGRAM`, "
-        "srun or mpirun");
+        "this process was not started as a rank of a job: none of RANK/WORLD_SIZE (env://), a Slurm step's "
+        "SLURM_PROCID, OMPI_COMM_WORLD_RANK (Open MPI), PMI_RANK (MPICH) or PET_NODE_RANK (Kubeflow) is set; "
+        "start it with `launch --nproc_per_node=N PROGRAM`, srun, mpirun or mpiexec");
   }
   VarReader r(vars);
-  WorkerEnv env;
-  std::string why;
-  if (r.Has("RANK") || r.Has("WORLD_SIZE")) {
-    ReadEnvVarsSource(r, env);
-    CheckConsistency(r, env, "RANK", "WORLD_SIZE", "LOCAL_RANK");
-    why = "RANK or WORLD_SIZE is set";
-  } else if (r.Has("SLURM_PROCID")) {
-    ReadSlurmSource(r, env);
-    CheckConsistency(r, env, "SLURM_PROCID", "the Slurm task count", "SLURM_LOCALID");
-    why = "SLURM_PROCID is set";
-  } else {
-    ReadOpenMpiSource(r, env);
-    CheckConsistency(r, env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK");
-    why = "OMPI_COMM_WORLD_RANK is set";
+  const EnvSource source = DetectSource(vars);
+  Reading reading;
+  switch (source) {
+    case EnvSource::kEnvVars: reading = ReadEnvVars(r); break;
+    case EnvSource::kSlurm: reading = ReadSlurm(r); break;
+    case EnvSource::kOpenMpi: reading = ReadOpenMpi(r); break;
+    case EnvSource::kMpich: reading = ReadMpich(r); break;
+    case EnvSource::kKubeflow: reading = ReadKubeflow(r); break;
+  }
+  if (source != EnvSource::kEnvVars) CheckEnvVarsAgree(r, reading);
+  CheckConsistency(r, reading);
+  const std::string header = absl::StrCat("cannot tell this process's place in the job from its ",
+                                          EnvSourceName(source), " variables (read because ",
+                                          WhyThisSource(source, vars), "):\n  - ");
+  if (!r.contradictions.empty()) {
+    r.contradictions.insert(r.contradictions.end(), r.problems.begin(), r.problems.end());
+    return absl::InvalidArgumentError(absl::StrCat(
+        header, absl::StrJoin(r.contradictions, "\n  - "),
+        "\nFix: these sources disagree. Variables exported in a job script (RANK=..., WORLD_SIZE=...) are not "
+        "needed under ", EnvSourceName(source), ", which tinyddp reads itself: remove them, or make them say the "
+        "same; to run several processes per node or pod, start them with `launch`."));
   }
   if (!r.problems.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot tell this process's place in the job from its ", EnvSourceName(env.source), " variables (read because ",
-        why, "):\n  - ", absl::StrJoin(r.problems, "\n  - "), "\nFix: ", FixHint(env.source), "."));
+    return absl::InvalidArgumentError(
+        absl::StrCat(header, absl::StrJoin(r.problems, "\n  - "), "\nFix: ", FixHint(source), "."));
   }
+  WorkerEnv env = reading.env;
   auto hosted = vars.find(kLauncherStoreEnv);
   env.launcher_hosts_store = hosted != vars.end() && hosted->second == "1";
   auto restart = vars.find(kRestartCountEnv);
@@ -282,5 +528,131 @@ absl::StatusOr<WorkerEnv> ReadWorkerEnv(const EnvVars& vars) {
 }
 
 absl::StatusOr<WorkerEnv> ReadWorkerEnv() { return ReadWorkerEnv(CurrentEnvironment()); }
+
+// "gpu[01-04,07]": a list at top level is split on the commas outside brackets; each item is expanded
+// from its first bracket on, the rest of the item (which may hold more brackets) recursively.
+absl::StatusOr<std::vector<std::string>> ExpandHostlist(absl::string_view hostlist) {
+  constexpr size_t kMaxHosts = size_t{1} << 20;
+  std::vector<std::string> items;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= hostlist.size(); ++i) {
+    const char c = i < hostlist.size() ? hostlist[i] : ',';
+    if (c == '[') ++depth;
+    if (c == ']' && --depth < 0) return absl::InvalidArgumentError("a ']' without its '['");
+    if (c == ',' && depth == 0) {
+      if (i > start) items.emplace_back(hostlist.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  if (depth != 0) return absl::InvalidArgumentError("a '[' without its ']'");
+  if (items.empty()) return absl::InvalidArgumentError("no host in the list");
+  std::vector<std::string> hosts;
+  for (const std::string& item : items) {
+    const size_t open = item.find('[');
+    if (open == std::string::npos) {
+      hosts.push_back(item);
+      continue;
+    }
+    const size_t close = item.find(']', open);
+    absl::StatusOr<std::vector<std::string>> tails = std::vector<std::string>{""};
+    if (close + 1 < item.size()) tails = ExpandHostlist(item.substr(close + 1));
+    if (!tails.ok()) return tails.status();
+    for (absl::string_view range : absl::StrSplit(item.substr(open + 1, close - open - 1), ',')) {
+      std::pair<absl::string_view, absl::string_view> bounds = absl::StrSplit(range, absl::MaxSplits('-', 1));
+      if (bounds.second.empty()) bounds.second = bounds.first;
+      uint64_t lo = 0, hi = 0;
+      const bool digits = !bounds.first.empty() && absl::c_all_of(bounds.first, absl::ascii_isdigit) &&
+                          absl::c_all_of(bounds.second, absl::ascii_isdigit);
+      if (!digits || !absl::SimpleAtoi(bounds.first, &lo) || !absl::SimpleAtoi(bounds.second, &hi) || hi < lo) {
+        return absl::InvalidArgumentError(absl::StrCat("'[", range, "]' is not a range like 01-04 or 7"));
+      }
+      if ((hi - lo + 1) * tails->size() > kMaxHosts - hosts.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("more than ", kMaxHosts, " hosts"));
+      }
+      for (uint64_t n = lo; n <= hi; ++n) {
+        std::string number = std::to_string(n);
+        if (number.size() < bounds.first.size()) number.insert(0, bounds.first.size() - number.size(), '0');
+        for (const std::string& tail : *tails) hosts.push_back(absl::StrCat(item.substr(0, open), number, tail));
+      }
+    }
+  }
+  return hosts;
+}
+
+absl::StatusOr<std::vector<std::string>> LaunchFlagsFromEnvironment(const EnvVars& vars) {
+  auto get = [&](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    return it == vars.end() || it->second.empty() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  std::vector<std::string> flags;
+  const bool any_pet = absl::c_any_of(vars, [](const auto& kv) { return absl::StartsWith(kv.first, "PET_"); });
+  if (!any_pet) return flags;
+  // Each value as launch's flag; integers are checked here so an error names the variable.
+  auto add = [&](const char* var, const char* flag, const std::string& value, bool integer) -> absl::Status {
+    int n = 0;
+    if (integer && !absl::SimpleAtoi(value, &n)) {
+      return absl::InvalidArgumentError(absl::StrCat(var, "='", value, "' is not an integer (launch reads it as ",
+                                                     flag, ", as torchrun does)"));
+    }
+    flags.push_back(absl::StrCat(flag, "=", value));
+    return absl::OkStatus();
+  };
+  if (auto nnodes = get("PET_NNODES")) {
+    std::pair<std::string, std::string> range = absl::StrSplit(*nnodes, absl::MaxSplits(':', 1));
+    if (!range.second.empty() && range.second != range.first) {
+      return absl::InvalidArgumentError(absl::StrCat("PET_NNODES=", *nnodes, " is an elastic range; tinyddp's jobs "
+                                                     "have a fixed number of nodes (as many minimum as maximum)"));
+    }
+    if (absl::Status s = add("PET_NNODES", "--nnodes", range.first, true); !s.ok()) return s;
+  }
+  if (auto v = get("PET_NODE_RANK")) {
+    if (absl::Status s = add("PET_NODE_RANK", "--node_rank", *v, true); !s.ok()) return s;
+  }
+  if (auto v = get("PET_NPROC_PER_NODE")) flags.push_back("--nproc_per_node=" + *v);
+  // The store: MASTER_ADDR/PORT over PET_MASTER_ADDR/PORT over PET_RDZV_ENDPOINT (host:port).
+  std::optional<std::string> addr = get("MASTER_ADDR"), port = get("MASTER_PORT");
+  if (!addr) addr = get("PET_MASTER_ADDR");
+  if (!port) port = get("PET_MASTER_PORT");
+  if (auto endpoint = get("PET_RDZV_ENDPOINT")) {
+    const size_t colon = endpoint->rfind(':');
+    if (!addr) addr = endpoint->substr(0, colon);
+    if (!port && colon != std::string::npos) port = endpoint->substr(colon + 1);
+  }
+  if (addr) flags.push_back("--master_addr=" + *addr);
+  if (port) {
+    if (absl::Status s = add("MASTER_PORT or PET_MASTER_PORT", "--master_port", *port, true); !s.ok()) return s;
+  }
+  if (auto v = get("PET_MAX_RESTARTS")) {
+    if (absl::Status s = add("PET_MAX_RESTARTS", "--max_restarts", *v, true); !s.ok()) return s;
+  }
+  if (auto v = get("PET_STANDALONE"); v && (*v == "1" || absl::AsciiStrToLower(*v) == "true")) {
+    flags.push_back("--standalone");
+  }
+  return flags;
+}
+
+std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int rank, int world_size, int local_rank,
+                                                                   int local_world_size, int group_rank,
+                                                                   const std::string& master_addr,
+                                                                   int master_port,
+                                                                   const std::string& store_secret,
+                                                                   int restart_count) {
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(world_size)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(local_world_size)},
+      {"GROUP_RANK", std::to_string(group_rank)},
+      {"MASTER_ADDR", master_addr},
+      {"MASTER_PORT", std::to_string(master_port)},
+      {kLauncherStoreEnv, "1"},
+      {kRestartCountEnv, std::to_string(restart_count)},
+  };
+  if (!store_secret.empty()) env.emplace_back(kStoreSecretEnv, store_secret);
+  // Workers sharing a machine would each start one OpenMP/Eigen thread per core and fight over them.
+  if (local_world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) env.emplace_back("OMP_NUM_THREADS", "1");
+  return env;
+}
 
 }  // namespace tinyddp::dist

@@ -1,5 +1,7 @@
 // launch: torchrun's interface for C++ programs (see launch_flags.h for the flags, launcher.h for
-// what it does, gpu_report.h for --check).
+// what it does, gpu_report.h for --check). It attaches the flight recorder's job side
+// (dist/observe/flight_recorder/job_records.h): every worker writes its rings into one directory per
+// round, and a failed round ends with the verdict naming the rank the others waited for.
 //
 //   launch --nproc_per_node=gpu bazel-bin/examples/ddp_mlp
 //   launch --check
@@ -10,6 +12,7 @@
 #include "dist/launch/gpu_report.h"
 #include "dist/launch/launch_flags.h"
 #include "dist/launch/launcher.h"
+#include "dist/observe/flight_recorder/job_records.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -26,5 +29,6 @@ int main(int argc, char** argv) {
     std::printf("%s", tinyddp::dist::SystemReport().c_str());
     return 0;
   }
-  return tinyddp::dist::RunLauncher(*options);
+  const auto flight_records = tinyddp::dist::JobRecords::ForThisJob();
+  return tinyddp::dist::RunLauncher(*options, flight_records.get());
 }

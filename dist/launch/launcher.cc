@@ -19,7 +19,6 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "dist/launch/env.h"
-#include "dist/launch/job_flight_recorder.h"
 #include "dist/launch/job_timeout.h"
 #include "dist/launch/supervisor.h"
 #include "dist/launch/worker_limits.h"
@@ -229,30 +228,7 @@ JobResult RunRound(const LaunchOptions& o, int round, const std::vector<WorkerPr
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int rank, int world_size, int local_rank,
-                                                                   int local_world_size, int group_rank,
-                                                                   const std::string& master_addr,
-                                                                   int master_port,
-                                                                   const std::string& store_secret,
-                                                                   int restart_count) {
-  std::vector<std::pair<std::string, std::string>> env = {
-      {"RANK", std::to_string(rank)},
-      {"WORLD_SIZE", std::to_string(world_size)},
-      {"LOCAL_RANK", std::to_string(local_rank)},
-      {"LOCAL_WORLD_SIZE", std::to_string(local_world_size)},
-      {"GROUP_RANK", std::to_string(group_rank)},
-      {"MASTER_ADDR", master_addr},
-      {"MASTER_PORT", std::to_string(master_port)},
-      {kLauncherStoreEnv, "1"},
-      {kRestartCountEnv, std::to_string(restart_count)},
-  };
-  if (!store_secret.empty()) env.emplace_back(kStoreSecretEnv, store_secret);
-  // Workers sharing a machine would each start one OpenMP/Eigen thread per core and fight over them.
-  if (local_world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) env.emplace_back("OMP_NUM_THREADS", "1");
-  return env;
-}
-
-int RunLauncher(const LaunchOptions& o) {
+int RunLauncher(const LaunchOptions& o, JobObserver* observer) {
   // Step 1: how many workers (and whether this machine can hold them), and the store.
   auto nproc = ResolveNprocPerNode(o.nproc_per_node, cuda::DeviceCount(), UsableCpuCount());
   if (!nproc.ok()) {
@@ -271,21 +247,14 @@ int RunLauncher(const LaunchOptions& o) {
   int port = o.master_port >= 0 ? o.master_port : (o.nnodes == 1 ? 0 : 29500);
   // One node: the store listens on loopback only. Several: on the address the other nodes use.
   const std::string store_addr = o.nnodes == 1 ? "127.0.0.1" : o.master_addr;
-  // The job secret (store_secret.h): the user's, which every node of a multi-node job must share, else
-  // for one node a fresh one, handed to the workers in their environment.
-  std::string secret = StoreSecretFromEnvironment();
-  if (secret.empty() && o.nnodes == 1) {
-    auto made = GenerateStoreSecret();
-    if (!made.ok()) {
-      Say(std::string(made.status().message()));
-      return 2;
-    }
-    secret = *made;
+  // The job secret (store_secret.h): the user's, which every node of a multi-node job must share (without
+  // one it refuses, saying how to make one), else for one node a fresh one, handed to the workers.
+  const absl::StatusOr<std::string> job_secret = JobStoreSecret(o.nnodes, StoreSecretFromEnvironment());
+  if (!job_secret.ok()) {
+    Say(std::string(job_secret.status().message()));
+    return 2;
   }
-  if (secret.empty()) {
-    Say(absl::StrCat("warning: ", kStoreSecretEnv, " is not set, so the job's store accepts any client that can "
-                     "reach it; export the same secret on every node"));
-  }
+  const std::string& secret = *job_secret;
   std::unique_ptr<TCPStoreServer> server;
   if (o.node_rank == 0) {
     auto started = TCPStoreServer::Start({.host = store_addr, .port = port, .secret = secret});
@@ -318,8 +287,8 @@ int RunLauncher(const LaunchOptions& o) {
                    store_addr, ":", port, server ? absl::StrCat(" (listening on ", server->listening_on(), ")") : "",
                    "; timeout ", FormatTimeout(o.timeout),
                    o.max_restarts > 0 ? absl::StrCat(", up to ", o.max_restarts, " restart(s)") : ""));
-  // Each group's flight recorder writes its ring file into one directory per round.
-  const JobFlightRecorder flight_recorder = JobFlightRecorder::ForThisJob();
+  JobObserver no_observer;
+  JobObserver& job = observer != nullptr ? *observer : no_observer;
   for (int round = 0;; ++round) {
     std::vector<WorkerProcessSpec> specs;
     for (int local = 0; local < *nproc; ++local) {
@@ -328,16 +297,16 @@ int RunLauncher(const LaunchOptions& o) {
                        WorkerEnvironment(rank, world_size, local, *nproc, o.node_rank, store_addr, port, secret,
                                          round)});
       if (o.timeout_given) specs.back().env.emplace_back(kTimeoutEnv, FormatTimeout(o.timeout));
-      for (auto& kv : flight_recorder.WorkerEnvironment(round)) specs.back().env.push_back(kv);
+      for (auto& kv : job.WorkerEnvironment(round)) specs.back().env.push_back(kv);
     }
     bool store_lost = false;
     const JobResult result = RunRound(o, round, specs, store.get(), &store_lost);
     if (result.exit_code != 0) {
       std::vector<int> ranks_here;
       for (const WorkerProcessSpec& spec : specs) ranks_here.push_back(spec.rank);
-      flight_recorder.ReportFailedRound(round, "launch: ", ranks_here);
+      job.FailedRound(round, "launch: ", ranks_here);
     }
-    flight_recorder.Finish(result.exit_code == 0);
+    job.Finish(result.exit_code == 0);
 
     // Step 4: how the round went everywhere (several nodes agree on it), and what follows.
     RoundVerdict verdict{result.exit_code != 0 ? 1 : 0, result.interrupted ? 1 : 0, result.reason};

@@ -12,27 +12,16 @@
 #ifndef TINYDDP_DIST_LAUNCH_LAUNCHER_H_
 #define TINYDDP_DIST_LAUNCH_LAUNCHER_H_
 
-#include <string>
-#include <utility>
-#include <vector>
-
+#include "dist/launch/job_observer.h"
 #include "dist/launch/launch_options.h"
 
 namespace tinyddp::dist {
 
 /// Runs a whole job (this node's part of it) and returns the exit code for the launcher: 0 when every
 /// worker succeeded, otherwise non-zero after printing which rank failed first and how.
-/// Precondition: options come from ParseLaunchArgs with help and check unset.
-int RunLauncher(const LaunchOptions& options);
-
-/// The env:// variables of one worker (also used by spawn.h), with TINYDDP_RESTART_COUNT, and
-/// TINYDDP_STORE_SECRET when `store_secret` is not empty.
-std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int rank, int world_size, int local_rank,
-                                                                   int local_world_size, int group_rank,
-                                                                   const std::string& master_addr,
-                                                                   int master_port,
-                                                                   const std::string& store_secret = "",
-                                                                   int restart_count = 0);
+/// `observer` (may be null) is told about each round (job_observer.h; the launch binary passes the flight
+/// recorder's). Precondition: options come from ParseLaunchArgs with help and check unset.
+int RunLauncher(const LaunchOptions& options, JobObserver* observer = nullptr);
 
 }  // namespace tinyddp::dist
 

@@ -126,7 +126,7 @@ struct Launched {
 };
 
 Launched StartLauncher(const std::string& dir, const std::string& tag, const std::vector<std::string>& launch_args,
-                       const std::string& mode) {
+                       const std::string& mode, const std::vector<std::pair<std::string, std::string>>& env = {}) {
   std::vector<std::string> argv = {t::SelfPath(), "--as_launcher"};
   argv.insert(argv.end(), launch_args.begin(), launch_args.end());
   argv.insert(argv.end(), {t::SelfPath(), "--as_worker=" + mode, dir});
@@ -135,7 +135,7 @@ Launched StartLauncher(const std::string& dir, const std::string& tag, const std
   for (const char* v : {kStoreSecretEnv, "TINYDDP_TIMEOUT", "TINYDDP_FAULT", kRestartCountEnv, kErrorFileEnv}) {
     unset.push_back(v);
   }
-  l.pid = t::StartProcess(argv, {}, unset, l.out, l.err);
+  l.pid = t::StartProcess(argv, env, unset, l.out, l.err);
   return l;
 }
 
@@ -219,7 +219,7 @@ TEST(LauncherFailures, TwoNodesRestartTogetherAfterAFailureOnOne) {
     nodes.push_back(StartLauncher(dir, absl::StrCat("node", node),
                                   {"--nnodes=2", absl::StrCat("--node_rank=", node), "--master_port=" + port,
                                    "--nproc_per_node=2", "--max_restarts=1", "--grace_seconds=2", "--timeout=60s"},
-                                  "restart"));
+                                  "restart", {{kStoreSecretEnv, "two-node-test-secret-5b8e1d"}}));
   }
   for (auto& n : nodes) EXPECT_EQ(ExitCode(t::WaitFor(n.pid, 120s)), 0) << t::ReadFile(n.err);
   // Rank 1 (node 0) failed round 0; node 1's workers failed because of it, and both launchers name

@@ -224,7 +224,7 @@ TEST(Launcher, TwoLaunchersWithTwoNodesFormOneJobOverLoopback) {
     nodes.push_back(StartLauncher(dir, absl::StrCat("node", node),
                                   {"--nnodes=2", absl::StrCat("--node_rank=", node), "--master_addr=127.0.0.1",
                                    "--master_port=" + port, "--nproc_per_node=2", "--rendezvous_timeout=30"},
-                                  "meet"));
+                                  "meet", {{kStoreSecretEnv, "two-node-test-secret-5b8e1d"}}));
   }
   for (auto& n : nodes) EXPECT_EQ(ExitCode(t::WaitFor(n.pid, 60s)), 0) << t::ReadFile(n.err);
   std::set<int> ranks;
@@ -281,7 +281,7 @@ TEST(Launcher, AFailureOnOneNodeStopsTheOtherNode) {
     nodes.push_back(StartLauncher(dir, absl::StrCat("node", node),
                                   {"--nnodes=2", absl::StrCat("--node_rank=", node), "--master_port=" + port,
                                    "--nproc_per_node=2", "--grace_seconds=1", "--rendezvous_timeout=30"},
-                                  "fail:3"));
+                                  "fail:3", {{kStoreSecretEnv, "two-node-test-secret-5b8e1d"}}));
   }
   EXPECT_EQ(ExitCode(t::WaitFor(nodes[1].pid, 60s)), 3) << t::ReadFile(nodes[1].err);
   EXPECT_NE(ExitCode(t::WaitFor(nodes[0].pid, 60s)), 0) << t::ReadFile(nodes[0].err);

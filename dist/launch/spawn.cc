@@ -13,9 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dist/launch/env.h"
-#include "dist/launch/job_flight_recorder.h"
 #include "dist/launch/launch_options.h"
-#include "dist/launch/launcher.h"
 #include "dist/launch/supervisor.h"
 #include "dist/launch/worker_limits.h"
 #include "dist/store/store_secret.h"
@@ -70,20 +68,21 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
                program.c_str(), nproc, why.c_str(), port,
                options.max_restarts > 0 ? absl::StrCat(", up to ", options.max_restarts, " restart(s)").c_str() : "");
   int exit_code = 0;
-  const JobFlightRecorder flight_recorder = JobFlightRecorder::ForThisJob();
+  JobObserver no_observer;
+  JobObserver& job = options.job_observer != nullptr ? *options.job_observer : no_observer;
   for (int round = 0;; ++round) {
     std::vector<WorkerProcessSpec> specs;
     for (int rank = 0; rank < nproc; ++rank) {
       specs.push_back(
           {rank, rank, args, WorkerEnvironment(rank, nproc, rank, nproc, 0, "127.0.0.1", port, secret, round)});
-      for (auto& kv : flight_recorder.WorkerEnvironment(round)) specs.back().env.push_back(kv);
+      for (auto& kv : job.WorkerEnvironment(round)) specs.back().env.push_back(kv);
     }
     Supervisor supervisor({.prefix_output = options.prefix_output, .name = "spawn"});
     RETURN_IF_ERROR(supervisor.Start(specs));
     const JobResult result = supervisor.Wait();
     exit_code = result.exit_code;
-    if (exit_code != 0) flight_recorder.ReportFailedRound(round, "spawn: ", {});
-    flight_recorder.Finish(exit_code == 0);
+    if (exit_code != 0) job.FailedRound(round, "spawn: ", {});
+    job.Finish(exit_code == 0);
     if (exit_code == 0) break;
     if (result.interrupted || round >= options.max_restarts) {
       std::fprintf(stderr, "spawn: job failed: %s%s; exiting with %d\n", result.reason.c_str(),

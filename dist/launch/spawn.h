@@ -12,9 +12,11 @@
 #ifndef TINYDDP_DIST_LAUNCH_SPAWN_H_
 #define TINYDDP_DIST_LAUNCH_SPAWN_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "dist/launch/job_observer.h"
 
 namespace tinyddp::dist {
 
@@ -31,6 +33,9 @@ struct SpawnOptions {
   /// ("" = none offered).
   std::string nproc_flag = "--nproc";
   std::string override_flag = "--ignore_worker_limits";
+  /// Told about each round of workers (job_observer.h); null: nothing is added. ddp_mlp passes the flight
+  /// recorder's (dist/observe/flight_recorder/job_records.h), so that a failed run ends with its verdict.
+  std::shared_ptr<JobObserver> job_observer;
 };
 
 /// Returns OK in a worker. In the starting process, runs the job and calls std::exit() with its status

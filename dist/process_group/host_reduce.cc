@@ -11,10 +11,10 @@ namespace {
 template <typename T> struct Accumulate { using type = T; };
 template <> struct Accumulate<BFloat16> { using type = float; };
 
-template <typename T> typename Accumulate<T>::type Load(T v) { return v; }
-template <> float Load<BFloat16>(BFloat16 v) { return static_cast<float>(v); }
-template <typename T> T Store(typename Accumulate<T>::type v) { return v; }
-template <> BFloat16 Store<BFloat16>(float v) { return BFloat16(v); }
+template <typename T> typename Accumulate<T>::type Widen(T v) { return v; }
+template <> float Widen<BFloat16>(BFloat16 v) { return static_cast<float>(v); }
+template <typename T> T Narrow(typename Accumulate<T>::type v) { return v; }
+template <> BFloat16 Narrow<BFloat16>(float v) { return BFloat16(v); }
 
 struct Sum { template <typename A> A operator()(A x, A y) const { return x + y; } };
 struct Product { template <typename A> A operator()(A x, A y) const { return x * y; } };
@@ -27,7 +27,7 @@ void ReduceLoop(void* c, const void* a, const void* b, size_t n) {
   const T* x = static_cast<const T*>(a);
   const T* y = static_cast<const T*>(b);
   Op op;
-  for (size_t i = 0; i < n; ++i) out[i] = Store<T>(op(Load(x[i]), Load(y[i])));
+  for (size_t i = 0; i < n; ++i) out[i] = Narrow<T>(op(Widen(x[i]), Widen(y[i])));
 }
 
 template <typename T>
@@ -66,7 +66,7 @@ void DivideInPlace(void* data, size_t n, DType dtype, int divisor) {
     using T = decltype(tag);
     using A = typename Accumulate<T>::type;
     T* p = static_cast<T*>(data);
-    for (size_t i = 0; i < n; ++i) p[i] = Store<T>(Load(p[i]) / static_cast<A>(divisor));
+    for (size_t i = 0; i < n; ++i) p[i] = Narrow<T>(Widen(p[i]) / static_cast<A>(divisor));
   });
 }
 

@@ -1,5 +1,5 @@
-// ProcessGroup's public calls: number each call, check its arguments once for every backend, run the
-// debug-mode fingerprint check, then hand the call to the backend's Run* method.
+// ProcessGroup's public calls: number each call, tell the observers, run the debug-mode fingerprint check,
+// check its arguments once for every backend, then hand the call to the backend's Run* method.
 #include "dist/process_group/process_group.h"
 
 #include <atomic>
@@ -9,9 +9,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/fault_injection.h"
 #include "base/status_macros.h"
 #include "dist/process_group/debug_check.h"
+#include "dist/process_group/external_all_reduce.h"
 
 namespace tinyddp::dist {
 
@@ -68,7 +68,7 @@ std::string WithoutDeviceIndex(std::string signature) {
   return signature;
 }
 
-// What this rank contributes to a collective, for the flight recorder: its input (AllGather and
+// What this rank contributes to a collective, for the observers: its input (AllGather and
 // ReduceScatter pass {output, input}), else every tensor.
 void Contribution(const char* op_name, absl::Span<const Tensor> tensors, int64_t* numel, int64_t* bytes) {
   const std::string op = op_name;
@@ -96,15 +96,57 @@ bool AllEmpty(absl::Span<const Tensor> tensors) {
 
 }  // namespace
 
-ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout, const char* backend)
-    : rank_(rank), size_(size), timeout_(timeout), group_name_(NextGroupName()),
-      recorder_(std::make_unique<FlightRecorder>(group_name_, backend, rank, size, timeout)) {}
+ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size), timeout_(timeout), group_name_(NextGroupName()) {}
 
 ProcessGroup::~ProcessGroup() = default;
 
 void ProcessGroup::EnableDebugCheck(std::unique_ptr<CollectiveFingerprintCheck> check) {
   debug_check_ = std::move(check);
 }
+
+// --- Observers -------------------------------------------------------------------------------------
+
+void ProcessGroup::AddObserver(std::shared_ptr<CollectiveObserver> observer) {
+  std::lock_guard<std::mutex> lock(observers_mu_);
+  auto next = std::make_shared<Observers>(*observers_);
+  next->push_back(std::move(observer));
+  observers_ = std::move(next);
+}
+
+std::shared_ptr<const ProcessGroup::Observers> ProcessGroup::Snapshot() const {
+  std::lock_guard<std::mutex> lock(observers_mu_);
+  return observers_;
+}
+
+void ProcessGroup::NotifyStarted(int64_t seq) {
+  for (const auto& o : *Snapshot()) o->Started(seq);
+}
+
+void ProcessGroup::NotifyEnded(int64_t seq, const absl::Status& status) {
+  for (const auto& o : *Snapshot()) o->Ended(seq, status);
+}
+
+absl::Status ProcessGroup::NoteFailure(const absl::Status& status, absl::string_view reason) {
+  if (status.ok() || failed_.exchange(true)) return status;
+  std::string message(status.message());
+  for (const auto& o : *Snapshot()) {
+    const std::string text = o->Failed(reason, status);
+    if (!text.empty()) absl::StrAppend(&message, "\n", text);
+  }
+  return absl::Status(status.code(), message);
+}
+
+int64_t ProcessGroup::NumberBackendWork(const char* op, absl::string_view signature) {
+  CollectiveInfo info;
+  info.seq = sequence_number_++;
+  info.op = op;
+  info.signature = std::string(signature);
+  for (const auto& o : *Snapshot()) o->Issued(info);
+  return info.seq;
+}
+
+// --- Numbering and checking ------------------------------------------------------------------------
 
 ProcessGroup::Prepared ProcessGroup::Prepare(const char* op_name, absl::Span<const Tensor> tensors,
                                              std::string signature, ReduceOp op, int root, absl::Status args_ok,
@@ -117,31 +159,32 @@ ProcessGroup::Prepared ProcessGroup::Prepare(const char* op_name, absl::Span<con
   const std::string path = via != nullptr ? absl::StrCat(" via ", via) : "";
   p.call.description =
       absl::StrCat(op_name, "(", signature, ") #", seq, " on ", backend_name(), " rank ", rank_, "/", size_, path);
-  // Recorded as every rank issues it (no device index: ranks of an NCCL group use different GPUs), so
-  // the analyzer can compare ranks' calls at each sequence number.
-  const std::string portable = WithoutDeviceIndex(signature);
-  int64_t numel = 0, bytes = 0;
-  Contribution(op_name, tensors, &numel, &bytes);
-  const Tensor* first = nullptr;
+  // Told as every rank issues it (no device index: ranks of an NCCL group use different GPUs), so the
+  // flight recorder's analyzer can compare ranks' calls at each sequence number.
+  CollectiveInfo info;
+  info.seq = seq;
+  info.op = op_name;
+  info.signature = WithoutDeviceIndex(signature);
+  info.via = via != nullptr ? via : "";
+  info.bucket = CollectiveBucketScope::Current();
+  Contribution(op_name, tensors, &info.numel, &info.bytes);
   for (const Tensor& t : tensors) {
-    if (t.defined() && first == nullptr) first = &t;
+    if (t.defined()) {
+      info.dtype = DTypeName(t.dtype());
+      break;
+    }
   }
-  recorder_->Enqueued(seq, {.op = op_name,
-                            .signature = portable,
-                            .dtype = first != nullptr ? DTypeName(first->dtype()) : "",
-                            .via = via != nullptr ? via : "",
-                            .numel = numel,
-                            .bytes = bytes});
-  // Ends the call here: recorded, and for a failure of the group (not bad arguments) noted, which dumps.
+  for (const auto& o : *Snapshot()) o->Issued(info);
+  // Ends the call here: told, and for a failure of the group (not bad arguments) noted.
   auto done = [&](absl::Status status, const char* failure_reason = nullptr) {
-    recorder_->Finished(seq, status);
+    NotifyEnded(seq, status);
     if (failure_reason != nullptr) status = NoteFailure(status, failure_reason);
     p.failed = CompletionWork::Done(std::move(status), p.call.description, timeout_);
   };
   // The fingerprint exchange comes first, even for bad arguments, so the other ranks get a report
   // instead of waiting for a collective this rank will never start.
   if (debug_check_) {
-    const std::string what = absl::StrCat(op_name, "(", portable, ")", path);
+    const std::string what = absl::StrCat(op_name, "(", info.signature, ")", path);
     if (absl::Status s = debug_check_->Check(seq, what); !s.ok()) {
       done(std::move(s), "debug check");
       return p;
@@ -156,28 +199,6 @@ ProcessGroup::Prepared ProcessGroup::Prepare(const char* op_name, absl::Span<con
   return p;
 }
 
-int64_t ProcessGroup::RecordWatchedWork(const char* op, absl::string_view signature) {
-  const int64_t seq = sequence_number_++;
-  recorder_->Enqueued(seq, {.op = op, .signature = signature});
-  return seq;
-}
-
-std::shared_ptr<Work> ProcessGroup::Issued(std::shared_ptr<Work> work, int64_t seq) {
-  MaybeInjectFault("collective", seq);  // one branch unless TINYDDP_FAULT is set
-  return work;
-}
-
-absl::Status ProcessGroup::NoteFailure(const absl::Status& status, absl::string_view reason) {
-  if (status.ok() || !FirstFailure()) return status;
-  const absl::Status annotated = WithFlightRecorderHint(status);
-  recorder_->Dump(reason, annotated);
-  return annotated;
-}
-
-absl::Status ProcessGroup::WithFlightRecorderHint(const absl::Status& status) const {
-  return absl::Status(status.code(), absl::StrCat(status.message(), "\n", recorder_->WhereToLook()));
-}
-
 ProcessGroup::Prepared ProcessGroup::PrepareAllReduce(const char* op_name, absl::Span<const Tensor> tensors,
                                                       ReduceOp op, const char* via) {
   auto check = [this](const Tensor& t) { return CheckTensor(t); };
@@ -187,21 +208,34 @@ ProcessGroup::Prepared ProcessGroup::PrepareAllReduce(const char* op_name, absl:
   return Prepare(op_name, tensors, absl::StrJoin(parts, ", "), op, 0, CheckTensors(tensors, check), via);
 }
 
-ProcessGroup::Prepared ProcessGroup::PrepareExternalAllReduce(absl::Span<const Tensor> tensors, ReduceOp op,
-                                                              const char* via) {
-  return PrepareAllReduce(tensors.size() == 1 ? "AllReduce" : "AllReduceCoalesced", tensors, op, via);
-}
+// --- Collectives -----------------------------------------------------------------------------------
 
 std::shared_ptr<Work> ProcessGroup::AllReduce(const Tensor& tensor, ReduceOp op) {
   Prepared p = PrepareAllReduce("AllReduce", {tensor}, op, nullptr);
   if (p.failed) return p.failed;
-  return Issued(RunAllReduce({tensor}, p.call), p.call.seq);
+  return RunAllReduce({tensor}, p.call);
 }
 
 std::shared_ptr<Work> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op) {
   Prepared p = PrepareAllReduce("AllReduceCoalesced", tensors, op, nullptr);
   if (p.failed) return p.failed;
-  return Issued(RunAllReduce(std::vector<Tensor>(tensors.begin(), tensors.end()), p.call), p.call.seq);
+  return RunAllReduce(std::vector<Tensor>(tensors.begin(), tensors.end()), p.call);
+}
+
+std::shared_ptr<Work> ProcessGroup::AllReduceExternal(std::shared_ptr<ExternalAllReduce> impl,
+                                                      absl::Span<const Tensor> tensors, ReduceOp op) {
+  Prepared p = PrepareAllReduce(tensors.size() == 1 ? "AllReduce" : "AllReduceCoalesced", tensors, op,
+                                impl->path_name());
+  if (p.failed) return p.failed;
+  return RunAllReduceExternal(std::move(impl), std::vector<Tensor>(tensors.begin(), tensors.end()), p.call);
+}
+
+std::shared_ptr<Work> ProcessGroup::RunAllReduceExternal(std::shared_ptr<ExternalAllReduce> impl,
+                                                         std::vector<Tensor> tensors, const Call& call) {
+  absl::Status status = absl::UnimplementedError(absl::StrCat(call.description, ": ", backend_name(),
+                                                              " carries no external all_reduce"));
+  NotifyEnded(call.seq, status);
+  return CompletionWork::Done(std::move(status), call.description, timeout_);
 }
 
 std::shared_ptr<Work> ProcessGroup::Broadcast(const Tensor& tensor, int root) {
@@ -211,7 +245,7 @@ std::shared_ptr<Work> ProcessGroup::Broadcast(const Tensor& tensor, int root) {
   Prepared p = Prepare("Broadcast", {tensor}, absl::StrCat(TensorSignature(tensor), ", root=", root),
                        ReduceOp::kSum, root, ok);
   if (p.failed) return p.failed;
-  return Issued(RunBroadcast(tensor, p.call), p.call.seq);
+  return RunBroadcast(tensor, p.call);
 }
 
 std::shared_ptr<Work> ProcessGroup::AllGather(const Tensor& output, const Tensor& input) {
@@ -224,7 +258,7 @@ std::shared_ptr<Work> ProcessGroup::AllGather(const Tensor& output, const Tensor
   Prepared p = Prepare("AllGather", {output, input},
                        absl::StrCat(TensorSignature(output), " <- ", TensorSignature(input)), ReduceOp::kSum, 0, ok);
   if (p.failed) return p.failed;
-  return Issued(RunAllGather(output, input, p.call), p.call.seq);
+  return RunAllGather(output, input, p.call);
 }
 
 std::shared_ptr<Work> ProcessGroup::ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op) {
@@ -239,7 +273,7 @@ std::shared_ptr<Work> ProcessGroup::ReduceScatter(const Tensor& output, const Te
                                     ReduceOpName(op)),
                        op, 0, ok);
   if (p.failed) return p.failed;
-  return Issued(RunReduceScatter(output, input, p.call), p.call.seq);
+  return RunReduceScatter(output, input, p.call);
 }
 
 std::shared_ptr<Work> ProcessGroup::Reduce(const Tensor& tensor, int root, ReduceOp op) {
@@ -250,13 +284,13 @@ std::shared_ptr<Work> ProcessGroup::Reduce(const Tensor& tensor, int root, Reduc
                        absl::StrCat(TensorSignature(tensor), ", root=", root, ", ", ReduceOpName(op)), op, root,
                        ok);
   if (p.failed) return p.failed;
-  return Issued(RunReduce(tensor, p.call), p.call.seq);
+  return RunReduce(tensor, p.call);
 }
 
 std::shared_ptr<Work> ProcessGroup::Barrier() {
   Prepared p = Prepare("Barrier", {}, "", ReduceOp::kSum, 0, absl::OkStatus());
   if (p.failed) return p.failed;
-  return Issued(RunBarrier(p.call), p.call.seq);
+  return RunBarrier(p.call);
 }
 
 }  // namespace tinyddp::dist

@@ -13,9 +13,9 @@
 //   * Argument errors (unsupported dtype or device, size mismatch, bad root) come back as an already
 //     completed Work whose Wait() returns InvalidArgument naming the call: one place to check errors.
 //   * Thread-safety: calls on one group must come from one thread at a time (they define the order).
-//   * Every collective is recorded in the group's flight recorder (flight_recorder.h): when one fails
-//     (a timeout, a dead peer), the group dumps it once and the error says where, so the analyzer can
-//     name the rank the others waited for. The timeout of a collective counts from when it was issued.
+//   * The timeout of a collective counts from when it was issued. The first failure of the group (a
+//     timeout, a dead peer) is told to its observers (collective_observer.h: the flight recorder dumps
+//     there, and the error names the dump); observers see every call, and change none.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_PROCESS_GROUP_H_
 #define TINYDDP_DIST_PROCESS_GROUP_PROCESS_GROUP_H_
 
@@ -23,19 +23,23 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "dist/process_group/flight_recorder.h"
+#include "dist/process_group/collective_observer.h"
 #include "dist/process_group/work.h"
+#include "tensor/stream.h"
 #include "tensor/tensor.h"
 
 namespace tinyddp::dist {
 
 class CollectiveFingerprintCheck;  // debug_check.h
+class ExternalAllReduce;           // external_all_reduce.h
+class Store;                       // dist/store/store.h
 
 /// How AllReduce, Reduce and ReduceScatter combine the ranks' values (torch.distributed.ReduceOp).
 /// kAvg is the sum divided by the world size; for integer dtypes the division truncates (as NCCL's).
@@ -66,8 +70,11 @@ class ProcessGroup {
   /// "pg0": the n-th group this process created (every rank creates its groups in the same order, so
   /// the same n everywhere). Names the group's flight recorder files.
   const std::string& group_name() const { return group_name_; }
-  /// The group's last collectives (always on; see flight_recorder.h).
-  FlightRecorder& flight_recorder() { return *recorder_; }
+
+  /// Adds a watcher of every later collective (collective_observer.h); observers are told in the order they
+  /// were added. Call before the first collective; safe against the backend's threads, which notify
+  /// observers concurrently. The group keeps `observer` alive.
+  void AddObserver(std::shared_ptr<CollectiveObserver> observer);
 
   // --- Collectives. Each returns at once; see the contract above. ------------------------------------
 
@@ -94,21 +101,40 @@ class ProcessGroup {
   /// they are about to call (InitProcessGroup does this when the variable is set).
   void EnableDebugCheck(std::unique_ptr<CollectiveFingerprintCheck> check);
 
- protected:
-  /// GPU work the group watches but did not issue as one collective (a CUDA-graph replay of collectives it
-  /// recorded earlier): numbered in the same sequence and entered in the flight recorder with `op` and
-  /// `signature` (the same on every rank), so a replay that never ends is diagnosed like a collective.
-  /// Returns its sequence number. Every rank must record the same works in the same order.
-  int64_t RecordWatchedWork(const char* op, absl::string_view signature);
+  // --- Acceleration seams: what a wing (dist/accel/, the tracer) may ask of a group. Each has a default
+  // for groups that cannot do it; ProcessGroupNCCL overrides them. ---------------------------------------
 
-  /// `backend` is backend_name() (not callable from here while the backend is being constructed).
-  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout, const char* backend);
+  /// The CUDA stream this group runs its collectives on; a default-constructed Stream (handle() == nullptr)
+  /// for groups that run on host threads.
+  virtual cuda::Stream collective_stream() const { return {}; }
+  /// CUDA graphs: descriptions of the collectives recorded into a graph since the last call; empty for
+  /// groups that cannot be captured.
+  virtual std::vector<std::string> TakeCapturedCollectives() { return {}; }
+  /// CUDA graphs: watch the replay just enqueued on the current stream under the group's timeout; null for
+  /// groups that cannot watch GPU work.
+  virtual std::shared_ptr<Work> WatchReplay(std::string description) { return nullptr; }
+  /// An all_reduce of `tensors` (one, or several as in AllReduceCoalesced) carried by `impl`
+  /// (external_all_reduce.h) instead of the backend's own kernels: numbered, checked and watched as
+  /// AllReduce; its description and debug fingerprint end "via <impl->path_name()>", so ranks that took
+  /// different paths for one collective are reported. A backend that carries none (Gloo) returns a
+  /// completed Work with Unimplemented. Precondition: every rank makes this call at the same position,
+  /// with the same kind of `impl`.
+  std::shared_ptr<Work> AllReduceExternal(std::shared_ptr<ExternalAllReduce> impl, absl::Span<const Tensor> tensors,
+                                          ReduceOp op);
+  /// A fresh key space in the group's store for a module set up beside the group; null when the group
+  /// keeps no store. Precondition: every rank calls it in the same order.
+  virtual std::shared_ptr<Store> SubStore(const std::string& purpose) { return nullptr; }
+  /// The GPU this group's tensors live on, -1 for host groups.
+  virtual int device_index() const { return -1; }
+
+ protected:
+  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout);
 
   /// What a backend is asked to do. The tensors have passed the generic checks (defined, one dtype and
   /// one device among them, CheckTensor() below, sizes consistent) and hold at least one element.
   struct Call {
     std::string description;  // "AllReduce(float32 [1000], SUM) #7 on gloo rank 0/2"
-    int64_t seq = 0;          // its sequence number: the flight recorder's key
+    int64_t seq = 0;          // its sequence number: how observers and ranks match it
     ReduceOp op = ReduceOp::kSum;
     int root = 0;
   };
@@ -118,37 +144,37 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) = 0;
   virtual std::shared_ptr<Work> RunReduce(const Tensor& tensor, const Call& call) = 0;
   virtual std::shared_ptr<Work> RunBarrier(const Call& call) = 0;
+  /// AllReduceExternal's backend step. Default: Unimplemented ("<backend> carries no external all_reduce").
+  virtual std::shared_ptr<Work> RunAllReduceExternal(std::shared_ptr<ExternalAllReduce> impl,
+                                                     std::vector<Tensor> tensors, const Call& call);
   /// Whether this backend takes `tensor` (its device and dtype); the message names what it supports.
   virtual absl::Status CheckTensor(const Tensor& tensor) const = 0;
 
-  /// A call numbered and checked: either `failed` (the Work to hand back at once: bad arguments, a
-  /// debug-check mismatch, or no elements, which completes OK on every rank), or `call` to run.
+  /// Numbers work a backend runs without a public call (a CUDA-graph replay of collectives it recorded
+  /// earlier) in the group's sequence, and tells the observers (op "Replay", `signature` the same on every
+  /// rank), so a replay that never ends is diagnosed like a collective. Every rank numbers the same works in
+  /// the same order. Returns its sequence number.
+  int64_t NumberBackendWork(const char* op, absl::string_view signature);
+
+  /// For backends, as they learn it (any thread): collective #seq began running / ended with `status`.
+  void NotifyStarted(int64_t seq);
+  void NotifyEnded(int64_t seq, const absl::Status& status);
+
+  /// For a backend's failure path: the first time a collective of this group fails (not for bad
+  /// arguments), tells every observer (`reason`: "timeout", "error", "abort", "debug check") and returns
+  /// `status` with the text they returned appended (where the flight recorder's dump is); afterwards
+  /// returns `status` unchanged. Thread-safe.
+  absl::Status NoteFailure(const absl::Status& status, absl::string_view reason);
+
+ private:
+  // A call numbered and checked: either `failed` (the Work to hand back at once: bad arguments, a
+  // debug-check mismatch, or no elements, which completes OK on every rank), or `call` to run.
   struct Prepared {
     std::shared_ptr<Work> failed;
     Call call;
   };
-  /// For a backend's own flavours of all_reduce (ProcessGroupNCCL::AllReduceExternal): numbers and checks
-  /// the call exactly as AllReduce (one tensor) or AllReduceCoalesced (several) do. `via` names the path
-  /// that will carry it; it ends the description ("... #7 on nccl rank 0/2 via copy engines") and the
-  /// debug fingerprint, so that ranks taking different paths for the same collective are reported.
-  Prepared PrepareExternalAllReduce(absl::Span<const Tensor> tensors, ReduceOp op, const char* via);
-
-  /// Every call's last step: the fault-injection point "collective" (base/fault_injection.h, for failure
-  /// tests: TINYDDP_FAULT=...,point=collective,step=<seq>), then `work` back to the caller.
-  std::shared_ptr<Work> Issued(std::shared_ptr<Work> work, int64_t seq);
-
-  /// For a backend's failure path: the first time a collective of this group fails (not for bad
-  /// arguments), dumps the flight recorder (`reason`: "timeout", "error", "abort") and returns `status`
-  /// with where to look appended; afterwards returns `status` unchanged. Thread-safe.
-  absl::Status NoteFailure(const absl::Status& status, absl::string_view reason);
-  /// NoteFailure in two steps, for a backend that must record the failure in between: true the first
-  /// time only (thread-safe); and `status` with where the dump is appended.
-  bool FirstFailure() { return !dumped_.exchange(true); }
-  absl::Status WithFlightRecorderHint(const absl::Status& status) const;
-
- private:
-  // Numbers the call, checks it (arguments, then the debug fingerprint), and returns either the
-  // description to run it under or the failed Work to hand back.
+  // Numbers the call, tells the observers, checks it (the debug fingerprint, then the arguments), and
+  // returns either the description to run it under or the failed Work to hand back.
   Prepared Prepare(const char* op_name, absl::Span<const Tensor> tensors, std::string signature, ReduceOp op,
                    int root, absl::Status args_ok, const char* via = nullptr);
   Prepared PrepareAllReduce(const char* op_name, absl::Span<const Tensor> tensors, ReduceOp op, const char* via);
@@ -159,8 +185,12 @@ class ProcessGroup {
   const std::string group_name_;
   int64_t sequence_number_ = 0;
   std::unique_ptr<CollectiveFingerprintCheck> debug_check_;
-  std::unique_ptr<FlightRecorder> recorder_;
-  std::atomic<bool> dumped_{false};
+  // Copied on write: the backends' threads read a snapshot while AddObserver replaces it.
+  using Observers = std::vector<std::shared_ptr<CollectiveObserver>>;
+  std::shared_ptr<const Observers> Snapshot() const;
+  mutable std::mutex observers_mu_;
+  std::shared_ptr<const Observers> observers_ = std::make_shared<Observers>();
+  std::atomic<bool> failed_{false};
 };
 
 }  // namespace tinyddp::dist

@@ -8,9 +8,10 @@
 //
 // A store holds rendezvous metadata (addresses, NCCL ids, counters), not data, so every implementation
 // bounds what one call may ask for (the limits below) and refuses more with InvalidArgument naming the
-// key, the size and the limit. TCPStore adds a job secret: when the server has one
-// (TINYDDP_STORE_SECRET, store_secret.h), a connection without it is refused (Unauthenticated, or
-// PermissionDenied for a wrong one) before it can read or write a key.
+// key, the size and the limit, and bounds the whole table (ResourceExhausted). TCPStore adds a job secret
+// (TINYDDP_STORE_SECRET, store_secret.h): client and server each prove they know it before any key is
+// read or written (Unauthenticated without one, PermissionDenied for a wrong one). It authenticates;
+// it does not encrypt: keys and values cross the network in the clear.
 #ifndef TINYDDP_DIST_STORE_STORE_H_
 #define TINYDDP_DIST_STORE_STORE_H_
 
@@ -38,6 +39,12 @@ inline constexpr size_t kMaxStoreKeyBytes = 4 << 10;
 inline constexpr size_t kMaxStoreValueBytes = 16 << 20;
 /// One Wait names at most this many keys: one per rank of a 65536-rank job.
 inline constexpr size_t kMaxStoreWaitKeys = 1 << 16;
+/// What the whole table may hold: each key's bytes, its value's and kStoreEntryOverheadBytes (the table's
+/// own bookkeeping), so neither big values nor many tiny keys can exhaust the host's memory. A write past
+/// it is ResourceExhausted. Gloo's full mesh stores ~140 bytes per pair of ranks: 64 MiB holds it for ~680
+/// ranks. A TCPStore server takes another limit from TINYDDP_STORE_MAX_BYTES (tcp_store_server.h).
+inline constexpr uint64_t kDefaultStoreMaxBytes = 64 << 20;
+inline constexpr size_t kStoreEntryOverheadBytes = 128;
 /// Longer timeouts (milliseconds::max() included) are clamped to this: "never forever".
 inline constexpr std::chrono::milliseconds kMaxStoreTimeout = std::chrono::hours(24);
 

@@ -40,7 +40,7 @@ std::string RandomKey(std::mt19937& rng) {
 // A well-formed request of a random op with random fields.
 StoreRequest RandomRequest(std::mt19937& rng) {
   StoreRequest r;
-  r.op = static_cast<StoreOp>(1 + rng() % 8);
+  r.op = static_cast<StoreOp>(1 + rng() % 9);
   const int64_t number = static_cast<int64_t>(static_cast<uint64_t>(rng()) << 32 | rng());
   switch (r.op) {
     case StoreOp::kHello:
@@ -66,6 +66,9 @@ StoreRequest RandomRequest(std::mt19937& rng) {
       r.key = RandomKey(rng);
       break;
     case StoreOp::kNumKeys:
+      break;
+    case StoreOp::kProof:
+      r.value = RandomBytes(rng, rng() % 40);
       break;
   }
   return r;
@@ -124,7 +127,7 @@ TEST(StoreProtocolFuzz, RandomBytesNeverCrashTheRequestParser) {
   std::mt19937 rng(2);
   for (int i = 0; i < 200000; ++i) {
     Bytes body = RandomBytes(rng, rng() % 48);
-    if (!body.empty() && rng() % 2) body[0] = static_cast<uint8_t>(1 + rng() % 8);  // a valid op, half the time
+    if (!body.empty() && rng() % 2) body[0] = static_cast<uint8_t>(1 + rng() % 9);  // a valid op, half the time
     ExpectParsedOrRefused(body);
   }
 }

@@ -29,17 +29,16 @@ std::string StoreSecretFromEnvironment() {
   return v == nullptr ? std::string() : std::string(v);
 }
 
-absl::Status CheckStoreSecret(const std::string& secret) {
-  if (secret.size() <= kMaxStoreSecretBytes) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(kStoreSecretEnv, " is ", secret.size(), " bytes, over the limit of ",
-                                                 kMaxStoreSecretBytes, "; 64 hex characters are plenty"));
-}
-
-bool SecretsMatch(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;  // the length is not the secret part
-  volatile uint8_t diff = 0;  // volatile: the compiler may not turn the loop into an early exit
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
-  return diff == 0;
+absl::StatusOr<std::string> JobStoreSecret(int nnodes, const std::string& from_environment) {
+  if (!from_environment.empty()) return from_environment;
+  if (nnodes == 1) return GenerateStoreSecret();  // handed to this node's workers only
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--nnodes=", nnodes, " needs a job secret and ", kStoreSecretEnv, " is not set: without one, anyone who "
+      "can reach the store's port could join, read or stop this job. Make one and give every node the same:\n"
+      "    export ", kStoreSecretEnv, "=$(openssl rand -hex 32)\n"
+      "in the sbatch script before `srun` (srun passes the environment on to every node), or, on Kubernetes, "
+      "a Secret exposed to every pod as the environment variable ", kStoreSecretEnv,
+      ". One-node jobs need none (launch makes one). See docs/security.md."));
 }
 
 }  // namespace tinyddp::dist

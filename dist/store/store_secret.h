@@ -1,16 +1,19 @@
-// The job secret: a random string every connection to the job's TCPStore server must present in its
-// first message (the hello, internal/store_protocol.h) before it may read or write a key.
+// The job secret: what every connection to the job's TCPStore server must prove it knows before it may
+// read or write a key, and what the server must prove it knows before a client trusts it. The proof is
+// a challenge-response (internal/handshake.h): the secret itself never crosses the network.
 //
 // Who sets it. `launch` for a one-node job makes a fresh one and hands it to its workers in
 // TINYDDP_STORE_SECRET. Everything else (multi-node `launch`, srun, mpirun, workers started by hand
 // with env://) takes it from TINYDDP_STORE_SECRET as the user set it, the same on every node: e.g.
-//   export TINYDDP_STORE_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-// With none set the store still works, open to anyone who can reach it, and the host says so once.
+//   export TINYDDP_STORE_SECRET=$(openssl rand -hex 32)
+// Any non-empty value works; the server warns below kShortStoreSecretBytes. A multi-node `launch`
+// without one refuses to start (JobStoreSecret). A store without a secret admits anyone.
 //
-// What it stops: another user's process on a shared machine, or a stray client on the network
-// (a port scanner, another job with the wrong MASTER_PORT), from reading or changing the job's keys.
-// What it does not: it is sent as is, not encrypted, so someone who can watch the job's network
-// traffic can read it; and a process of the same user can read it from the workers' environment.
+// What it stops: a stranger who can reach the port (another user, a port scanner, another job with the
+// wrong MASTER_PORT) from reading or changing the job's keys, and a rank from joining a store that is
+// not its job's. What it does not: values travel unencrypted, so someone who watches the network reads
+// them, and someone who can alter traffic can take over a connection after its handshake; a process of
+// the same user can read the secret from the workers' environment. See docs/security.md.
 #ifndef TINYDDP_DIST_STORE_STORE_SECRET_H_
 #define TINYDDP_DIST_STORE_STORE_SECRET_H_
 
@@ -22,18 +25,17 @@
 namespace tinyddp::dist {
 
 inline constexpr char kStoreSecretEnv[] = "TINYDDP_STORE_SECRET";
-/// Longer secrets are refused (the hello that carries one is read before the peer is trusted).
-inline constexpr size_t kMaxStoreSecretBytes = 256;
+/// Shorter secrets work, with a warning: a guessable secret can be found from one captured handshake.
+inline constexpr size_t kShortStoreSecretBytes = 16;
 
 /// 32 bytes from the kernel's random source, as 64 hex characters.
 absl::StatusOr<std::string> GenerateStoreSecret();
 /// The secret in TINYDDP_STORE_SECRET, or "" when it is unset or empty.
 std::string StoreSecretFromEnvironment();
-/// InvalidArgument for a secret over kMaxStoreSecretBytes.
-absl::Status CheckStoreSecret(const std::string& secret);
-/// Equality in time that depends only on the lengths, not on where the first difference is, so a
-/// client cannot find the secret byte by byte by timing the answers.
-bool SecretsMatch(const std::string& a, const std::string& b);
+/// The secret a launcher of `nnodes` nodes gives its store and workers: `from_environment` when set;
+/// else, for one node, a fresh one (GenerateStoreSecret). Several nodes without one: FailedPrecondition,
+/// saying how to make one and hand it to every node (sbatch and srun, Kubernetes).
+absl::StatusOr<std::string> JobStoreSecret(int nnodes, const std::string& from_environment);
 
 }  // namespace tinyddp::dist
 

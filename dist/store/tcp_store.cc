@@ -1,4 +1,4 @@
-// TCPStore client: see tcp_store.h. Each call borrows an idle connection (or opens one and says hello),
+// TCPStore client: see tcp_store.h. Each call borrows an idle connection (or opens one and authenticates),
 // sends one request frame and reads one response frame (protocol: internal/store_protocol.h).
 #include "dist/store/tcp_store.h"
 
@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "dist/store/internal/handshake.h"
 #include "dist/store/internal/kv_table.h"
 #include "dist/store/internal/store_protocol.h"
-#include "dist/store/store_secret.h"
 
 namespace tinyddp::dist {
 
@@ -29,24 +29,13 @@ std::chrono::milliseconds Left(internal::SteadyTime deadline) {
                                                     deadline - std::chrono::steady_clock::now()));
 }
 
-// The hello on a new connection: the protocol's magic and the job secret; the server answers OK or why not.
-absl::Status SayHello(int fd, const std::string& secret, internal::SteadyTime deadline) {
-  StoreRequest hello{.op = StoreOp::kHello, .key = internal::kProtocolMagic};
-  hello.value.assign(secret.begin(), secret.end());
-  RETURN_IF_ERROR(internal::SendFrame(fd, internal::EncodeRequest(hello), deadline));
-  ASSIGN_OR_RETURN(const Bytes reply, internal::RecvFrame(fd, internal::kMaxResponseBytes, deadline));
-  MessageReader reader(reply);
-  return internal::ReadResponseStatus(reader);
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(const TCPStoreOptions& options) {
-  RETURN_IF_ERROR(CheckStoreSecret(options.secret));
   std::unique_ptr<TCPStore> store(new TCPStore());
   store->host_ = options.host;
   store->port_ = options.port;
-  store->secret_ = options.secret;
+  store->key_ = internal::DeriveStoreKey(options.secret);
   store->set_timeout(options.timeout);
   if (options.is_server) {
     auto server = TCPStoreServer::Start({.host = options.host, .port = options.port, .secret = options.secret});
@@ -102,22 +91,22 @@ absl::StatusOr<internal::Socket> TCPStore::OpenConnection() {
                                        "; is rank 0 (or the launcher, which hosts the store) running? "
                                        "check MASTER_ADDR/MASTER_PORT and that the port is reachable from here"));
     }
-    absl::Status hello = SayHello(s->fd(), secret_, deadline);
+    absl::Status hello = internal::ClientHandshake(s->fd(), key_, deadline);
     if (hello.ok()) return s;
     // A full server, or a connection lost before the answer (a flood of strangers' connections can evict
-    // ours): try again until the timeout. Any other answer (a wrong secret, another protocol) is final.
+    // ours): try again until the timeout. Any other answer (a wrong secret on either side, another protocol) is final.
     if (absl::IsResourceExhausted(hello)) full = hello;
     const bool again = absl::IsResourceExhausted(hello) || absl::IsUnavailable(hello);
     if (!again || Left(deadline).count() == 0) {
       if (!full.ok() && (absl::IsDeadlineExceeded(hello) || absl::IsUnavailable(hello))) hello = full;
       if (absl::IsDeadlineExceeded(hello)) {
         return absl::DeadlineExceededError(absl::StrCat(
-            "store server at ", Where(), " did not answer this client's hello within ",
+            "store server at ", Where(), " did not complete the handshake within ",
             internal::FormatDuration(timeout_),
             " (is it out of file descriptors? is another program listening on this port?)"));
       }
-      return absl::Status(hello.code(), absl::StrCat("store server at ", Where(), " refused this client: ",
-                                                     hello.message()));
+      return absl::Status(hello.code(), absl::StrCat("handshake with the store server at ", Where(),
+                                                     " failed: ", hello.message()));
     }
     std::this_thread::sleep_for(std::min(backoff, Left(deadline)));
     backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(1));

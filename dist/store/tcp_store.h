@@ -4,7 +4,8 @@
 //   auto store = TCPStore::Create({.host = "10.0.0.1", .port = 29500, .is_server = rank == 0});
 //
 // Clients connect with retry and exponential backoff until the timeout, so ranks may start in any
-// order; each new connection first says hello with the job secret (store_secret.h). Blocking calls
+// order; on each new connection client and server first prove to each other that they know the job
+// secret (store_secret.h, internal/handshake.h), without sending it. Blocking calls
 // (Get, Wait) wait on the server, bounded by the store's timeout, and the client gives the server a
 // little extra time to answer before giving up on its own. Keys, values and Wait lists over the limits
 // of store.h are refused here, before anything is sent, with the same error the server would give.
@@ -30,8 +31,8 @@ struct TCPStoreOptions {
   bool is_server = false;          // start the server in this process (rank 0 when no launcher hosts it);
                                    // it listens where tcp_store_server.h says for `host`
   std::chrono::milliseconds timeout = kDefaultStoreTimeout;  // connecting, and every blocking call
-  std::string secret;              // the job secret, sent in every connection's hello; with is_server,
-                                   // the one the server requires ("" = none: any client may connect)
+  std::string secret;              // the job secret, proved (never sent) on every connection; with
+                                   // is_server, the one the server requires ("" = none: anyone may connect)
 };
 
 /// Thread-safe: concurrent calls from several threads each use their own connection, so one thread's
@@ -39,8 +40,9 @@ struct TCPStoreOptions {
 class TCPStore : public Store {
  public:
   /// Starts the server if asked, then connects (retrying until options.timeout). A failed connection says
-  /// where it tried, for how long, why, and what to check; a refused secret is Unauthenticated (none
-  /// sent) or PermissionDenied (wrong), and is not retried.
+  /// where it tried, for how long, why, and what to check. A failed handshake is not retried: the
+  /// server refusing this client's secret is Unauthenticated (none) or PermissionDenied (wrong); this
+  /// client refusing a server that cannot prove it knows the secret is PermissionDenied.
   static absl::StatusOr<std::unique_ptr<TCPStore>> Create(const TCPStoreOptions& options);
   /// Closes connections; if this process hosts the server, stops it (other ranks' calls then fail).
   ~TCPStore() override;
@@ -73,7 +75,7 @@ class TCPStore : public Store {
 
   std::string host_;
   int port_ = 0;
-  std::string secret_;
+  std::string key_;  // derived from the secret (internal/handshake.h)
   std::unique_ptr<TCPStoreServer> server_;
   std::mutex mu_;
   std::vector<internal::Socket> idle_;  // connections not in use by a call; one is kept open

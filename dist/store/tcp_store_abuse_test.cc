@@ -3,6 +3,7 @@
 // client is still served. Memory is read from a server in a process of its own. No assertion depends on
 // timing: the deadlines here only keep a broken server from hanging the test.
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -240,6 +241,70 @@ TEST(TCPStoreAbuse, WithoutTheSecretNothingIsReadOrWritten) {
   ExpectHonestClientIsServed(server->port());
 }
 
+TEST(TCPStoreAbuse, AWriteThatWouldOutgrowTheTableIsRefusedNamingTheLimitAndTheServerCarriesOn) {
+  TCPStoreServerOptions options;
+  options.max_table_bytes = 1 << 20;
+  auto server = StartServer(options);
+  auto store = Connect(server->port());
+  ASSERT_TRUE(store.ok());
+  const std::string value(100 << 10, 'v');  // 100 KiB: ten fit in 1 MiB, the eleventh does not
+  absl::Status s;
+  int stored = 0;
+  for (; stored < 20 && (s = (*store)->Set(absl::StrCat("fill/", stored), value)).ok(); ++stored) {
+  }
+  EXPECT_EQ(stored, 10);
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_TRUE(Contains(s, "fill/10") && Contains(s, "over its limit of 1 MiB") &&
+              Contains(s, "TINYDDP_STORE_MAX_BYTES"))
+      << s;
+  // Nothing refused was stored; a deletion makes room again; the table's owner keeps serving.
+  EXPECT_EQ(*(*store)->NumKeys(), 10);
+  ASSERT_TRUE(*(*store)->Delete("fill/0"));
+  EXPECT_TRUE((*store)->Set("fill/10", value).ok());
+  EXPECT_TRUE(absl::IsResourceExhausted((*store)->Set("fill/11", value)));
+  ASSERT_TRUE(*(*store)->Delete("fill/1"));
+  ExpectHonestClientIsServed(server->port());
+  // Many tiny keys cannot get around it: each counts kStoreEntryOverheadBytes for its bookkeeping.
+  options.max_table_bytes = 64 << 10;
+  auto small = StartServer(options);
+  auto counter = Connect(small->port());
+  ASSERT_TRUE(counter.ok());
+  int keys = 0;
+  while (keys < 100000 && (*counter)->Add(absl::StrCat(keys), 1).ok()) ++keys;
+  EXPECT_LE(keys, (64 << 10) / kStoreEntryOverheadBytes);
+}
+
+TEST(TCPStoreAbuse, ByDefaultTheTableStopsBelow64MiBSoAClientCannotExhaustTheHostsMemory) {
+  auto server = testing::StoreServerProcess::Start({.secret = kSecret});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto store = Connect((*server)->port());
+  ASSERT_TRUE(store.ok());
+  const Bytes value(kMaxStoreValueBytes, 0x6b);  // values at their own limit, 16 MiB: three fit
+  int stored = 0;
+  for (int i = 0; i < 8; ++i) stored += (*store)->Set(absl::StrCat("big/", i), value).ok() ? 1 : 0;
+  EXPECT_EQ(stored, 3);
+  ASSERT_TRUE((*server)->WaitUntilQuiet(30s));
+  EXPECT_LT((*server)->RssKiB(), 100 << 10) << "KiB resident after eight 16 MiB writes";
+  ExpectHonestClientIsServed((*server)->port());
+  EXPECT_EQ((*server)->Stop(), 0) << (*server)->Stderr();
+}
+
+TEST(TCPStoreAbuse, TheTablesLimitCanBeSetFromTheEnvironment) {
+  ASSERT_EQ(::setenv(kStoreMaxBytesEnv, "1048576", 1), 0);
+  auto server = TCPStoreServer::Start({.host = "127.0.0.1", .secret = kSecret});
+  ::setenv(kStoreMaxBytesEnv, "lots", 1);
+  auto refused = TCPStoreServer::Start({.host = "127.0.0.1"});
+  ::unsetenv(kStoreMaxBytesEnv);
+  ASSERT_TRUE(server.ok());
+  auto store = Connect((*server)->port());
+  ASSERT_TRUE(store.ok());
+  absl::Status s = (*store)->Set("two-mib", std::string(2 << 20, 'x'));
+  EXPECT_TRUE(absl::IsResourceExhausted(s) && Contains(s, "1 MiB")) << s;
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status()) && Contains(refused.status(), "TINYDDP_STORE_MAX_BYTES='lots'"))
+      << refused.status();
+}
+
 TEST(TCPStoreAbuse, AWaitWhoseClientHangsUpEndsAndFreesItsConnection) {
   auto server = StartServer();
   {
@@ -294,9 +359,7 @@ TEST(TCPStoreAbuse, KeepsServingAfterRunningOutOfFileDescriptors) {
   for (int i = 0; i < 24; ++i) {
     auto c = RawStoreConnection::Connect((*server)->port());  // the kernel completes it, accepted or not
     ASSERT_TRUE(c.ok()) << c.status();
-    Bytes hello = internal::EncodeRequest(
-        StoreRequest{.op = StoreOp::kHello, .key = internal::kProtocolMagic, .value = Bytes(kSecret, kSecret + std::strlen(kSecret))});
-    ASSERT_TRUE(c->SendFrame(hello).ok());
+    ASSERT_TRUE(c->SendHelloOnly().ok());
     clients.push_back(std::move(*c));
   }
   bool ran_out = false;

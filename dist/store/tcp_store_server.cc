@@ -1,6 +1,6 @@
 // TCPStoreServer: see tcp_store_server.h. The accept thread polls the listening socket and a wake
-// pipe; each accepted connection gets a thread that takes the hello, then reads a request frame, runs
-// it against the table and writes the response frame, until the client hangs up.
+// pipe; each accepted connection gets a thread that runs the handshake, then reads a request frame,
+// runs it against the table and writes the response frame, until the client hangs up.
 #include "dist/store/tcp_store_server.h"
 
 #include <arpa/inet.h>
@@ -14,11 +14,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "dist/store/internal/handshake.h"
 #include "dist/store/internal/store_protocol.h"
 #include "dist/store/store_secret.h"
 
@@ -50,10 +53,27 @@ bool OutOfResources(int err) { return err == EMFILE || err == ENFILE || err == E
 
 Bytes Respond(const absl::Status& s) { return s.ok() ? OkResponse().Take() : internal::ErrorResponse(s); }
 
+constexpr std::chrono::seconds kRefusalLogInterval(10);
+
+// The table's limit: the options', else TINYDDP_STORE_MAX_BYTES, else the default.
+absl::StatusOr<uint64_t> TableLimit(uint64_t from_options) {
+  if (from_options > 0) return from_options;
+  const char* text = std::getenv(kStoreMaxBytesEnv);
+  if (text == nullptr || *text == '\0') return kDefaultStoreMaxBytes;
+  uint64_t bytes = 0;
+  if (absl::SimpleAtoi(text, &bytes) && bytes > 0) return bytes;
+  return absl::InvalidArgumentError(absl::StrCat(kStoreMaxBytesEnv, "='", text, "': expected a number of bytes, e.g. ",
+                                                 kStoreMaxBytesEnv, "=$((256 << 20)) for 256 MiB"));
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(const TCPStoreServerOptions& options) {
-  RETURN_IF_ERROR(CheckStoreSecret(options.secret));
+TCPStoreServer::TCPStoreServer(const TCPStoreServerOptions& options)
+    : options_(options), key_(internal::DeriveStoreKey(options.secret)), table_(options.max_table_bytes) {}
+
+absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(const TCPStoreServerOptions& given) {
+  TCPStoreServerOptions options = given;
+  ASSIGN_OR_RETURN(options.max_table_bytes, TableLimit(given.max_table_bytes));
   std::unique_ptr<TCPStoreServer> server(new TCPStoreServer(options));
   std::string ip = ListenAddressFor(options.host);
   auto listener = internal::Listen(ip, options.port, &server->port_);
@@ -71,6 +91,10 @@ absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(const TCPS
   server->local_address_ = ip.empty() ? "127.0.0.1" : ip;
   if (::pipe2(server->wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
     return absl::InternalError(absl::StrCat("pipe2 failed: ", internal::ErrnoText(errno)));
+  }
+  if (!options.secret.empty() && options.secret.size() < kShortStoreSecretBytes) {
+    server->Log(absl::StrCat("warning: the job secret is only ", options.secret.size(), " bytes; one guessable from a "
+                             "captured handshake protects little. Use e.g. `openssl rand -hex 32`"));
   }
   TCPStoreServer* raw = server.get();
   server->accept_thread_ = std::thread([raw] { raw->AcceptLoop(); });
@@ -104,6 +128,19 @@ int TCPStoreServer::open_connections() {
 
 void TCPStoreServer::Log(const std::string& line) const {
   std::fprintf(stderr, "store server (port %d): %s\n", port_, line.c_str());
+}
+
+void TCPStoreServer::LogRefusal(int fd, const absl::Status& why) {
+  std::lock_guard<std::mutex> lock(refusals_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_refusal_log_) {
+    ++refusals_not_logged_;
+    return;
+  }
+  Log(absl::StrCat("refused a connection from ", internal::PeerAddress(fd), ": ", why.message(),
+                   refusals_not_logged_ > 0 ? absl::StrCat(" (and ", refusals_not_logged_, " more before it)") : ""));
+  refusals_not_logged_ = 0;
+  next_refusal_log_ = now + kRefusalLogInterval;
 }
 
 void TCPStoreServer::Wake() {
@@ -207,7 +244,7 @@ bool TCPStoreServer::Reply(int fd, const Bytes& response) {
 
 void TCPStoreServer::Serve(Connection* conn) {
   const int fd = conn->socket.fd();
-  if (SayHello(conn)) {
+  if (Handshake(conn)) {
     while (!stopping_) {
       // No deadline between requests (clients keep idle connections for the whole job), one within.
       auto request = internal::RecvFrame(fd, internal::kMaxRequestBytes, internal::kNoDeadline, options_.frame_timeout);
@@ -231,15 +268,14 @@ void TCPStoreServer::Serve(Connection* conn) {
   Wake();
 }
 
-bool TCPStoreServer::SayHello(Connection* conn) {
+bool TCPStoreServer::Handshake(Connection* conn) {
   const int fd = conn->socket.fd();
-  auto frame = internal::RecvFrame(fd, internal::kMaxHelloBytes, internal::DeadlineAfter(options_.hello_timeout));
-  absl::Status s = frame.ok() ? CheckHello(*frame) : frame.status();
-  if (absl::IsResourceExhausted(s)) {  // e.g. "GET " read as a length: an HTTP probe, not a store client
-    s = absl::UnauthenticatedError("this is a tinyddp store server: the first message must be its hello");
-  }
-  if (!s.ok()) {
-    if (frame.ok() || absl::IsUnauthenticated(s)) Reply(fd, internal::ErrorResponse(s));
+  auto answer = internal::ServerHandshake(fd, key_, internal::DeadlineAfter(options_.hello_timeout));
+  if (!answer.ok()) {
+    if (!absl::IsUnavailable(answer.status()) && !absl::IsDeadlineExceeded(answer.status())) {
+      Reply(fd, internal::ErrorResponse(answer.status()));  // the peer said something: tell it why not
+      LogRefusal(fd, answer.status());
+    }
     return false;  // silent, too slow, evicted, or refused
   }
   {
@@ -248,34 +284,7 @@ bool TCPStoreServer::SayHello(Connection* conn) {
     conn->said_hello = true;
     --pending_hellos_;
   }
-  return Reply(fd, OkResponse().Take());
-}
-
-absl::Status TCPStoreServer::CheckHello(const Bytes& frame) const {
-  auto hello = internal::ParseRequest(frame);
-  if (!hello.ok() || hello->op != StoreOp::kHello) {
-    return absl::UnauthenticatedError("the first message on a store connection must be the hello; "
-                                      "is this client a tinyddp store client?");
-  }
-  if (hello->key != internal::kProtocolMagic) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this client speaks store protocol '", hello->key.substr(0, 32), "', this server '",
-        internal::kProtocolMagic, "': build the launcher and every rank from the same tinyddp"));
-  }
-  if (options_.secret.empty()) return absl::OkStatus();
-  const std::string sent(hello->value.begin(), hello->value.end());
-  if (sent.empty()) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "this job's store requires the job secret and this client sent none: set ", kStoreSecretEnv,
-        " in this process's environment to the job's secret (`launch` sets it for the workers it starts; "
-        "with srun, mpirun or by hand, give every rank the same value)"));
-  }
-  if (!SecretsMatch(sent, options_.secret)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "wrong job secret: this client's ", kStoreSecretEnv,
-        " is not the one this store was started with (another job's store on this port? a stale variable?)"));
-  }
-  return absl::OkStatus();
+  return Reply(fd, *answer);
 }
 
 Bytes TCPStoreServer::Handle(const Bytes& body, int fd) {
@@ -287,7 +296,8 @@ Bytes TCPStoreServer::Handle(const Bytes& body, int fd) {
   const std::chrono::milliseconds timeout(r.number);
   switch (r.op) {
     case StoreOp::kHello:
-      return internal::ErrorResponse(absl::InvalidArgumentError("store: hello sent twice on one connection"));
+    case StoreOp::kProof:
+      return internal::ErrorResponse(absl::InvalidArgumentError("store: a handshake message after the handshake"));
     case StoreOp::kSet:
       return Respond(table_.Set(r.key, std::move(r.value)));  // moved: a 16 MiB value is not copied again
     case StoreOp::kGet: {

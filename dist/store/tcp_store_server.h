@@ -7,11 +7,12 @@
 // connections, so thread-per-connection stays cheap and easy to read.
 //
 // The server lives in the launcher, so nothing a client sends may take the launcher down or lock the
-// job's ranks out. Every connection must first say hello (with the job secret, store_secret.h) within
-// kHelloTimeout; until then nothing over kMaxHelloBytes is read from it, and at most kMaxPendingHellos
-// such connections are kept (a newer one evicts the oldest). Every request is bounded (kMaxRequestBytes,
-// and the Store limits of store.h) and must arrive whole within kFrameTimeout once begun. A frame's
-// buffer grows with the bytes that arrive, never to the length it declares. Running out of file
+// job's ranks out. Every connection must first complete the handshake (proving it knows the job secret,
+// internal/handshake.h) within kHelloTimeout; until then nothing over kMaxHelloBytes is read from it, and
+// at most kMaxPendingHellos such connections are kept (a newer one evicts the oldest). A refused one is
+// told why and logged, at most once per 10 s. Every request is bounded (kMaxRequestBytes, and the Store
+// limits of store.h, the table's total included) and must arrive whole within kFrameTimeout once begun.
+// A frame's buffer grows with the bytes that arrive, never to the length it declares. Running out of file
 // descriptors pauses accepting (with a message) instead of spinning; a Get or Wait whose client hangs up
 // ends at once. Errors go back to the client as a response it can read, then the server carries on.
 //
@@ -27,6 +28,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -39,23 +41,26 @@
 
 namespace tinyddp::dist {
 
-/// An honest client says hello right after connecting; a connection silent this long is not one.
+/// An honest client completes the handshake right after connecting; one that takes this long is not one.
 inline constexpr std::chrono::milliseconds kHelloTimeout = std::chrono::seconds(10);
 /// Once a request's first byte arrives, the rest must follow within this: the largest request (33 MiB)
 /// needs 0.6 MB/s. A client that trickles bytes to hold a thread (slowloris) is disconnected.
 inline constexpr std::chrono::milliseconds kFrameTimeout = std::chrono::seconds(60);
 /// Connections open at once: one or two per rank of a few-thousand-rank job. Each costs a thread, about
-/// 8.5 KiB resident (bench/store_abuse_rss: 8000 idle connections, 78 MiB in all), so the limit keeps the
-/// launcher under 100 MB. Past it, new clients are told the server is full.
+/// 11 KiB resident once its handshake is done (bench/store_abuse_rss: 8000 idle connections, 99 MiB in
+/// all), so the limit keeps the launcher near 100 MB. Past it, new clients are told the server is full.
 inline constexpr int kMaxConnections = 8192;
-/// Connections that have not said hello yet. When full, a new one evicts the oldest: an honest client
-/// says hello within a round trip, so strangers opening connections cannot starve the job's ranks.
+/// Connections that have not completed the handshake yet. When full, a new one evicts the oldest: an
+/// honest client completes it within two round trips, so strangers cannot starve the job's ranks.
 inline constexpr int kMaxPendingHellos = 64;
+/// Sets the table's limit (a number of bytes) where TCPStoreServerOptions::max_table_bytes does not.
+inline constexpr char kStoreMaxBytesEnv[] = "TINYDDP_STORE_MAX_BYTES";
 
 struct TCPStoreServerOptions {
   std::string host = "127.0.0.1";  // the job's store address (MASTER_ADDR): decides where to listen
   int port = 0;                    // 0 = a free port (see port())
   std::string secret;              // the job secret; "" = any client may connect (store_secret.h)
+  uint64_t max_table_bytes = 0;    // the table's limit (store.h); 0: TINYDDP_STORE_MAX_BYTES, else 64 MiB
   // The limits above; tests shorten them.
   std::chrono::milliseconds hello_timeout = kHelloTimeout;
   std::chrono::milliseconds frame_timeout = kFrameTimeout;
@@ -66,7 +71,7 @@ struct TCPStoreServerOptions {
 class TCPStoreServer {
  public:
   /// Starts listening (where: see the header comment). Fails with a clear message if the port is in
-  /// use or the secret is too long.
+  /// use or TINYDDP_STORE_MAX_BYTES is not a number; warns about a short secret.
   static absl::StatusOr<std::unique_ptr<TCPStoreServer>> Start(const TCPStoreServerOptions& options);
   /// On loopback, without a secret: for tests and one-machine tools.
   static absl::StatusOr<std::unique_ptr<TCPStoreServer>> Start(int port) {
@@ -83,32 +88,33 @@ class TCPStoreServer {
   const std::string& local_address() const { return local_address_; }
   /// Where it listens, for logs: "127.0.0.1", or "every interface (why)".
   const std::string& listening_on() const { return listening_on_; }
-  /// Connections open now, hello said or not (for tests and the abuse bench).
+  /// Connections open now, handshake completed or not (for tests and the abuse bench).
   int open_connections();
 
  private:
   struct Connection {
     internal::Socket socket;
     std::thread thread;
-    bool said_hello = false;  // guarded by connections_mu_, like evicted
+    bool said_hello = false;  // the handshake succeeded; guarded by connections_mu_, like evicted
     bool evicted = false;
     std::atomic<bool> finished{false};
   };
 
-  explicit TCPStoreServer(const TCPStoreServerOptions& options) : options_(options) {}
+  explicit TCPStoreServer(const TCPStoreServerOptions& options);
   void AcceptLoop();
   void Admit(internal::Socket socket);
   void EvictOldestPendingLocked();
   void Serve(Connection* conn);
-  bool SayHello(Connection* conn);
-  absl::Status CheckHello(const Bytes& frame) const;
+  bool Handshake(Connection* conn);
   Bytes Handle(const Bytes& request, int fd);
   bool Reply(int fd, const Bytes& response);
   void ReapFinished();
   void Wake();
   void Log(const std::string& line) const;
+  void LogRefusal(int fd, const absl::Status& why);
 
   const TCPStoreServerOptions options_;
+  const std::string key_;  // derived from options_.secret (internal/handshake.h)
   internal::Socket listener_;
   int port_ = 0;
   std::string local_address_;
@@ -120,6 +126,9 @@ class TCPStoreServer {
   std::list<Connection> connections_;  // oldest first; a list: Serve() holds a pointer to its element
   int pending_hellos_ = 0;             // guarded by connections_mu_
   std::atomic<bool> stopping_{false};
+  std::mutex refusals_mu_;
+  std::chrono::steady_clock::time_point next_refusal_log_;  // refusals are logged at most once per 10 s
+  int refusals_not_logged_ = 0;
 };
 
 }  // namespace tinyddp::dist

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/status_macros.h"
+#include "dist/store/internal/handshake.h"
 #include "dist/store/internal/kv_table.h"
 #include "dist/store/tcp_store_server.h"
 
@@ -86,9 +88,16 @@ absl::Status RawStoreConnection::Call(const internal::StoreRequest& request, std
 }
 
 absl::Status RawStoreConnection::Hello(const std::string& secret) {
-  internal::StoreRequest hello{.op = internal::StoreOp::kHello, .key = internal::kProtocolMagic};
-  hello.value.assign(secret.begin(), secret.end());
-  return Call(hello);
+  return internal::ClientHandshake(socket_.fd(), internal::DeriveStoreKey(secret),
+                                   internal::DeadlineAfter(std::chrono::seconds(30)));
+}
+
+absl::Status RawStoreConnection::SendHelloOnly() {
+  static std::mt19937 rng(std::random_device{}());
+  Bytes nonce(32);
+  for (auto& b : nonce) b = static_cast<uint8_t>(rng());
+  return SendFrame(internal::EncodeRequest(
+      {.op = internal::StoreOp::kHello, .key = internal::kProtocolMagic, .value = nonce}));
 }
 
 bool RawStoreConnection::ClosedByServerWithin(std::chrono::milliseconds timeout) {

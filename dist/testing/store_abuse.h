@@ -34,8 +34,10 @@ class RawStoreConnection {
                     std::chrono::milliseconds timeout = std::chrono::seconds(30));
   /// Reads one response frame (see Call).
   absl::Status ReadResponse(std::chrono::milliseconds timeout = std::chrono::seconds(30));
-  /// The hello a real client sends, with `secret`; returns the server's answer.
+  /// The handshake a real client runs, with `secret` (internal/handshake.h): OK, or why it failed.
   absl::Status Hello(const std::string& secret);
+  /// Only the handshake's first message (the hello, with a fresh nonce); the answer is left unread.
+  absl::Status SendHelloOnly();
   /// Waits up to `timeout` for the server to close the connection; true if it did.
   bool ClosedByServerWithin(std::chrono::milliseconds timeout);
   int fd() const { return socket_.fd(); }

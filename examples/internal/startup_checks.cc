@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "examples/internal/durable_file.h"
 #include "examples/internal/train_checkpoint.h"
 
 namespace tinyddp::examples {
@@ -18,9 +19,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Permanent (durable_file.h): a restart would find the folder just as unwritable.
 absl::Status CannotWrite(const std::string& flag, const std::string& path, const std::string& what,
                          const std::string& why, const char* fix) {
-  return absl::FailedPreconditionError(absl::StrCat("--", flag, "=", path, ": cannot ", what, " (", why, "); ", fix));
+  return MarkPermanent(
+      absl::FailedPreconditionError(absl::StrCat("--", flag, "=", path, ": cannot ", what, " (", why, "); ", fix)));
 }
 
 }  // namespace

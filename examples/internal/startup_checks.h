@@ -16,12 +16,13 @@
 
 namespace tinyddp::examples {
 
-/// `dir` exists (created if missing) and a file can be created in it. Otherwise FailedPrecondition:
-/// "--<flag>=<dir>: cannot ... (<why>); pick a folder you can write to".
+/// `dir` exists (created if missing) and a file can be created in it. Otherwise FailedPrecondition,
+/// marked permanent (durable_file.h: not worth a restart): "--<flag>=<dir>: cannot ... (<why>); pick a
+/// folder you can write to".
 absl::Status CheckWritableFolder(const std::string& dir, const std::string& flag);
 
 /// `path` can be written: its folder exists and is writable, and an existing file there may be
-/// replaced. Nothing is left behind. Otherwise FailedPrecondition naming the flag and the path.
+/// replaced. Nothing is left behind. Otherwise FailedPrecondition (permanent) naming the flag and the path.
 absl::Status CheckWritableFile(const std::string& path, const std::string& flag);
 
 /// Rank 0's checks before training (see the header comment), for a run that `resuming` (--resume, or

@@ -6,12 +6,12 @@
 #include <cmath>
 #include <limits>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "base/xml_escape.h"
 
 namespace tinyddp::examples {
 namespace {
+
+using Canvas = dist::SvgCanvas;
 
 constexpr int kMarginLeft = 64, kMarginRight = 16, kMarginTop = 36, kMarginBottom = 48;
 
@@ -31,7 +31,7 @@ struct Range {
   bool empty() const { return lo > hi; }
 };
 
-void RenderPanel(const PlotPanel& panel, int x0, int y0, int width, int height, std::string& svg) {
+void RenderPanel(const PlotPanel& panel, int x0, int y0, int width, int height, Canvas& svg) {
   Range xr, yr;
   for (const PlotSeries& s : panel.series) {
     for (const auto& [x, y] : s.points) {
@@ -49,90 +49,50 @@ void RenderPanel(const PlotPanel& panel, int x0, int y0, int width, int height, 
   auto px = [&](double x) { return left + w * (x - ax0) / (ax1 - ax0); };
   auto py = [&](double y) { return top + h * (1 - (y - ay0) / (ay1 - ay0)); };
 
-  absl::StrAppendFormat(&svg, "<g>\n<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"15\">%s</text>\n",
-                        left + w / 2, y0 + 22, XmlEscape(panel.title));
+  svg.Text(left + w / 2, y0 + 22, panel.title, {.size = 15, .anchor = "middle"});
   // Grid and tick labels.
   for (double t : xt) {
-    absl::StrAppendFormat(&svg,
-                          "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e5e5e5\"/>"
-                          "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"11\">%s</text>\n",
-                          px(t), top, px(t), top + h, px(t), top + h + 16, TickLabel(t));
+    svg.Line(px(t), top, px(t), top + h, "#e5e5e5");
+    svg.Text(px(t), top + h + 16, TickLabel(t), {.size = 11, .anchor = "middle"});
   }
   for (double t : yt) {
-    absl::StrAppendFormat(&svg,
-                          "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>"
-                          "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" font-size=\"11\">%s</text>\n",
-                          left, py(t), left + w, py(t), left - 6, py(t) + 4, TickLabel(t));
+    svg.Line(left, py(t), left + w, py(t), "#e5e5e5");
+    svg.Text(left - 6, py(t) + 4, TickLabel(t), {.size = 11, .anchor = "end"});
   }
   // Axes and their labels.
-  absl::StrAppendFormat(&svg, "<polyline points=\"%d,%d %d,%d %d,%d\" fill=\"none\" stroke=\"#333\"/>\n", left, top,
-                        left, top + h, left + w, top + h);
-  absl::StrAppendFormat(&svg, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"12\">%s</text>\n",
-                        left + w / 2, top + h + 36, XmlEscape(panel.x_label));
-  absl::StrAppendFormat(&svg,
-                        "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"12\" "
-                        "transform=\"rotate(-90 %d %d)\">%s</text>\n",
-                        x0 + 16, top + h / 2, x0 + 16, top + h / 2, XmlEscape(panel.y_label));
-  if (no_data) {
-    absl::StrAppendFormat(&svg, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#999\">no data</text>\n",
-                          left + w / 2, top + h / 2);
-  }
+  svg.Polyline({{left, top}, {left, top + h}, {left + w, top + h}}, "#333", 1);
+  svg.Text(left + w / 2, top + h + 36, panel.x_label, {.size = 12, .anchor = "middle"});
+  svg.Text(x0 + 16, top + h / 2, panel.y_label, {.size = 12, .anchor = "middle", .rotate = -90});
+  if (no_data) svg.Text(left + w / 2, top + h / 2, "no data", {.size = 14, .fill = "#999", .anchor = "middle"});
   // The series, then the legend (top right, one row per series).
   int legend_row = 0;
   for (const PlotSeries& s : panel.series) {
-    std::string points;
+    std::vector<std::pair<double, double>> points;
     for (const auto& [x, y] : s.points) {
-      if (std::isfinite(x) && std::isfinite(y)) absl::StrAppendFormat(&points, "%.1f,%.1f ", px(x), py(y));
+      if (std::isfinite(x) && std::isfinite(y)) points.emplace_back(px(x), py(y));
     }
-    absl::StrAppendFormat(&svg, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"/>\n", points,
-                          s.color);
+    svg.Polyline(points, s.color, 1.5);
     if (s.markers) {
-      for (const auto& [x, y] : s.points) {
-        if (!std::isfinite(x) || !std::isfinite(y)) continue;
-        absl::StrAppendFormat(&svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", px(x), py(y), s.color);
-      }
+      for (const auto& [x, y] : points) svg.Circle(x, y, 3, s.color);
     }
     const int ly = top + 14 + 16 * legend_row++;
-    absl::StrAppendFormat(&svg,
-                          "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"/>"
-                          "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"end\">%s</text>\n",
-                          left + w - 24, ly - 4, left + w - 6, ly - 4, s.color, left + w - 30, ly, XmlEscape(s.label));
+    svg.Line(left + w - 24, ly - 4, left + w - 6, ly - 4, s.color, 2);
+    svg.Text(left + w - 30, ly, s.label, {.size = 11, .anchor = "end"});
   }
-  svg += "</g>\n";
 }
 
 }  // namespace
-
-std::vector<double> NiceTicks(double lo, double hi, int target) {
-  if (!(hi > lo)) lo -= 1, hi += 1;
-  const double raw = (hi - lo) / std::max(target, 1);
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = magnitude;
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    step = m * magnitude;
-    if (step >= raw) break;
-  }
-  std::vector<double> ticks;
-  const double first = std::floor(lo / step + 1e-9), last = std::ceil(hi / step - 1e-9);
-  for (double k = first; k <= last + 0.5; k += 1) ticks.push_back(k * step);
-  if (ticks.size() < 2) ticks.push_back(ticks.back() + step);
-  return ticks;
-}
 
 std::string RenderSvg(const std::vector<PlotPanel>& panels, const std::string& title, int panel_width,
                       int panel_height) {
   const int width = panel_width * static_cast<int>(std::max<size_t>(panels.size(), 1));
   const int height = panel_height + 28;
-  std::string svg = absl::StrFormat(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-      "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-      "<text x=\"%d\" y=\"20\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">%s</text>\n",
-      width, height, width, height, width / 2, XmlEscape(title));
+  Canvas svg;
+  svg.Text(width / 2, 20, title, {.size = 16, .anchor = "middle", .bold = true});
   for (size_t i = 0; i < panels.size(); ++i) {
     RenderPanel(panels[i], static_cast<int>(i) * panel_width, 28, panel_width, panel_height, svg);
   }
-  svg += "</svg>\n";
-  return svg;
+  return svg.Element(width, height);
 }
 
 }  // namespace tinyddp::examples

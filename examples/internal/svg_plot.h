@@ -1,12 +1,15 @@
 // A hand-written SVG line chart: panels side by side, each with axes, "nice" tick labels, a title and
 // polylines (optionally with point markers). Enough to look at a training run's loss and accuracy in any
-// browser without Python or a plotting library. Used by metrics_writer.cc.
+// browser without Python or a plotting library. Used by metrics_writer.cc. Drawn on the repo's one SVG
+// canvas (tools/timeline/svg_canvas.h), the same elements and escaping as the DDP timeline.
 #ifndef TINYDDP_EXAMPLES_INTERNAL_SVG_PLOT_H_
 #define TINYDDP_EXAMPLES_INTERNAL_SVG_PLOT_H_
 
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "tools/timeline/svg_canvas.h"
 
 namespace tinyddp::examples {
 
@@ -24,11 +27,8 @@ struct PlotPanel {
   std::vector<PlotSeries> series;
 };
 
-/// Tick positions for an axis showing [lo, hi]: multiples of a step that is 1, 2 or 5 times a power of
-/// ten, chosen so that about `target` intervals cover the range; the first tick is at or below lo and
-/// the last at or above hi, so they also give the axis its ends. Increasing; at least two.
-/// Precondition: lo <= hi, both finite (lo == hi is widened by one unit either side).
-std::vector<double> NiceTicks(double lo, double hi, int target = 5);
+/// The axes' ticks: the canvas's (svg_canvas.h), the same on every picture of the repo.
+using ::tinyddp::dist::NiceTicks;
 
 /// A complete SVG document with `panels` left to right, each panel_width x panel_height pixels.
 /// Non-finite points are skipped; an empty panel gets axes and a "no data" note.

@@ -51,6 +51,24 @@ uint32_t ManifestCrc(json manifest) {
   return Crc32(manifest.dump());
 }
 
+// What each version added that a reader checks, so that lowering "version" cannot switch the check off:
+// a manifest that has such a field but names an older version was edited, and is refused.
+struct AddedIn {
+  const char* field;  // a JSON pointer into the manifest
+  int version;
+};
+constexpr AddedIn kAddedIn[] = {{"/crc32", 2}, {"/progress/steps_per_epoch", 2}};
+
+// The first field of `manifest` that `version` does not have ("/crc32 (version 2)"), or "".
+std::string FieldOfALaterVersion(const json& manifest, int version) {
+  for (const AddedIn& added : kAddedIn) {
+    if (version < added.version && manifest.contains(json::json_pointer(added.field))) {
+      return absl::StrCat("\"", added.field + 1, "\" (added in version ", added.version, ")");
+    }
+  }
+  return "";
+}
+
 // Parses the manifest's fields; any missing or mistyped one throws (caught by the caller).
 CheckpointInfo InfoFromJson(const json& j, const std::string& path, int version) {
   CheckpointInfo info;
@@ -65,6 +83,87 @@ CheckpointInfo InfoFromJson(const json& j, const std::string& path, int version)
   info.progress.epoch_loss_count = p.at("epoch_loss_count").get<double>();
   if (version >= 2) info.progress.steps_per_epoch = p.at("steps_per_epoch").get<int64_t>();
   info.settings = j.at("settings").get<SettingsMap>();
+  return info;
+}
+
+// Steps 1-3 of SaveTrainingCheckpoint (train_checkpoint.h's "Atomicity"): the data files and the
+// manifest into a temporary folder, renamed into place. Returns the new folder.
+absl::StatusOr<std::string> WriteCheckpointFolder(const std::string& dir, const nn::Module& model,
+                                                  const nn::Optimizer& optimizer, const TrainingProgress& progress,
+                                                  const SettingsMap& settings) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return FsError("cannot create checkpoint folder", dir, ec);
+  const std::string final_path = CheckpointPath(dir, progress.global_step);
+  const std::string tmp = absl::StrFormat("%s/%s%08d-%d", dir, kTmpPrefix, progress.global_step, ::getpid());
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec)) return FsError("cannot create", tmp, ec);
+
+  // 1. The data files, each written atomically and fsynced by nn/safetensors.h.
+  const nn::StringMap metadata = {{"global_step", absl::StrCat(progress.global_step)},
+                                  {"epoch", absl::StrCat(progress.epoch)}};
+  absl::Status s = nn::SaveModule(model, tmp + "/model.safetensors", metadata);
+  if (s.ok()) s = nn::SaveOptimizer(optimizer, tmp + "/optimizer.safetensors", metadata);
+  // 2. The manifest last, recording what the data files must look like.
+  json files = json::object();
+  for (const char* name : kDataFiles) {
+    if (!s.ok()) break;
+    absl::StatusOr<std::string> bytes = ReadWholeFile(absl::StrCat(tmp, "/", name));
+    if (!bytes.ok()) {
+      s = bytes.status();
+      break;
+    }
+    files[name] = {{"bytes", bytes->size()}, {"crc32", Crc32(*bytes)}};
+  }
+  if (s.ok()) {
+    json manifest = {{"format", kFormat},
+                     {"version", kCheckpointVersion},
+                     {"progress", ProgressToJson(progress)},
+                     {"settings", settings},
+                     {"files", files}};
+    manifest["crc32"] = ManifestCrc(manifest);
+    s = WriteFileDurably(absl::StrCat(tmp, "/", kManifest), manifest.dump(2) + "\n");
+  }
+  if (s.ok()) s = FsyncDirectory(tmp);
+  if (!s.ok()) {
+    fs::remove_all(tmp, ec);
+    return s;
+  }
+
+  // 3. Into place. A folder cannot be renamed over a non-empty one, so an older checkpoint of the same
+  //    step (a rerun after resuming from an earlier one) is moved aside first and deleted after.
+  const std::string old = tmp + ".old";
+  const bool replacing = fs::exists(final_path, ec);
+  if (replacing) {
+    fs::rename(final_path, old, ec);
+    if (ec) {
+      fs::remove_all(tmp, ec);
+      return FsError("cannot move aside", final_path, ec);
+    }
+  }
+  fs::rename(tmp, final_path, ec);
+  if (ec) return FsError(absl::StrCat("cannot rename ", tmp, " to"), final_path, ec);
+  RETURN_IF_ERROR(FsyncDirectory(dir));
+  if (replacing) fs::remove_all(old, ec);
+  return final_path;
+}
+
+// What a checkpoint of `model` and `optimizer` takes on disk, about: their tensors, plus room for the
+// headers and the manifest.
+uint64_t CheckpointBytes(const nn::Module& model, const nn::Optimizer& optimizer) {
+  uint64_t bytes = 64 << 10;
+  for (const auto& [name, t] : nn::StateDictOf(model)) bytes += t.nbytes();
+  for (const auto& [name, t] : optimizer.StateTensors()) bytes += t.nbytes();
+  return bytes;
+}
+
+// The checkpoint of `step` in `dir`, verified, and its manifest agreeing with its folder's name.
+absl::StatusOr<CheckpointInfo> VerifyAt(const std::string& dir, int64_t step) {
+  absl::StatusOr<CheckpointInfo> info = VerifyCheckpoint(CheckpointPath(dir, step));
+  if (info.ok() && info->progress.global_step != step) {
+    return absl::DataLossError(absl::StrCat("its manifest says step ", info->progress.global_step,
+                                            ", the folder name says ", step));
+  }
   return info;
 }
 
@@ -138,65 +237,36 @@ absl::StatusOr<std::string> SaveTrainingCheckpoint(const std::string& dir, const
   if (const std::string problem = ProgressProblem(progress, progress.steps_per_epoch); !problem.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("SaveTrainingCheckpoint: impossible progress: ", problem));
   }
+  absl::StatusOr<std::string> written = WriteCheckpointFolder(dir, model, optimizer, progress, settings);
+  if (!written.ok()) {
+    // A full disk or a read-only folder fails the same way next time: say so, and mark it permanent.
+    const std::string why = PermanentWriteProblem(dir, CheckpointBytes(model, optimizer));
+    if (why.empty()) return written.status();
+    return MarkPermanent(absl::Status(
+        written.status().code(),
+        absl::StrCat(written.status().message(), "; ", why, ". A restart would fail the same way: free some space "
+                     "(or lower --keep_checkpoints) or pick another --checkpoint_dir, then --resume")));
+  }
+  // 4. Nothing older is deleted before the new checkpoint reads back as written.
+  if (absl::StatusOr<CheckpointInfo> info = VerifyAt(dir, progress.global_step); !info.ok()) {
+    return absl::DataLossError(absl::StrCat(
+        *written, " does not verify right after it was written (", info.status().message(),
+        "): the storage under ", dir, " may be failing; no checkpoint was deleted"));
+  }
+  // 5. Retention: the newest `keep` checkpoints that verify stay, and so does every one newer than the
+  //    oldest of those (a damaged checkpoint never counts, and is left for a person to look at); older
+  //    ones go. So the last good checkpoint is never deleted, whatever else is in the folder. This reads
+  //    up to `keep` checkpoints back at every save: their size, at the speed of the page cache.
+  int64_t good = 0;
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return FsError("cannot create checkpoint folder", dir, ec);
-  const std::string final_path = CheckpointPath(dir, progress.global_step);
-  const std::string tmp = absl::StrFormat("%s/%s%08d-%d", dir, kTmpPrefix, progress.global_step, ::getpid());
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directory(tmp, ec)) return FsError("cannot create", tmp, ec);
-
-  // 1. The data files, each written atomically and fsynced by nn/safetensors.h.
-  const nn::StringMap metadata = {{"global_step", absl::StrCat(progress.global_step)},
-                                  {"epoch", absl::StrCat(progress.epoch)}};
-  absl::Status s = nn::SaveModule(model, tmp + "/model.safetensors", metadata);
-  if (s.ok()) s = nn::SaveOptimizer(optimizer, tmp + "/optimizer.safetensors", metadata);
-  // 2. The manifest last, recording what the data files must look like.
-  json files = json::object();
-  for (const char* name : kDataFiles) {
-    if (!s.ok()) break;
-    absl::StatusOr<std::string> bytes = ReadWholeFile(absl::StrCat(tmp, "/", name));
-    if (!bytes.ok()) {
-      s = bytes.status();
-      break;
+  for (int64_t step : CheckpointSteps(dir)) {
+    if (good >= std::max<int64_t>(keep, 1)) {
+      fs::remove_all(CheckpointPath(dir, step), ec);
+    } else if (step == progress.global_step || VerifyAt(dir, step).ok()) {
+      ++good;
     }
-    files[name] = {{"bytes", bytes->size()}, {"crc32", Crc32(*bytes)}};
   }
-  if (s.ok()) {
-    json manifest = {{"format", kFormat},
-                     {"version", kCheckpointVersion},
-                     {"progress", ProgressToJson(progress)},
-                     {"settings", settings},
-                     {"files", files}};
-    manifest["crc32"] = ManifestCrc(manifest);
-    s = WriteFileDurably(absl::StrCat(tmp, "/", kManifest), manifest.dump(2) + "\n");
-  }
-  if (s.ok()) s = FsyncDirectory(tmp);
-  if (!s.ok()) {
-    fs::remove_all(tmp, ec);
-    return s;
-  }
-
-  // 3. Into place. A folder cannot be renamed over a non-empty one, so an older checkpoint of the same
-  //    step (a rerun after resuming from an earlier one) is moved aside first and deleted after.
-  const std::string old = tmp + ".old";
-  const bool replacing = fs::exists(final_path, ec);
-  if (replacing) {
-    fs::rename(final_path, old, ec);
-    if (ec) return FsError("cannot move aside", final_path, ec);
-  }
-  fs::rename(tmp, final_path, ec);
-  if (ec) return FsError(absl::StrCat("cannot rename ", tmp, " to"), final_path, ec);
-  s = FsyncDirectory(dir);
-  RETURN_IF_ERROR(s);
-  if (replacing) fs::remove_all(old, ec);
-
-  // 4. Retention: the newest `keep` by step number stay.
-  const std::vector<int64_t> steps = CheckpointSteps(dir);
-  for (size_t i = static_cast<size_t>(std::max<int64_t>(keep, 1)); i < steps.size(); ++i) {
-    fs::remove_all(CheckpointPath(dir, steps[i]), ec);
-  }
-  return final_path;
+  return *written;
 }
 
 absl::StatusOr<CheckpointInfo> VerifyCheckpoint(const std::string& path) {
@@ -221,6 +291,12 @@ absl::StatusOr<CheckpointInfo> VerifyCheckpoint(const std::string& path) {
                                                         kCheckpointVersion));
     }
     if (version < 1) return absl::DataLossError(absl::StrCat(kManifest, " has an impossible version ", version));
+    if (const std::string field = FieldOfALaterVersion(j, version); !field.empty()) {
+      return absl::DataLossError(absl::StrCat(
+          kManifest, " says version ", version, " but has ", field,
+          ", which only later versions write: its version was lowered after it was written, which would skip "
+          "that version's checks (the checksum); a checkpoint is never downgraded"));
+    }
     if (version >= 2) {
       const uint32_t want = j.at("crc32").get<uint32_t>();
       const uint32_t crc = ManifestCrc(j);
@@ -274,19 +350,12 @@ absl::StatusOr<std::optional<CheckpointInfo>> FindLatestGoodCheckpoint(const std
   if (steps.empty()) return std::optional<CheckpointInfo>();
   std::vector<std::string> problems;
   for (int64_t step : steps) {
-    const std::string path = CheckpointPath(dir, step);
-    absl::StatusOr<CheckpointInfo> info = VerifyCheckpoint(path);
+    absl::StatusOr<CheckpointInfo> info = VerifyAt(dir, step);
     if (info.ok()) {
-      if (info->progress.global_step != step) {
-        problems.push_back(absl::StrCat(path, ": its manifest says step ", info->progress.global_step,
-                                        ", the folder name says ", step));
-      } else {
-        if (rejected != nullptr) *rejected = problems;
-        return std::optional<CheckpointInfo>(*std::move(info));
-      }
-    } else {
-      problems.push_back(absl::StrCat(path, ": ", info.status().message()));
+      if (rejected != nullptr) *rejected = problems;
+      return std::optional<CheckpointInfo>(*std::move(info));
     }
+    problems.push_back(absl::StrCat(CheckpointPath(dir, step), ": ", info.status().message()));
   }
   if (rejected != nullptr) *rejected = problems;
   return absl::DataLossError(absl::StrCat("no good checkpoint in ", dir, "; every one is damaged:\n  ",

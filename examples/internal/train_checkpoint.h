@@ -21,13 +21,22 @@
 // FindLatestGoodCheckpoint skips it with a message, falling back to the previous one. The progress is
 // also range-checked (batch_in_epoch below steps_per_epoch, global_step = epoch * steps_per_epoch +
 // batch_in_epoch, ...), so that even a manifest whose checksum was recomputed cannot send a resumed run
-// past its end or into a loop.
+// past its end or into a loop. A file that is not a regular one (a FIFO in place of trainer_state.json)
+// is refused at once, not waited on.
+//
+// Retention (--keep_checkpoints) counts only checkpoints that verify: a new one must read back as written
+// before anything is deleted, and the newest `keep` good ones stay with every damaged one newer than
+// them, so a damaged checkpoint (say, of a higher step than the run now writes) can never make retention
+// delete the last good one. A write that fails because the folder cannot take it (a full disk, a
+// read-only file system) is marked permanent (durable_file.h): a restart would fail the same way.
 //
 // The format version (trainer_state.json's "version"), and what each one adds:
 //   1  progress, the run's settings, and "files": the size and CRC-32 of every data file.
 //   2  progress.steps_per_epoch, and "crc32": the CRC-32 of the manifest's compact JSON without that
 //      field, so that an edited trainer state ("epoch": 1 -> 3) is refused like a damaged model file.
-//      Version-1 checkpoints still load (range checks against this run), with a notice.
+//      Version-1 checkpoints still load (range checks against this run), with a notice. A manifest that
+//      says 1 but has a field of version 2 had its version lowered by hand, which would switch the
+//      checksum off: it is refused like a damaged one.
 // A later version may list more data files (every file in "files" is verified, whatever its name) and
 // say how to read them; a reader refuses versions newer than its own with a message saying so, and the
 // refusal falls back to an older checkpoint. (ZeRO-1 needs none: it consolidates its shards into the same
@@ -83,16 +92,19 @@ std::vector<int64_t> CheckpointSteps(const std::string& dir);
 std::string CheckpointPath(const std::string& dir, int64_t global_step);
 
 /// Writes a checkpoint of `model` and `optimizer` at `progress` into `dir` (created if missing) as
-/// described above, replacing one of the same step, then deletes the oldest step-* folders so that
-/// `keep` remain. Returns the new folder. Errors name the path and the failing operation.
+/// described above, replacing one of the same step, verifies it, then deletes the step-* folders older
+/// than the newest `keep` that verify. Returns the new folder. Errors name the path and the failing
+/// operation; one the folder cannot take (full, read-only) is marked permanent (IsPermanent); DataLoss
+/// when the new checkpoint does not read back as written (then nothing is deleted).
 /// Precondition: `progress` passes the range checks (InvalidArgument otherwise, nothing written).
 absl::StatusOr<std::string> SaveTrainingCheckpoint(const std::string& dir, const nn::Module& model,
                                                    const nn::Optimizer& optimizer, const TrainingProgress& progress,
                                                    const SettingsMap& settings, int64_t keep);
 
-/// Reads and verifies a checkpoint folder's manifest: present, valid, its own checksum (version 2),
-/// progress within range, and both files with the recorded size and CRC-32. DataLoss (with what is
-/// wrong) for a damaged checkpoint, FailedPrecondition for a version newer than this reader's.
+/// Reads and verifies a checkpoint folder's manifest: present, a regular file, valid, its own checksum
+/// (version 2), no field of a version later than it says, progress within range, and both files with the
+/// recorded size and CRC-32. DataLoss (with what is wrong) for a damaged checkpoint, FailedPrecondition
+/// for a version newer than this reader's or a manifest that is not a regular file.
 absl::StatusOr<CheckpointInfo> VerifyCheckpoint(const std::string& path);
 
 /// The newest checkpoint in `dir` that verifies. Each newer one that does not is reported through

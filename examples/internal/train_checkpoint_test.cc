@@ -1,13 +1,27 @@
 // Training checkpoints: a round trip restores weights, optimizer state and progress bit for bit; a
 // damaged newest checkpoint (data file or trainer state) is refused with the reason and the previous
 // good one is chosen; impossible progress is refused even under a valid checksum; version-1 checkpoints
-// still load; settings that differ are refused; only the newest `keep` checkpoints stay; temporaries
-// left by a kill are removed.
+// still load, but a version lowered by hand is refused; settings that differ are refused; only the
+// newest `keep` checkpoints stay, and never at the cost of the last good one; a FIFO in place of a file
+// is refused at once; a full disk or a read-only folder fails permanently; temporaries left by a kill are
+// removed.
 #include "examples/internal/train_checkpoint.h"
 
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <functional>
+#include <future>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -328,6 +342,151 @@ TEST(TrainCheckpoint, TemporariesLeftByAKillAreRemovedAndNothingElse) {
   std::sort(left.begin(), left.end());
   EXPECT_EQ(left, (std::vector<std::string>{"notes.txt", "step-00000009"}));
   EXPECT_TRUE(RemoveStaleTemporaries(FreshDir("missing")).empty());
+}
+
+TEST(TrainCheckpoint, RetentionNeverDeletesTheLastGoodCheckpointForADamagedNewerOne) {
+  const std::string dir = FreshDir("retention_damaged");
+  Trained a = MakeTrained(13, 2);
+  for (int64_t step : {10, 20}) {
+    ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(step), kSettings, 5).ok());
+  }
+  // A damaged checkpoint of a later step than the run writes now: the run resumed from step 20 after it
+  // was refused, say. By step number it is the newest, and it must not count as one to keep.
+  const std::string damaged = dir + "/step-00000090";
+  fs::copy(dir + "/step-00000020", damaged);
+  std::string bytes = ReadWholeFile(damaged + "/model.safetensors").value();
+  bytes[bytes.size() - 3] ^= 0x04;
+  ASSERT_TRUE(WriteFileDurably(damaged + "/model.safetensors", bytes).ok());
+
+  auto saved = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(30), kSettings, /*keep=*/1);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  std::vector<std::string> rejected;
+  auto found = FindLatestGoodCheckpoint(dir, &rejected);
+  ASSERT_TRUE(found.ok()) << "retention deleted every good checkpoint: " << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->progress.global_step, 30);
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_NE(rejected[0].find("step-00000090: model.safetensors fails its checksum"), std::string::npos) << rejected[0];
+  // The good ones beyond `keep` went; the damaged one stays for a person to look at.
+  EXPECT_EQ(CheckpointSteps(dir), (std::vector<int64_t>{90, 30}));
+
+  // Two to keep: the two newest good ones, whatever lies above them.
+  ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(40), kSettings, 2).ok());
+  ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(50), kSettings, 2).ok());
+  EXPECT_EQ(CheckpointSteps(dir), (std::vector<int64_t>{90, 50, 40}));
+}
+
+// Runs `find` on another thread; if it has not returned within 10 s (it is blocked opening one of
+// `fifos`), fails and unblocks it by opening their other ends, so that a failing test ends instead of
+// hanging.
+template <typename T>
+T WithinSeconds(std::function<T()> find, const std::vector<std::string>& fifos) {
+  std::future<T> result = std::async(std::launch::async, std::move(find));
+  if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "still waiting after 10 s: blocked opening a FIFO";
+    while (result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+      for (const std::string& fifo : fifos) {
+        const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);  // succeeds once a reader waits
+        if (fd >= 0) ::close(fd);
+      }
+    }
+  }
+  return result.get();
+}
+
+TEST(TrainCheckpoint, AFifoInPlaceOfACheckpointFileIsRefusedAtOnceAndResumeFallsBack) {
+  const std::string dir = FreshDir("fifo");
+  Trained a = MakeTrained(14, 1);
+  for (int64_t step : {10, 20, 30}) {
+    ASSERT_TRUE(SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(step), kSettings, 5).ok());
+  }
+  // The issue's: a FIFO as trainer_state.json (opening it for reading waits for a writer, forever).
+  const std::string state = dir + "/step-00000030/trainer_state.json";
+  const std::string weights = dir + "/step-00000020/model.safetensors";
+  for (const std::string& path : {state, weights}) {
+    fs::remove(path);
+    ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0) << std::strerror(errno);
+  }
+  std::vector<std::string> rejected;
+  const auto started = std::chrono::steady_clock::now();
+  auto found = WithinSeconds<absl::StatusOr<std::optional<CheckpointInfo>>>(
+      [&] { return FindLatestGoodCheckpoint(dir, &rejected); }, {state, weights});
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  ASSERT_TRUE(found.ok() && found->has_value()) << found.status();
+  EXPECT_EQ((*found)->progress.global_step, 10);
+  ASSERT_EQ(rejected.size(), 2u);
+  EXPECT_NE(rejected[0].find(state + " is a FIFO (named pipe), not a regular file"), std::string::npos) << rejected[0];
+  EXPECT_NE(rejected[1].find("model.safetensors: " + weights + " is a FIFO (named pipe), not a regular file"),
+            std::string::npos)
+      << rejected[1];
+}
+
+TEST(TrainCheckpoint, LoweringTheVersionTo1DoesNotSwitchOffTheChecksum) {
+  const std::string dir = FreshDir("downgrade");
+  Trained a = MakeTrained(15, 2);
+  auto path = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(60), kSettings, 3);
+  ASSERT_TRUE(path.ok()) << path.status();
+  // The issue's: "version": 2 -> 1 in the text, so that the checksum is no longer asked for, and an edit
+  // it would have caught (the train loss the resumed epoch reports).
+  std::string text = ReadWholeFile(*path + "/trainer_state.json").value();
+  const size_t version = text.find("\"version\": 2");
+  ASSERT_NE(version, std::string::npos) << text;
+  text[version + 11] = '1';
+  ASSERT_TRUE(WriteFileDurably(*path + "/trainer_state.json", text).ok());
+  auto info = VerifyCheckpoint(*path);
+  ASSERT_EQ(info.status().code(), absl::StatusCode::kDataLoss) << "a downgrade switched the checksum off";
+  EXPECT_NE(info.status().message().find("trainer_state.json says version 1 but has \"crc32\" (added in version 2)"),
+            std::string::npos)
+      << info.status();
+  EXPECT_NE(info.status().message().find("its version was lowered after it was written"), std::string::npos);
+
+  // Without the checksum field, but with version 2's steps_per_epoch: refused the same way.
+  nlohmann::json j = ReadManifest(*path);
+  j.erase("crc32");
+  WriteManifest(*path, j);
+  EXPECT_NE(VerifyCheckpoint(*path).status().message().find("has \"progress/steps_per_epoch\" (added in version 2)"),
+            std::string::npos);
+}
+
+// A tmpfs of `bytes` at `dir` (read-only if asked) in a mount namespace of this test process's own, so
+// nothing outside it sees the mount. "" when mounted, else why it cannot be (not root, no CAP_SYS_ADMIN).
+std::string MountTmpfs(const std::string& dir, size_t bytes, bool read_only) {
+  static const std::string unshared = [] {
+    if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      return std::string("making / private: ") + std::strerror(errno);
+    }
+    return std::string();
+  }();
+  if (!unshared.empty()) return unshared;
+  fs::create_directories(dir);
+  const std::string options = "size=" + std::to_string(bytes);
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", read_only ? MS_RDONLY : 0, options.c_str()) != 0) {
+    return std::string("mount -t tmpfs: ") + std::strerror(errno);
+  }
+  return "";
+}
+
+TEST(TrainCheckpoint, AFullDiskOrAReadOnlyFolderFailsPermanently) {
+  Trained a = MakeTrained(16, 1);
+  const std::string full = FreshDir("full_disk");
+  if (const std::string why = MountTmpfs(full, 4096, false); !why.empty()) GTEST_SKIP() << why;
+  auto saved = SaveTrainingCheckpoint(full, *a.model, *a.sgd, At(10), kSettings, 3);
+  ASSERT_FALSE(saved.ok());
+  EXPECT_TRUE(IsPermanent(saved.status())) << saved.status();
+  EXPECT_NE(saved.status().message().find("No space left on device"), std::string::npos) << saved.status();
+  EXPECT_NE(saved.status().message().find("the disk is full: 0.0 MiB free in " + full), std::string::npos)
+      << saved.status();
+  EXPECT_NE(saved.status().message().find("A restart would fail the same way"), std::string::npos);
+
+  const std::string read_only = FreshDir("read_only");
+  ASSERT_EQ(MountTmpfs(read_only, 1 << 20, true), "");
+  saved = SaveTrainingCheckpoint(read_only + "/ckpt", *a.model, *a.sgd, At(10), kSettings, 3);
+  ASSERT_FALSE(saved.ok());
+  EXPECT_TRUE(IsPermanent(saved.status())) << saved.status();
+  EXPECT_NE(saved.status().message().find("the file system holding " + read_only + " is read-only"),
+            std::string::npos)
+      << saved.status();
 }
 
 }  // namespace

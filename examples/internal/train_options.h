@@ -77,7 +77,7 @@ struct TrainOptions {
   std::string trace;        // a Chrome trace .json
 
   // Execution.
-  bool cuda_graph = false;  // replay the whole step as one CUDA graph (dist/ddp/graphed_step.h); same results
+  bool cuda_graph = false;  // replay the whole step as one CUDA graph (dist/accel/graph/graphed_step.h); same results
 
   bool help = false;  // --help was given: print TrainUsage() and exit 0
 

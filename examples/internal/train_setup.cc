@@ -177,10 +177,33 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
 // stays as the unsharded vessel checkpoints read and write: here it hands a resumed state to the shards, and
 // it holds no state while training.
 absl::Status ShardOptimizer(const TrainOptions& o, Setup& s) {
-  s.full->RegisterFusedOptimizer(
-      [o](std::vector<autograd::Variable> params) { return MakeOptimizer(o, std::move(params)); });
-  RETURN_IF_ERROR(s.zero()->LoadConsolidatedStateTensors(s.optimizer->StateTensors()));
+  auto factory = [o](std::vector<autograd::Variable> params) { return MakeOptimizer(o, std::move(params)); };
+  ASSIGN_OR_RETURN(s.zero, dist::zero::ZeroRedundancyOptimizer::Attach(*s.ddp, factory));
+  RETURN_IF_ERROR(s.zero->LoadConsolidatedStateTensors(s.optimizer->StateTensors()));
   return s.optimizer->LoadStateTensors({});
+}
+
+autograd::Variable DdpForward(Setup& s, const autograd::Variable& input, bool sync) {
+  if (s.rung) return s.rung->Forward(input, sync);  // records its own "forward" span
+  dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "forward");
+  if (sync) return s.ddp->Forward(input);
+  dist::DistributedDataParallel::NoSyncGuard no_sync = s.ddp->NoSync();  // only the Forward decides: ddp.h
+  return s.ddp->Forward(input);
+}
+
+absl::Status FinishBackward(Setup& s) { return s.rung ? s.rung->FinishBackward() : s.ddp->status(); }
+
+std::string DescribeDdp(const Setup& s) {
+  if (s.rung) return s.rung->Describe();
+  if (s.zero) return absl::StrCat(s.ddp->BucketTable(), s.zero->ShardTable());
+  return s.copy_engines ? absl::StrCat(s.ddp->BucketTable(), s.copy_engines->Describe()) : s.ddp->BucketTable();
+}
+
+std::vector<int64_t> AllReduceBytes(const Setup& s) {
+  if (s.rung) return s.rung->AllReduceBytes();
+  std::vector<int64_t> bytes;
+  for (int b = 0; b < s.ddp->reducer().num_buckets(); ++b) bytes.push_back(s.ddp->reducer().BucketBytes(b));
+  return bytes;
 }
 
 }  // namespace tinyddp::examples

@@ -15,11 +15,12 @@
 #include "autograd/variable.h"
 #include "data/data_loader.h"
 #include "data/dataset.h"
+#include "dist/accel/copy_engine/copy_engine_hook.h"
+#include "dist/accel/graph/graphed_step.h"
 #include "dist/ddp/ddp.h"
-#include "dist/ddp/graphed_step.h"
-#include "dist/ddp/ladder/data_parallel.h"
-#include "dist/ddp/trace.h"
-#include "dist/ddp/zero/zero_optimizer.h"
+#include "dist/ladder/data_parallel.h"
+#include "dist/observe/trace/trace.h"
+#include "dist/parallel/zero/zero_optimizer.h"
 #include "dist/process_group/process_group.h"
 #include "examples/internal/progress.h"
 #include "examples/internal/train_checkpoint.h"
@@ -73,9 +74,11 @@ struct Setup {
   std::unique_ptr<nn::LrSchedule> schedule;
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<dist::Tracer> tracer;              // --trace; null when off
-  std::unique_ptr<dist::ladder::DataParallel> ddp;  // --ddp's rung (full: DistributedDataParallel), wraps `model`
-  dist::DistributedDataParallel* full = nullptr;    // --ddp=full: the DDP inside `ddp` (ZeRO-1 lives there)
-  dist::zero::ZeroRedundancyOptimizer* zero() const { return full != nullptr ? full->zero() : nullptr; }
+  // The DDP of --ddp, wrapping `model`: one of the two is set.
+  std::unique_ptr<dist::DistributedDataParallel> ddp;  // --ddp=full (the default): the production DDP
+  std::unique_ptr<dist::ladder::DataParallel> rung;    // --ddp=naive|flat|bucketed: a teaching rung (dist/ladder)
+  std::unique_ptr<dist::zero::ZeroRedundancyOptimizer> zero;  // --zero=1: the optimizer, attached to `ddp`
+  std::shared_ptr<dist::CopyEngineHook> copy_engines;  // --ddp=full over NCCL: the comm hook `ddp` uses
   std::vector<std::string> notes;                   // rank 0's lines from PrepareOutputs
   // --cuda_graph (SetUpCudaGraph in ddp_mlp.cc); all null/undefined when steps run eagerly.
   std::unique_ptr<nn::DeviceLr> device_lr;  // the schedule, advanced on the device by each step
@@ -95,10 +98,25 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s);
 absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOptions& o, int64_t steps_per_epoch,
                                                    nn::Module& model, nn::Optimizer& optimizer, Progress& progress);
 
-/// --zero=1: the optimizer becomes ZeRO-1's, sharded over the ranks inside DDP (docs/zero.md). s.optimizer
-/// stays as the unsharded vessel checkpoints read and write: here it hands a resumed state to the shards,
-/// and it holds no state while training. Precondition: s.full is set (--ddp=full) with zero_stage 1.
+/// --zero=1: the optimizer becomes ZeRO-1's, sharded over the ranks inside DDP (docs/zero.md): attached to
+/// s.ddp, which reduce-scatters its buckets (zero::ReduceScatterHook). s.optimizer stays as the unsharded
+/// vessel checkpoints read and write: here it hands a resumed state to the shards, and it holds no state
+/// while training. Precondition: s.ddp is set (--ddp=full) with that hook.
 absl::Status ShardOptimizer(const TrainOptions& o, Setup& s);
+
+// --- The calls a step makes to the DDP of --ddp, whichever it is (s.ddp or s.rung) ------------------
+
+/// Runs the model through DDP. `sync` false: the backward that follows only accumulates into .grad
+/// (PyTorch's no_sync(), for --grad_accum_steps).
+autograd::Variable DdpForward(Setup& s, const autograd::Variable& input, bool sync);
+/// After autograd::Backward: a lower rung communicates (naive, flat) or waits (bucketed) here; DDP already
+/// has, and this returns its status (a bucket's collective failed: the gradients are not averages).
+absl::Status FinishBackward(Setup& s);
+/// What the header prints about the DDP: DDP's bucket table (and ZeRO-1's blocks, or whether the copy
+/// engines are on), or the rung's line.
+std::string DescribeDdp(const Setup& s);
+/// The bytes of each all_reduce one step issues, in order (--trace's picture labels them).
+std::vector<int64_t> AllReduceBytes(const Setup& s);
 
 }  // namespace tinyddp::examples
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "tensor/dtype.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 #include "tensor/tensor.h"
 
 namespace tinyddp::cpu {

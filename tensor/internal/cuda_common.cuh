@@ -10,7 +10,7 @@
 #include <type_traits>
 
 #include "tensor/dtype.h"
-#include "tensor/internal/check.h"
+#include "base/check.h"
 #include "tensor/internal/cuda_check.h"
 #include "tensor/internal/cuda_context.h"
 #include "tensor/tensor.h"

@@ -1,8 +1,8 @@
 // DDP on GPUs with NCCL, one process per GPU: the same claim as ddp_equivalence_test (N ranks == one
 // process on the concatenated batch, bit-identical ranks after every step) for both gradient layouts and
 // both optimizers, plus what the GPU path adds: the trained step allocates no device memory once warm, and
-// the bf16 hook stays identical across ranks, and the default hook's copy engines. Needs at least 2 GPUs;
-// skips otherwise.
+// the bf16 hook stays identical across ranks, and the copy-engine hook (dist/accel/copy_engine). Needs at
+// least 2 GPUs; skips otherwise.
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
-#include "dist/ddp/copy_engine_hook.h"
+#include "dist/accel/copy_engine/copy_engine_hook.h"
 #include "dist/ddp/ddp.h"
 #include "dist/testing/ddp_testing.h"
 #include "dist/process_group/nccl/process_group_nccl.h"
@@ -52,8 +52,9 @@ std::shared_ptr<ProcessGroup> Connect(const RankContext& ctx) {
 const std::vector<int64_t> kDims = {67, 129, 95, 10};
 constexpr int64_t kPerRankBatch = 24;
 
-// copy_engines: every float32 bucket goes through the copy-engine all_reduce (DDP's default hook with its
-// size threshold set to 0), which otherwise takes only buckets of 4 MiB and more.
+// Every run goes through CopyEngineHook, as ddp_mlp opts in on two GPUs. copy_engines: every float32 bucket
+// goes through the copy-engine all_reduce (its size threshold set to 0); otherwise it takes only buckets of
+// 4 MiB and more, so these small buckets all take NCCL's all_reduce.
 void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw, bool fused = false,
                      bool copy_engines = false) {
   auto pg = Connect(ctx);
@@ -70,12 +71,14 @@ void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw, bool 
   options.bucket_cap_bytes = 40000;
   options.gradient_as_bucket_view = bucket_view;
   if (copy_engines) setenv("TINYDDP_COPY_ENGINE_MIN_BYTES", "0", 1);
-  auto ddp = DistributedDataParallel::Create(*model, pg, options);
+  absl::StatusOr<std::shared_ptr<CopyEngineHook>> made = CopyEngineHook::Create(*pg);
   if (copy_engines) unsetenv("TINYDDP_COPY_ENGINE_MIN_BYTES");
+  ASSERT_TRUE(made.ok()) << made.status();
+  const std::shared_ptr<CopyEngineHook> hook = *made;
+  options.comm_hook = hook->AsCommHook();
+  auto ddp = DistributedDataParallel::Create(*model, pg, options);
   ASSERT_TRUE(ddp.ok()) << ddp.status();
   ASSERT_GE((*ddp)->reducer().num_buckets(), 3);
-  const CopyEngineHook* hook = (*ddp)->copy_engines();
-  ASSERT_NE(hook, nullptr);
   const char* want_path = copy_engines ? "copy engines" : "NCCL all_reduce";
   for (int b = 0; b < (*ddp)->reducer().num_buckets(); ++b) {
     EXPECT_STREQ((*ddp)->BucketPath(b), want_path) << "bucket " << b << "\n" << (*ddp)->BucketTable();

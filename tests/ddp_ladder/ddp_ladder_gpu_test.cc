@@ -1,4 +1,4 @@
-// The DDP ladder (dist/ddp/ladder) on GPUs with NCCL, one process per GPU: the same claims as
+// The DDP ladder (dist/ladder) on GPUs with NCCL, one process per GPU: the same claims as
 // ddp_ladder_test (the four rungs match one process on the concatenated batch and stay bit-identical
 // across ranks; gradient accumulation under no_sync equals one large batch), here with the rungs' streams:
 // the bucketed rung's copies and all_reduces are only ordered by the group's stream waits. Needs 2 GPUs;
@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "dist/ddp/ladder/ladder.h"
+#include "dist/ladder/ladder.h"
 #include "dist/process_group/nccl/process_group_nccl.h"
 #include "dist/testing/multi_process.h"
 #include "gtest/gtest.h"

@@ -1,4 +1,4 @@
-// The DDP ladder (dist/ddp/ladder) on real processes over Gloo: the four rungs - naive, flat, bucketed,
+// The DDP ladder (dist/ladder) on real processes over Gloo: the four rungs - naive, flat, bucketed,
 // full - train to the same weights as one process on the concatenated batch (so, to each other's), on 2
 // and 3 ranks with odd layer sizes, and every rank holds the same bits; gradient accumulation under
 // no_sync equals one step on the concatenated micro-batches on every rung; the bucketed rung names a
@@ -11,7 +11,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "dist/ddp/comm_hooks.h"
-#include "dist/ddp/ladder/ladder.h"
+#include "dist/ladder/ladder.h"
 #include "dist/testing/ddp_testing.h"
 #include "dist/testing/multi_process.h"
 #include "gtest/gtest.h"

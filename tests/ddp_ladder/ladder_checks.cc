@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
-#include "dist/ddp/ladder/ladder.h"
+#include "dist/ladder/ladder.h"
 #include "dist/testing/ddp_testing.h"
 #include "gtest/gtest.h"
 #include "nn/mlp.h"

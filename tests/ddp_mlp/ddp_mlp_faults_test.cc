@@ -6,7 +6,8 @@
 // optimizer state bit-identical to an uninterrupted run; a rank that dies is the one blamed, with its
 // exit code; a NaN on one rank stops the run naming the step and that rank (and --allow_nonfinite
 // trains on); an edited trainer state is refused and resume falls back; data that cannot train,
-// unwritable outputs, too many ranks and a bad TINYDDP_FAULT are refused before the first step.
+// unwritable outputs (with the permanent-failure status, 73), too many ranks and a bad TINYDDP_FAULT are
+// refused before the first step.
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -152,13 +153,14 @@ TEST(DdpMlpFaults, DataThatCannotTrainIsRefusedBeforeTheFirstStep) {
 TEST(DdpMlpFaults, UnwritableOutputsAreRefusedAtStartAndStaleTemporariesAreRemoved) {
   const std::string dir = FreshDir("outputs");
   dist::testing::WriteFile(dir + "/a_file", "in the way");
+  // A folder that cannot be written stays so: the permanent-failure status (73), which is not restarted.
   const RunResult ckpt = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir + "/a_file/ckpt"}));
-  EXPECT_EQ(ckpt.exit_code, 1) << Explain(ckpt);
+  EXPECT_EQ(ckpt.exit_code, 73) << Explain(ckpt);
   EXPECT_NE(ckpt.err.find("--checkpoint_dir=" + dir + "/a_file/ckpt: cannot create the folder"), std::string::npos)
       << ckpt.err;
   EXPECT_EQ(ckpt.out.find("step 5/19"), std::string::npos) << "found before training, not after an epoch";
   const RunResult trace = RunDdpMlp(Tiny({"--epochs=1", "--trace=" + dir + "/missing/trace.json"}));
-  EXPECT_EQ(trace.exit_code, 1) << Explain(trace);
+  EXPECT_EQ(trace.exit_code, 73) << Explain(trace);
   EXPECT_NE(trace.err.find("--trace=" + dir + "/missing/trace.json: cannot write it (the folder " + dir +
                            "/missing does not exist)"),
             std::string::npos)

@@ -13,7 +13,8 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "dist/ddp/ddp.h"
-#include "dist/ddp/zero/zero_optimizer.h"
+#include "dist/parallel/zero/reduce_scatter_hook.h"
+#include "dist/parallel/zero/zero_optimizer.h"
 #include "dist/testing/ddp_testing.h"
 #include "dist/testing/multi_process.h"
 #include "dist/testing/process_test_util.h"
@@ -30,6 +31,7 @@ using autograd::Variable;
 using ddp_testing::Batch;
 using testing::RankContext;
 using testing::RunOnRanks;
+using zero::ZeroRedundancyOptimizer;
 
 const std::vector<int64_t> kDims = {13, 17, 11, 5};
 constexpr int64_t kGlobalBatch = 12;  // 6 per rank on 2 ranks, 4 on 3
@@ -51,12 +53,25 @@ zero::OptimizerFactory Factory(bool adamw) {
   };
 }
 
-DdpOptions Options(int zero_stage) {
+DdpOptions Options() {
   DdpOptions o;
   o.first_bucket_bytes = 256;
   o.bucket_cap_bytes = 700;
-  o.zero_stage = zero_stage;
   return o;
+}
+
+// The same buckets, padded and reduce-scattered over `pg`: the DDP ZeRO-1 attaches to.
+DdpOptions ZeroOptions(const ProcessGroup& pg) {
+  DdpOptions o = Options();
+  o.comm_hook = zero::ReduceScatterHook(pg);
+  return o;
+}
+
+// ZeRO-1 attached to `ddp`, or null (a test failure) when it refuses.
+std::unique_ptr<ZeroRedundancyOptimizer> Attach(DistributedDataParallel& ddp, bool adamw) {
+  absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> zero = ZeroRedundancyOptimizer::Attach(ddp, Factory(adamw));
+  EXPECT_TRUE(zero.ok()) << zero.status();
+  return zero.ok() ? *std::move(zero) : nullptr;
 }
 
 // A folder every process of the test agrees on (RunOnRanks re-runs the test body in each rank's process).
@@ -82,9 +97,9 @@ void Step(DistributedDataParallel& ddp, nn::Module& model, const RankContext& ct
 
 // Collective: ZeRO-1's state, consolidated into an unsharded optimizer over the model; rank 0 writes the
 // model and that optimizer into `dir`.
-void SaveConsolidated(DistributedDataParallel& ddp, nn::Module& model, bool adamw, const RankContext& ctx,
+void SaveConsolidated(ZeroRedundancyOptimizer& zero, nn::Module& model, bool adamw, const RankContext& ctx,
                       const std::string& dir) {
-  absl::StatusOr<nn::TensorMap> state = ddp.zero()->ConsolidatedStateTensors();
+  absl::StatusOr<nn::TensorMap> state = zero.ConsolidatedStateTensors();
   ASSERT_TRUE(state.ok()) << state.status();
   std::unique_ptr<nn::Optimizer> full = Factory(adamw)(model.Parameters());
   ASSERT_TRUE(full->LoadStateTensors(*state).ok());
@@ -103,11 +118,12 @@ void SaveAtTwoResumeAtThree(bool adamw) {
     nn::MlpOptions mo;
     mo.seed = 3;
     auto model = nn::MLP(kDims, mo);
-    auto ddp = DistributedDataParallel::Create(*model, pg, Options(1));
+    auto ddp = DistributedDataParallel::Create(*model, pg, ZeroOptions(*pg));
     ASSERT_TRUE(ddp.ok()) << ddp.status();
-    (*ddp)->RegisterFusedOptimizer(Factory(adamw));
+    std::unique_ptr<ZeroRedundancyOptimizer> sharded = Attach(**ddp, adamw);
+    ASSERT_NE(sharded, nullptr);
     for (int step = 0; step < 3; ++step) Step(**ddp, *model, ctx, step);
-    SaveConsolidated(**ddp, *model, adamw, ctx, at2);
+    SaveConsolidated(*sharded, *model, adamw, ctx, at2);
   });
 
   RunOnRanks(3, [&](const RankContext& ctx) {
@@ -127,14 +143,15 @@ void SaveAtTwoResumeAtThree(bool adamw) {
     ASSERT_TRUE(nn::LoadOptimizer(*loaded, at2 + "/optimizer.safetensors").ok());
     ASSERT_TRUE(nn::LoadOptimizer(*plain_opt, at2 + "/optimizer.safetensors").ok());
 
-    auto zero = DistributedDataParallel::Create(*zero_model, pg, Options(1));
-    auto plain = DistributedDataParallel::Create(*plain_model, pg, Options(0));
+    auto zero = DistributedDataParallel::Create(*zero_model, pg, ZeroOptions(*pg));
+    auto plain = DistributedDataParallel::Create(*plain_model, pg, Options());
     ASSERT_TRUE(zero.ok() && plain.ok());
-    (*zero)->RegisterFusedOptimizer(Factory(adamw));
-    ASSERT_TRUE((*zero)->zero()->LoadConsolidatedStateTensors(loaded->StateTensors()).ok());
+    std::unique_ptr<ZeroRedundancyOptimizer> sharded = Attach(**zero, adamw);
+    ASSERT_NE(sharded, nullptr);
+    ASSERT_TRUE(sharded->LoadConsolidatedStateTensors(loaded->StateTensors()).ok());
 
     // Saved again without a step: the same files.
-    SaveConsolidated(**zero, *zero_model, adamw, ctx, at3);
+    SaveConsolidated(*sharded, *zero_model, adamw, ctx, at3);
 
     // Training goes on, at 3 ranks, as plain DDP resumed from the same files trains.
     for (int step = 3; step < 6; ++step) {
@@ -147,7 +164,7 @@ void SaveAtTwoResumeAtThree(bool adamw) {
       ddp_testing::ExpectParametersNear(*zero_model, *plain_model, 0, 0, when);
       ddp_testing::ExpectBitIdenticalAcrossRanks(*pg, *zero_model, when);
     }
-    absl::StatusOr<nn::TensorMap> state = (*zero)->zero()->ConsolidatedStateTensors();
+    absl::StatusOr<nn::TensorMap> state = sharded->ConsolidatedStateTensors();
     ASSERT_TRUE(state.ok()) << state.status();
     for (const auto& [key, want] : plain_opt->StateTensors()) {
       ASSERT_EQ(state->count(key), 1u) << key;
@@ -175,11 +192,12 @@ TEST(ZeroCheckpoint, RefusesAStateThatDoesNotFitAndChangesNothing) {
     auto pg = ddp_testing::MakeGlooGroup(ctx);
     ASSERT_NE(pg, nullptr);
     auto model = nn::MLP(kDims, nn::MlpOptions{});
-    auto ddp = DistributedDataParallel::Create(*model, pg, Options(1));
+    auto ddp = DistributedDataParallel::Create(*model, pg, ZeroOptions(*pg));
     ASSERT_TRUE(ddp.ok());
-    (*ddp)->RegisterFusedOptimizer(Factory(/*adamw=*/true));
+    std::unique_ptr<ZeroRedundancyOptimizer> sharded = Attach(**ddp, /*adamw=*/true);
+    ASSERT_NE(sharded, nullptr);
     for (int step = 0; step < 2; ++step) Step(**ddp, *model, ctx, step);
-    zero::ZeroRedundancyOptimizer& z = *(*ddp)->zero();
+    ZeroRedundancyOptimizer& z = *sharded;
     absl::StatusOr<nn::TensorMap> good = z.ConsolidatedStateTensors();
     ASSERT_TRUE(good.ok());
 

@@ -1,5 +1,5 @@
 // ddp_cost_model: what a DDP step measured on two ranks would cost on 2 .. 1024 GPUs, on paper
-// (dist/ddp/timeline/step_cost_model.h has the model). It reads a trace, takes its compute timeline -
+// (tools/timeline/step_cost_model.h has the model). It reads a trace, takes its compute timeline -
 // forward, backward, when each bucket's gradients were ready, the optimizer - and replays DDP's rules
 // with ring all_reduce times from an alpha-beta model of a cluster (NVLink inside a node, 400 Gb/s
 // InfiniBand between nodes). It prints:
@@ -29,9 +29,9 @@
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
-#include "dist/ddp/timeline/scaling_plot.h"
-#include "dist/ddp/timeline/step_cost_model.h"
-#include "dist/ddp/timeline/svg_canvas.h"
+#include "tools/timeline/scaling_plot.h"
+#include "tools/timeline/step_cost_model.h"
+#include "tools/timeline/svg_canvas.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(std::string, trace, "", "the trace to read (--trace of ddp_mlp or ddp_step_bench); required");

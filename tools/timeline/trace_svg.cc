@@ -1,4 +1,4 @@
-// trace_svg: the SVG timeline of any tinyddp trace file (dist/ddp/timeline/timeline_svg.h), for traces
+// trace_svg: the SVG timeline of any tinyddp trace file (tools/timeline/timeline_svg.h), for traces
 // made elsewhere (the GPU machine, docs/traces/) or to draw other steps than the program drew.
 //
 //   bazel-bin/tools/timeline/trace_svg --trace=docs/traces/ddp_medium_2xh200_ce.json --out=/tmp/medium.svg
@@ -14,8 +14,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
-#include "dist/ddp/timeline/step_cost_model.h"
-#include "dist/ddp/timeline/timeline_svg.h"
+#include "tools/timeline/step_cost_model.h"
+#include "tools/timeline/timeline_svg.h"
 
 ABSL_FLAG(std::string, trace, "", "the trace to draw (--trace of ddp_mlp or ddp_step_bench); required");
 ABSL_FLAG(std::string, out, "", "where to write the SVG (default: the trace's name with .svg)");

@@ -9,8 +9,8 @@
 //
 // The direction and the order of the additions are Gloo's own ring all_reduce's: block r starts at rank
 // r-1 and collects r-2, r-3, ..., r. Floating-point sums depend on their order once 3 or more ranks add,
-// so this is what lets a reduce-scatter then all-gather (ZeRO-1, dist/ddp/zero/) give the same bits as
-// Gloo's all_reduce over blocks of the same size (dist/ddp/zero/shard_layout.h).
+// so this is what lets a reduce-scatter then all-gather (ZeRO-1, dist/parallel/zero/) give the same bits as
+// Gloo's all_reduce over blocks of the same size (dist/parallel/zero/shard_layout.h).
 // In place is allowed: `output` may be block `rank` of `input` (reduce_scatter_tensor's in-place form).
 #ifndef TINYDDP_DIST_PROCESS_GROUP_GLOO_GLOO_RING_REDUCE_SCATTER_H_
 #define TINYDDP_DIST_PROCESS_GROUP_GLOO_GLOO_RING_REDUCE_SCATTER_H_

@@ -122,7 +122,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::
 
 ProcessGroupGloo::ProcessGroupGloo(int rank, int size, std::chrono::milliseconds timeout,
                                    std::shared_ptr<gloo::Context> context)
-    : ProcessGroup(rank, size, timeout, "gloo"), context_(std::move(context)) {
+    : ProcessGroup(rank, size, timeout), context_(std::move(context)) {
   worker_ = std::thread([this] { WorkerLoop(); });
 }
 
@@ -174,12 +174,12 @@ void ProcessGroupGloo::WorkerLoop() {
       queue_.pop_front();
     }
     task.work->MarkStarted();  // for traces: when this collective really ran (Work::HostInterval)
-    flight_recorder().Started(task.seq);
+    NotifyStarted(task.seq);
     absl::Status status = RunTask(task, tag++);
-    flight_recorder().Finished(task.seq, status);
+    NotifyEnded(task.seq, status);
     if (!status.ok() && broken_.ok()) {
-      // The group's first failure: the flight recorder dumps (this entry included), the error says where,
-      // and every later collective fails fast quoting it.
+      // The group's first failure: the observers hear of it (a flight recorder dumps, this entry included,
+      // and the error says where), and every later collective fails fast quoting it.
       status = NoteFailure(status, absl::IsDeadlineExceeded(status) ? "timeout" : "error");
       broken_ = status;
     }

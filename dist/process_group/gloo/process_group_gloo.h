@@ -15,8 +15,8 @@
 // Errors: Gloo throws; everything is caught on the worker thread and turned into the Work's status.
 // A timeout is DeadlineExceeded naming the collective and the timeout. After any transport error Gloo's
 // connections are in an unknown state, so the group refuses later collectives (FailedPrecondition
-// quoting the first error); make a new group to continue. The first error dumps the flight recorder
-// (flight_recorder.h) and says where.
+// quoting the first error); make a new group to continue. The first error is told to the group's
+// observers (collective_observer.h: an attached flight recorder dumps and the error says where).
 #ifndef TINYDDP_DIST_PROCESS_GROUP_GLOO_PROCESS_GROUP_GLOO_H_
 #define TINYDDP_DIST_PROCESS_GROUP_GLOO_PROCESS_GROUP_GLOO_H_
 

@@ -2,17 +2,19 @@
 // against locally computed results, Work semantics, timeouts, argument errors, and the debug check.
 #include "dist/process_group/gloo/process_group_gloo.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dist/process_group/collective_observer.h"
 #include "dist/process_group/debug_check.h"
-#include "dist/process_group/flight_record.h"
-#include "dist/process_group/flight_recorder.h"
-#include "dist/process_group/flight_recorder_analysis.h"
 #include "dist/store/hash_store.h"
 #include "dist/store/prefix_store.h"
 #include "dist/testing/collective_checks.h"
@@ -162,46 +164,86 @@ TEST(ProcessGroupGloo, CollectiveAnotherRankNeverJoinsFailsWithDeadlineExceededA
   });
 }
 
-TEST(ProcessGroupGloo, FirstFailureDumpsTheFlightRecorderAndItsVerdictNamesTheRankThatNeverCame) {
+// Records what a group tells its observers (collective_observer.h), in order.
+class LogObserver : public CollectiveObserver {
+ public:
+  void Issued(const CollectiveInfo& info) override {
+    Add(absl::StrCat("issued #", info.seq, " ", info.op, "(", info.signature, ") bucket ", info.bucket, " ",
+                     info.dtype, " ", info.numel, " ", info.bytes));
+  }
+  void Started(int64_t seq) override { Add(absl::StrCat("started #", seq)); }
+  void Ended(int64_t seq, const absl::Status& status) override {
+    Add(absl::StrCat("ended #", seq, " ", absl::StatusCodeToString(status.code())));
+  }
+  std::string Failed(absl::string_view reason, const absl::Status& status) override {
+    Add(absl::StrCat("failed ", reason));
+    return "the observer was told";
+  }
+  std::vector<std::string> Lines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+
+ private:
+  void Add(std::string line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lines_.push_back(std::move(line));
+  }
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+TEST(ProcessGroupGloo, ObserversSeeEveryCallIssuedStartedAndEndedWithItsBucket) {
+  RunOnRanks(1, [](const RankContext& ctx) {
+    auto pg = Connect(ctx);
+    ASSERT_NE(pg, nullptr);
+    auto log = std::make_shared<LogObserver>();
+    pg->AddObserver(log);
+    {
+      CollectiveBucketScope outer(4);
+      ASSERT_TRUE(pg->AllReduce(Tensor::Zeros({3}))->Wait().ok());
+      {
+        CollectiveBucketScope inner(5);
+        ASSERT_TRUE(pg->Broadcast(Tensor::Zeros({2}))->Wait().ok());
+      }
+      ASSERT_TRUE(pg->Barrier()->Wait().ok());
+    }
+    // Bad arguments end at once and are not a failure of the group.
+    EXPECT_EQ(pg->Broadcast(Tensor::Zeros({2}), /*root=*/3)->Wait().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(pg->sequence_number(), 4);
+    EXPECT_EQ(log->Lines(), (std::vector<std::string>{
+                                "issued #0 AllReduce(float32 [3], SUM) bucket 4 float32 3 12",
+                                "started #0",
+                                "ended #0 OK",
+                                "issued #1 Broadcast(float32 [2], root=0) bucket 5 float32 2 8",
+                                "started #1",
+                                "ended #1 OK",
+                                "issued #2 Barrier() bucket 4  0 0",
+                                "started #2",
+                                "ended #2 OK",
+                                "issued #3 Broadcast(float32 [2], root=3) bucket -1 float32 2 8",
+                                "ended #3 INVALID_ARGUMENT",
+                            }));
+  });
+}
+
+TEST(ProcessGroupGloo, TheFirstFailureIsToldToTheObserversAndTheirTextEndsTheError) {
   RunOnRanks(2, [](const RankContext& ctx) {
-    // Both ranks' rings in one directory, as the launcher arranges it.
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/gloo_flight_recorder");
-    ::setenv(kFlightRecorderDirEnv, dir.c_str(), 1);
     auto pg = Connect(ctx, std::chrono::milliseconds(1500));
     ASSERT_NE(pg, nullptr);
-    Tensor warm = testing::MakeTensor({1.0 + ctx.rank, 2, 3}, DType::kFloat32, Device::CPU());
-    ASSERT_TRUE(pg->AllReduce(warm)->Wait().ok());  // collective #0, done by both
+    auto log = std::make_shared<LogObserver>();
+    pg->AddObserver(log);
     if (ctx.rank == 1) {
-      // Stays connected (rank 0 sees silence, not a closed socket) but never calls collective #1.
       ASSERT_TRUE(ctx.store->Wait({"rank0_done"}, std::chrono::seconds(120)).ok());
       return;
     }
-    std::shared_ptr<Work> stuck, queued;
-    {
-      CollectiveBucketScope bucket(0);  // as DDP's reducer marks a bucket's all_reduce
-      stuck = pg->AllReduce(Tensor::Zeros({1031}), ReduceOp::kAvg);
-    }
-    queued = pg->Broadcast(Tensor::Zeros({7}));
-    const absl::Status s = stuck->Wait();
+    const absl::Status s = pg->AllReduce(Tensor::Zeros({5}))->Wait();
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-    const std::string dump = absl::StrCat(dir, "/", pg->group_name(), ".rank0.json");
-    EXPECT_PRED2(Contains, std::string(s.message()), "Flight recorder: rank 0's last collectives are in " + dump);
-    // The collective behind it fails at once, quoting the first failure and where to look.
-    const absl::Status after = queued->Wait();
-    EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
-    EXPECT_PRED2(Contains, std::string(after.message()), "Flight recorder:");
-
-    absl::StatusOr<std::vector<FlightVerdict>> verdicts = AnalyzeFlightRecorderDir(dir);
-    ASSERT_TRUE(verdicts.ok()) << verdicts.status();
-    const FlightVerdict* mine = nullptr;
-    for (const FlightVerdict& v : *verdicts) {
-      if (v.group == pg->group_name()) mine = &v;
-    }
-    ASSERT_NE(mine, nullptr);
-    EXPECT_EQ(mine->verdict,
-              "collective #1 AllReduce(float32 [1031], AVG) (bucket 0, 4.0 KiB): ranks {1} never started it; rank 1's "
-              "last completed collective is #0; ranks {0} failed in it (DEADLINE_EXCEEDED)");
+    EXPECT_PRED2(Contains, std::string(s.message()), "\nthe observer was told");
+    const absl::Status after = pg->Barrier()->Wait();
+    EXPECT_PRED2(Contains, std::string(after.message()), "the observer was told");
+    const std::vector<std::string> lines = log->Lines();
+    EXPECT_EQ(std::count(lines.begin(), lines.end(), "failed timeout"), 1);
     ASSERT_TRUE(ctx.store->Set("rank0_done", "1").ok());
   });
 }

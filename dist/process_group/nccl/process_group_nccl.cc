@@ -1,25 +1,26 @@
-// ProcessGroupNCCL: communicator setup through the store (in stages), the launch path shared by every
-// collective, NCCL's and external ones, one short function per collective, and the watchdog.
+// ProcessGroupNCCL: communicator setup through the store (in stages), the collective path (start event,
+// stream wait, the NCCL call, end event) shared by every collective, NCCL's and external ones, one short
+// function per collective, and the acceleration seams (external all_reduces, CUDA graphs). What happens to
+// a Work once enqueued (the watchdog, the abort) is in nccl_watchdog.cc.
 #include "dist/process_group/nccl/process_group_nccl.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "dist/process_group/exit_on_failure.h"
 #include "dist/process_group/host_reduce.h"
-#include "dist/store/prefix_store.h"
+#include "dist/process_group/nccl/nccl_watchdog.h"
 #include "dist/process_group/nccl/work_nccl.h"
+#include "dist/store/prefix_store.h"
 #include "tensor/cuda_device.h"
 
 namespace tinyddp::dist {
@@ -50,12 +51,6 @@ ncclRedOp_t ToNccl(ReduceOp op) {
   return ncclSum;
 }
 
-std::string NcclError(ncclResult_t r, ncclComm_t comm) {
-  const char* last = comm != nullptr ? ncclGetLastError(comm) : nullptr;
-  return absl::StrCat(ncclGetErrorString(r), last != nullptr && *last ? absl::StrCat(" (", last, ")") : "",
-                      ". Set NCCL_DEBUG=INFO to see NCCL's view.");
-}
-
 // A non-blocking communicator may answer ncclInProgress; it must then be polled until it settles before
 // the next call. Returns the settled result, or ncclInProgress if `deadline` passed first.
 ncclResult_t Settle(ncclResult_t r, ncclComm_t comm, Clock::time_point deadline) {
@@ -65,6 +60,36 @@ ncclResult_t Settle(ncclResult_t r, ncclComm_t comm, Clock::time_point deadline)
     if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) return ncclSystemError;
   }
   return r;
+}
+
+// The current stream of `device`: where the caller queued the work this collective must follow.
+cudaStream_t CurrentStream(int device) { return static_cast<cudaStream_t>(cuda::Stream::Current(device).handle()); }
+
+// Whether `stream` is recording a CUDA graph: then a call is recorded, not run (the header's "CUDA graphs").
+bool Capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (stream != nullptr && cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return capture != cudaStreamCaptureStatusNone;
+}
+
+absl::Status ExternalUnderCapture(const std::string& what) {
+  return absl::FailedPreconditionError(absl::StrCat(what, ": an external all_reduce cannot be recorded into a CUDA "
+                                                    "graph (its implementation synchronises outside the stream); use "
+                                                    "the group's AllReduce inside a graph"));
+}
+
+// An external call may leave the NCCL stream before it has finished (the copy engines drain on a stream of
+// their own): anything else run on `stream` comes after its end, as the stream's order promises. The next
+// call of the same implementation orders itself (it may start while the previous one drains). Not in a
+// capture: an event of eager work cannot be waited on inside a graph; a graph is replayed on the caller's
+// stream, which SynchronizeStream already ordered after that call.
+cudaError_t WaitForLastExternal(cudaStream_t stream, const std::shared_ptr<WorkNCCL>& last_external,
+                                const ExternalAllReduce* next) {
+  if (last_external == nullptr || last_external->external().get() == next) return cudaSuccess;
+  return cudaStreamWaitEvent(stream, last_external->end_event(), 0);
 }
 
 }  // namespace
@@ -180,14 +205,16 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
                                             std::move(store));
   ASSIGN_OR_RETURN(const ncclUniqueId id, ShareUniqueId(*keys, rank, options.timeout));
   ASSIGN_OR_RETURN(ncclComm_t comm, JoinCommunicator(id, rank, size, device, options.timeout));
+  auto nccl = std::make_unique<NcclCommunicator>();
+  nccl->comm = comm;
   return std::unique_ptr<ProcessGroupNCCL>(
-      new ProcessGroupNCCL(rank, size, options.timeout, device, comm, std::move(keys)));
+      new ProcessGroupNCCL(rank, size, options.timeout, device, std::move(nccl), std::move(keys)));
 }
 
-ProcessGroupNCCL::ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device, ncclComm* comm,
-                                   std::shared_ptr<Store> store)
-    : ProcessGroup(rank, size, timeout, "nccl"), device_(device), events_(std::make_shared<CudaEventPool>(device)),
-      store_(std::move(store)), comm_(comm) {
+ProcessGroupNCCL::ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device,
+                                   std::unique_ptr<NcclCommunicator> nccl, std::shared_ptr<Store> store)
+    : ProcessGroup(rank, size, timeout), device_(device), events_(std::make_shared<CudaEventPool>(device)),
+      store_(std::move(store)), nccl_(std::move(nccl)) {
   // The highest priority the device offers: when compute and communication kernels both wait to run,
   // communication goes first, so the all-reduce of early buckets is never starved by backward kernels.
   int least = 0, greatest = 0;
@@ -195,56 +222,29 @@ ProcessGroupNCCL::ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds
   nccl_stream_ = cuda::Stream::Create(device_, greatest);
   cudaMalloc(&barrier_buffer_, sizeof(float));
   cudaMemset(barrier_buffer_, 0, sizeof(float));
-  in_flight_.reserve(256);
-  watchdog_ = std::thread([this] { WatchdogLoop(); });
+  watchdog_ = std::make_unique<NcclWatchdog>(
+      NcclWatchdog::Group{.rank = rank,
+                          .timeout = timeout,
+                          .started = [this](int64_t seq) { NotifyStarted(seq); },
+                          .ended = [this](int64_t seq, const absl::Status& status) { NotifyEnded(seq, status); },
+                          .note_failure = [this](const absl::Status& status,
+                                                 absl::string_view reason) { return NoteFailure(status, reason); }},
+      nccl_.get());
 }
 
 ProcessGroupNCCL::~ProcessGroupNCCL() {
-  // Let collectives in flight finish (bounded), so destroying the communicator cannot cut one short.
-  const auto deadline = Clock::now() + timeout();
-  for (bool busy = true; busy && Clock::now() < deadline;) {
-    {
-      std::lock_guard<std::mutex> lock(works_mu_);
-      busy = false;
-      for (auto& w : in_flight_) busy = busy || !w->IsCompleted();
-    }
-    if (busy) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  {
-    std::lock_guard<std::mutex> lock(works_mu_);
-    stopping_ = true;
-  }
-  watchdog_cv_.notify_all();
-  watchdog_.join();
-  std::lock_guard<std::timed_mutex> launch(launch_mu_);
-  std::vector<std::shared_ptr<ExternalAllReduce>> externals;
-  {
-    std::lock_guard<std::mutex> lock(works_mu_);
-    std::shared_ptr<WorkNCCL> unfinished;
-    for (auto& w : in_flight_) {
-      if (!unfinished && !w->IsCompleted()) unfinished = w;
-    }
-    if (unfinished) {
-      // Cut short after all: fail it (and release external calls, so that their streams drain).
-      externals = FailInFlightLocked(absl::AbortedError(absl::StrCat(
-                                         unfinished->description(), " was still in flight when its group was destroyed")),
-                                     unfinished.get());
-    }
-  }
-  // A group that failed (or whose last launch asked for an abort the watchdog had no time to make) is
-  // aborted, never finalized: finalizing waits for collectives that will never complete.
-  if (!externals.empty() || (comm_ != nullptr && (!broken_.ok() || !abort_request_.ok()))) {
-    AbortCommunicatorLocked(externals);
-  } else if (comm_ != nullptr) {
-    ncclResult_t r = Settle(ncclCommFinalize(comm_), comm_, Clock::now() + timeout());
+  // Waits for collectives in flight (bounded) and aborts a communicator that failed; a healthy one is
+  // finalized here, so destroying it cannot cut a collective short.
+  watchdog_->Stop();
+  if (ncclComm_t comm = nccl_->comm; comm != nullptr) {
+    ncclResult_t r = Settle(ncclCommFinalize(comm), comm, Clock::now() + timeout());
     if (r == ncclSuccess) {
-      ncclCommDestroy(comm_);
+      ncclCommDestroy(comm);
     } else {
-      ncclCommAbort(comm_);
+      ncclCommAbort(comm);
     }
-    comm_ = nullptr;
+    nccl_->comm = nullptr;
   }
-  for (auto& w : in_flight_) w->ReleaseTensors();
   last_external_.reset();
   cudaFree(barrier_buffer_);
 }
@@ -265,180 +265,10 @@ absl::Status ProcessGroupNCCL::CheckTensor(const Tensor& tensor) const {
   return absl::OkStatus();
 }
 
-// --- The launch path -------------------------------------------------------------------------------
-
-template <typename Enqueue>
-std::shared_ptr<Work> ProcessGroupNCCL::LaunchOnStream(const Call& call, std::vector<Tensor> tensors,
-                                                       std::shared_ptr<ExternalAllReduce> external,
-                                                       Enqueue&& enqueue) {
-  auto fail_now = [&](absl::Status status) {
-    flight_recorder().Finished(call.seq, status);
-    return CompletionWork::Done(std::move(status), call.description, timeout());
-  };
-  std::lock_guard<std::timed_mutex> launch(launch_mu_);
-  {
-    std::lock_guard<std::mutex> lock(works_mu_);
-    if (!broken_.ok()) {
-      return fail_now(absl::FailedPreconditionError(absl::StrCat(
-          call.description, " not run: this nccl process group was aborted earlier (create a new group). The cause: ",
-          broken_.message())));
-    }
-  }
-  DeviceScope scope(device_);
-  cudaStream_t compute = static_cast<cudaStream_t>(cuda::Stream::Current(device_).handle());
-  // Recording a CUDA graph? Then this call is recorded, not run (the header's "CUDA graphs").
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (compute != nullptr && cudaStreamIsCapturing(compute, &capture) != cudaSuccess) {
-    cudaGetLastError();
-    capture = cudaStreamCaptureStatusNone;
-  }
-  const bool captured = capture != cudaStreamCaptureStatusNone;
-  if (captured && external != nullptr) {
-    return CompletionWork::Done(
-        absl::FailedPreconditionError(absl::StrCat(call.description, ": an external all_reduce cannot be recorded "
-                                                   "into a CUDA graph (its implementation synchronises outside the "
-                                                   "stream); use the group's AllReduce inside a graph")),
-        call.description, timeout());
-  }
-  auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors), compute,
-                                         external, call.seq);
-  if (captured) work->MarkCaptured();
-  cudaStream_t stream = static_cast<cudaStream_t>(nccl_stream_.handle());
-
-  // 1. The NCCL stream waits for everything queued on the caller's stream so far.
-  cudaError_t err = cudaEventRecord(work->start_event(), compute);
-  if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, work->start_event(), 0);
-  // An external call may leave the NCCL stream before it has finished (the copy engines drain on a stream
-  // of their own): anything else run here comes after its end, as the stream's order promises. The next
-  // call of the same implementation orders itself (it may start while the previous one drains). Not in a
-  // capture: an event of eager work cannot be waited on inside a graph; a graph is replayed on the
-  // caller's stream, which SynchronizeStream already ordered after that call.
-  if (err == cudaSuccess && !captured && last_external_ != nullptr && last_external_->external() != external) {
-    err = cudaStreamWaitEvent(stream, last_external_->end_event(), 0);
-  }
-  if (err != cudaSuccess) {
-    return fail_now(
-        absl::InternalError(absl::StrCat(call.description, ": CUDA error while enqueueing: ", cudaGetErrorString(err))));
-  }
-  // 2-3. The collective and its end event.
-  if (absl::Status s = enqueue(stream, work->end_event()); !s.ok()) {
-    s = absl::Status(s.code(), absl::StrCat(call.description, ": ", s.message()));
-    // InvalidArgument: nothing was enqueued. Anything else may have left a collective half-issued, which
-    // only an abort can undo: the watchdog does it (it alone frees the communicator).
-    if (s.code() != absl::StatusCode::kInvalidArgument) {
-      std::lock_guard<std::mutex> lock(works_mu_);
-      if (abort_request_.ok()) abort_request_ = s;
-      watchdog_cv_.notify_all();
-    }
-    return fail_now(std::move(s));
-  }
-  if (captured) {
-    // The graph holds it; each replay is watched as a whole (WatchReplay).
-    std::lock_guard<std::mutex> works_lock(works_mu_);
-    captured_.push_back(call.description);
-    return work;
-  }
-  last_external_ = external != nullptr ? work : nullptr;
-  {
-    std::lock_guard<std::mutex> works_lock(works_mu_);
-    // The watchdog may have failed the group while this call was enqueued: this Work, which it did not
-    // see, fails too (before its kernels are aborted, so Wait can never read an aborted end as success).
-    if (!broken_.ok()) {
-      work->Fail(absl::AbortedError(
-          absl::StrCat(call.description, " was aborted with the communicator: ", broken_.message())));
-    }
-    // Tight loops of small collectives outpace the watchdog's period; reaping here as well keeps the
-    // list (and the events its Works hold) bounded. Amortised: one sweep per kReapEvery launches.
-    if (in_flight_.size() >= kReapEvery) ReapFinishedLocked();
-    in_flight_.push_back(work);
-  }
-  return work;
-}
-
-template <typename Issue>
-std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue) {
-  return LaunchOnStream(call, std::move(tensors), nullptr, [&](cudaStream_t stream, cudaEvent_t end) {
-    // A blocking communicator answers at once; Settle only guards against one that does not.
-    const ncclResult_t r = Settle(static_cast<ncclResult_t>(issue(comm_, stream, end)), comm_,
-                                  Clock::now() + timeout());
-    if (r == ncclInProgress) {
-      return absl::DeadlineExceededError(absl::StrCat("NCCL did not accept the call within ", timeout().count(), " ms"));
-    }
-    if (r == ncclInvalidArgument || r == ncclInvalidUsage) {
-      return absl::InvalidArgumentError(absl::StrCat("NCCL refused it: ", NcclError(r, comm_)));
-    }
-    if (r != ncclSuccess) return absl::InternalError(absl::StrCat("NCCL failed: ", NcclError(r, comm_)));
-    // 3. Its completion, for SynchronizeStream/Wait and the watchdog.
-    if (cudaError_t err = cudaEventRecord(end, stream); err != cudaSuccess) {
-      return absl::InternalError(absl::StrCat("recording its end event: ", cudaGetErrorString(err)));
-    }
-    return absl::OkStatus();
-  });
-}
-
-std::shared_ptr<Work> ProcessGroupNCCL::AllReduceExternal(std::shared_ptr<ExternalAllReduce> impl,
-                                                          absl::Span<const Tensor> tensors, ReduceOp op) {
-  Prepared p = PrepareExternalAllReduce(tensors, op, impl->path_name());
-  if (p.failed) return p.failed;
-  std::vector<Tensor> list(tensors.begin(), tensors.end());
-  {
-    // Outside launch_mu_: preparing may wait for the implementation's earlier calls, which only the
-    // watchdog can release if a peer died.
-    DeviceScope scope(device_);
-    if (absl::Status s = impl->Prepare(list, op); !s.ok()) {
-      s = absl::Status(s.code(), absl::StrCat(p.call.description, ": ", s.message()));
-      flight_recorder().Finished(p.call.seq, s);
-      return CompletionWork::Done(std::move(s), p.call.description, timeout());
-    }
-  }
-  ExternalAllReduce* raw = impl.get();
-  return Issued(LaunchOnStream(p.call, list, std::move(impl),
-                               [&](cudaStream_t stream, cudaEvent_t end) { return raw->Enqueue(list, op, stream, end); }),
-                p.call.seq);
-}
-
-std::vector<std::string> ProcessGroupNCCL::TakeCapturedCollectives() {
-  std::lock_guard<std::mutex> lock(works_mu_);
-  std::vector<std::string> taken;
-  taken.swap(captured_);
-  return taken;
-}
-
-std::shared_ptr<Work> ProcessGroupNCCL::WatchReplay(std::string description) {
-  std::lock_guard<std::timed_mutex> launch(launch_mu_);
-  {
-    std::lock_guard<std::mutex> lock(works_mu_);
-    if (!broken_.ok()) {
-      return CompletionWork::Done(
-          absl::FailedPreconditionError(absl::StrCat(description, " not watched: this nccl process group was "
-                                                     "aborted earlier. The cause: ", broken_.message())),
-          description, timeout());
-    }
-  }
-  DeviceScope scope(device_);
-  cudaStream_t compute = static_cast<cudaStream_t>(cuda::Stream::Current(device_).handle());
-  // Numbered and in the flight recorder like a collective (the collectives inside were numbered when the
-  // graph was recorded), so a replay that never ends shows there as the call a rank was stuck in.
-  const int64_t seq = RecordWatchedWork("Replay", "a CUDA graph of the training step");
-  auto work = std::make_shared<WorkNCCL>(description, timeout(), device_, events_, std::vector<Tensor>{}, compute,
-                                         /*external=*/nullptr, seq);
-  // The end event behind the replay: the Work is "the replay has finished", timed from now.
-  if (const cudaError_t err = cudaEventRecord(work->end_event(), compute); err != cudaSuccess) {
-    return CompletionWork::Done(absl::InternalError(absl::StrCat(description, ": recording its end event: ",
-                                                                 cudaGetErrorString(err))),
-                                description, timeout());
-  }
-  std::lock_guard<std::mutex> works_lock(works_mu_);
-  if (in_flight_.size() >= kReapEvery) ReapFinishedLocked();
-  in_flight_.push_back(work);
-  return work;
-}
-
-std::shared_ptr<Store> ProcessGroupNCCL::SubStore(const std::string& purpose) {
-  return std::make_shared<PrefixStore>(absl::StrCat(purpose, "/", sub_stores_++), store_);
-}
-
-// --- Collectives -----------------------------------------------------------------------------------
+// --- The collective path --------------------------------------------------------------------------
+//
+// An all_reduce: RunAllReduce names the NCCL calls, Launch settles NCCL's answer and records the end event,
+// LaunchOnStream orders the NCCL stream after the caller's and hands the Work to the watchdog.
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors, const Call& call) {
   const ncclRedOp_t op = ToNccl(call.op);
@@ -457,6 +287,85 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors
     return static_cast<int>(ncclGroupEnd());
   });
 }
+
+template <typename Issue>
+std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue) {
+  return LaunchOnStream(call, std::move(tensors), nullptr, [&](cudaStream_t stream, cudaEvent_t end) {
+    // 2. The NCCL call(s). A blocking communicator answers at once; Settle only guards against one that does not.
+    ncclComm_t comm = nccl_->comm;
+    const ncclResult_t r = Settle(static_cast<ncclResult_t>(issue(comm, stream, end)), comm, Clock::now() + timeout());
+    if (r == ncclInProgress) {
+      return absl::DeadlineExceededError(absl::StrCat("NCCL did not accept the call within ", timeout().count(), " ms"));
+    }
+    if (r == ncclInvalidArgument || r == ncclInvalidUsage) {
+      return absl::InvalidArgumentError(absl::StrCat("NCCL refused it: ", NcclError(r, comm)));
+    }
+    if (r != ncclSuccess) return absl::InternalError(absl::StrCat("NCCL failed: ", NcclError(r, comm)));
+    // 3. Its completion, for SynchronizeStream/Wait and the watchdog.
+    if (cudaError_t err = cudaEventRecord(end, stream); err != cudaSuccess) {
+      return absl::InternalError(absl::StrCat("recording its end event: ", cudaGetErrorString(err)));
+    }
+    return absl::OkStatus();
+  });
+}
+
+template <typename Enqueue>
+std::shared_ptr<Work> ProcessGroupNCCL::LaunchOnStream(const Call& call, std::vector<Tensor> tensors,
+                                                       std::shared_ptr<ExternalAllReduce> external,
+                                                       Enqueue&& enqueue) {
+  std::lock_guard<std::timed_mutex> launch(nccl_->launch_mu);
+  if (absl::Status s = RefuseIfBroken(call.description); !s.ok()) return EndNow(call, std::move(s));
+  DeviceScope scope(device_);
+  cudaStream_t compute = CurrentStream(device_);
+  const bool captured = Capturing(compute);
+  if (captured && external != nullptr) return EndNow(call, ExternalUnderCapture(call.description));
+  auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors), compute,
+                                         external, call.seq);
+  if (captured) work->MarkCaptured();
+  cudaStream_t stream = static_cast<cudaStream_t>(nccl_stream_.handle());
+  // 1. The NCCL stream waits for everything queued on the caller's stream so far.
+  cudaError_t err = cudaEventRecord(work->start_event(), compute);
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, work->start_event(), 0);
+  if (err == cudaSuccess && !captured) err = WaitForLastExternal(stream, last_external_, external.get());
+  if (err != cudaSuccess) {
+    return EndNow(call, absl::InternalError(absl::StrCat(call.description, ": CUDA error while enqueueing: ",
+                                                         cudaGetErrorString(err))));
+  }
+  // 2-3. The collective and its end event.
+  if (absl::Status s = enqueue(stream, work->end_event()); !s.ok()) return FailedEnqueue(call, std::move(s));
+  if (captured) {
+    watchdog_->Captured(call.description);  // the graph holds it; each replay is watched (WatchReplay)
+    return work;
+  }
+  last_external_ = external != nullptr ? work : nullptr;
+  watchdog_->Watch(work);
+  return work;
+}
+
+// --- The collective path's small steps ---------------------------------------------------------------
+
+absl::Status ProcessGroupNCCL::RefuseIfBroken(const std::string& what) {
+  const absl::Status broken = watchdog_->broken();
+  if (broken.ok()) return broken;
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " not run: this nccl process group was aborted earlier (create a new group). The cause: ",
+      broken.message()));
+}
+
+std::shared_ptr<Work> ProcessGroupNCCL::FailedEnqueue(const Call& call, absl::Status status) {
+  status = absl::Status(status.code(), absl::StrCat(call.description, ": ", status.message()));
+  // InvalidArgument: nothing was enqueued. Anything else may have left a collective half-issued, which
+  // only an abort can undo: the watchdog does it (it alone frees the communicator).
+  if (status.code() != absl::StatusCode::kInvalidArgument) watchdog_->RequestAbort(status);
+  return EndNow(call, std::move(status));
+}
+
+std::shared_ptr<Work> ProcessGroupNCCL::EndNow(const Call& call, absl::Status status) {
+  NotifyEnded(call.seq, status);
+  return CompletionWork::Done(std::move(status), call.description, timeout());
+}
+
+// --- The other collectives ---------------------------------------------------------------------------
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunBroadcast(const Tensor& tensor, const Call& call) {
   return Launch(call, {tensor}, [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
@@ -500,118 +409,53 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunBarrier(const Call& call) {
   });
 }
 
-// --- The watchdog ----------------------------------------------------------------------------------
+// --- Acceleration seams -----------------------------------------------------------------------------
 
-std::vector<std::shared_ptr<ExternalAllReduce>> ProcessGroupNCCL::FailInFlightLocked(const absl::Status& status,
-                                                                                     const WorkNCCL* culprit) {
-  if (broken_.ok()) broken_ = status;
-  // Fail the Works first: aborting lets their kernels exit, and an end event that completes after an
-  // abort must never read as success (WorkNCCL::Wait checks the failure after seeing the event).
-  std::vector<std::shared_ptr<ExternalAllReduce>> externals;
-  for (auto& w : in_flight_) {
-    if (w->GpuFinished()) continue;
-    const absl::Status why =
-        w.get() == culprit
-            ? status
-            : absl::AbortedError(absl::StrCat(w->description(), " was aborted with the communicator: ", status.message()));
-    flight_recorder().Finished(w->seq(), why);  // recorded before the waiter wakes and looks
-    w->Fail(why);
-    const std::shared_ptr<ExternalAllReduce>& e = w->external();
-    if (e != nullptr && std::find(externals.begin(), externals.end(), e) == externals.end()) externals.push_back(e);
-  }
-  return externals;
-}
-
-void ProcessGroupNCCL::AbortCommunicatorLocked(const std::vector<std::shared_ptr<ExternalAllReduce>>& externals) {
-  // External calls first: each implementation with a call in flight satisfies its waits on a peer that is
-  // gone locally, so its streams drain. Only then NCCL: ncclCommAbort frees device memory, and cudaFree
-  // waits for the whole device, including an external call's stream still waiting for its peer (measured:
-  // aborting NCCL first hung the watchdog for good on one H200).
-  for (const auto& e : externals) e->Release();
-  if (comm_ != nullptr) ncclCommAbort(comm_);  // NCCL kernels exit; the streams move on
-  comm_ = nullptr;
-}
-
-void ProcessGroupNCCL::Abort(const absl::Status& cause, const WorkNCCL* culprit, const char* reason) {
-  // The Works fail with a status that says where the flight recorder's dump is; the dump follows, so that
-  // it shows them failed.
-  const bool first = FirstFailure();
-  const absl::Status status = first ? WithFlightRecorderHint(cause) : cause;
-  std::vector<std::shared_ptr<ExternalAllReduce>> externals;
+std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduceExternal(std::shared_ptr<ExternalAllReduce> impl,
+                                                             std::vector<Tensor> tensors, const Call& call) {
   {
-    std::lock_guard<std::mutex> lock(works_mu_);
-    externals = FailInFlightLocked(status, culprit);
+    // Outside the launch lock: preparing may wait for the implementation's earlier calls, which only the
+    // watchdog can release if a peer died.
+    DeviceScope scope(device_);
+    if (absl::Status s = impl->Prepare(tensors, call.op); !s.ok()) {
+      return EndNow(call, absl::Status(s.code(), absl::StrCat(call.description, ": ", s.message())));
+    }
   }
-  if (first) flight_recorder().Dump(reason, status);
-  // Every waiter has its error now. Freeing the communicator needs the launching thread out of NCCL.
-  std::unique_lock<std::timed_mutex> launch(launch_mu_, std::defer_lock);
-  if (!launch.try_lock_for(kLaunchLockWait)) {
-    ExitOnCollectiveFailure(
-        absl::StrCat("ProcessGroupNCCL watchdog (rank ", rank(), ")"),
-        absl::Status(status.code(),
-                     absl::StrCat(status.message(), "\nThe thread issuing collectives has been inside an NCCL/CUDA call "
-                                  "for over ", kLaunchLockWait.count() / 1000, " s (its launch queue is full behind the "
-                                  "hung collective), so this error cannot be returned to it.")));
-  }
-  AbortCommunicatorLocked(externals);
+  ExternalAllReduce* raw = impl.get();
+  return LaunchOnStream(call, tensors, std::move(impl), [&](cudaStream_t stream, cudaEvent_t end) {
+    return raw->Enqueue(tensors, call.op, stream, end);
+  });
 }
 
-void ProcessGroupNCCL::ReapFinishedLocked() {
-  // Finished Works let go of their tensors (and, once the caller drops its handle, of their events). The
-  // NCCL stream runs its collectives in order, so the first unfinished one has started once the stream
-  // reached its start event (approximate for external calls, which end on streams of their own).
-  size_t kept = 0;
-  bool earlier_finished = true;
-  for (auto& w : in_flight_) {
-    if (w->GpuFinished()) {
-      flight_recorder().Finished(w->seq(), w->FailureSoFar());
-      w->ReleaseTensors();
-      continue;
-    }
-    if (earlier_finished && w->StartReached()) flight_recorder().Started(w->seq());
-    earlier_finished = false;
-    in_flight_[kept++] = std::move(w);
+std::vector<std::string> ProcessGroupNCCL::TakeCapturedCollectives() { return watchdog_->TakeCaptured(); }
+
+std::shared_ptr<Work> ProcessGroupNCCL::WatchReplay(std::string description) {
+  std::lock_guard<std::timed_mutex> launch(nccl_->launch_mu);
+  if (const absl::Status broken = watchdog_->broken(); !broken.ok()) {
+    return CompletionWork::Done(
+        absl::FailedPreconditionError(absl::StrCat(description, " not watched: this nccl process group was "
+                                                   "aborted earlier. The cause: ", broken.message())),
+        description, timeout());
   }
-  in_flight_.resize(kept);
+  DeviceScope scope(device_);
+  cudaStream_t compute = CurrentStream(device_);
+  // Numbered and told to the observers like a collective (the collectives inside were numbered when the
+  // graph was recorded), so a replay that never ends shows in a flight recorder as the call a rank was
+  // stuck in.
+  const int64_t seq = NumberBackendWork("Replay", "a CUDA graph of the training step");
+  auto work = std::make_shared<WorkNCCL>(description, timeout(), device_, events_, std::vector<Tensor>{}, compute,
+                                         /*external=*/nullptr, seq);
+  // The end event behind the replay: the Work is "the replay has finished", timed from now.
+  if (const cudaError_t err = cudaEventRecord(work->end_event(), compute); err != cudaSuccess) {
+    return EndNow({.description = description, .seq = seq},
+                  absl::InternalError(absl::StrCat(description, ": recording its end event: ", cudaGetErrorString(err))));
+  }
+  watchdog_->Watch(work);
+  return work;
 }
 
-void ProcessGroupNCCL::WatchdogLoop() {
-  const auto period = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(100), timeout() / 10 + std::chrono::milliseconds(1));
-  for (;;) {
-    absl::Status failure;
-    std::shared_ptr<WorkNCCL> late;
-    const char* reason = "abort";
-    {
-      std::unique_lock<std::mutex> lock(works_mu_);
-      watchdog_cv_.wait_for(lock, period, [this] { return stopping_ || !abort_request_.ok(); });
-      if (stopping_) return;
-      ReapFinishedLocked();
-      if (!abort_request_.ok()) {
-        failure = abort_request_;
-        abort_request_ = absl::OkStatus();
-      } else if (broken_.ok() && !in_flight_.empty() && Clock::now() - in_flight_.front()->enqueued_at() > timeout()) {
-        // The oldest unfinished Work decides about the timeout.
-        late = in_flight_.front();
-        failure = absl::DeadlineExceededError(absl::StrCat(
-            late->description(), " did not finish within ", timeout().count(),
-            " ms (the group's timeout, counted from when it was issued): another rank did not join it, is stuck, "
-            "or died. The NCCL communicator was aborted; create a new process group to continue."));
-        reason = "timeout";
-      }
-    }
-    // comm_ is only ever cleared by this thread (see the header), so reading it here needs no lock; NCCL
-    // allows the query while another thread enqueues.
-    if (failure.ok() && comm_ != nullptr) {
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess && async != ncclInProgress) {
-        failure = absl::UnavailableError(absl::StrCat("NCCL reported an asynchronous error on rank ", rank(), ": ",
-                                                      NcclError(async, comm_), " (a peer may have died)"));
-        reason = "error";
-      }
-    }
-    if (!failure.ok()) Abort(failure, late.get(), reason);
-  }
+std::shared_ptr<Store> ProcessGroupNCCL::SubStore(const std::string& purpose) {
+  return std::make_shared<PrefixStore>(absl::StrCat(purpose, "/", sub_stores_++), store_);
 }
 
 }  // namespace tinyddp::dist

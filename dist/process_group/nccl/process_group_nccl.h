@@ -11,28 +11,18 @@
 // no device-wide synchronisation anywhere on this path. Events come from a pool and return to it when
 // their Work is destroyed, so a training loop creates no CUDA events after its first step.
 //
-// One seam for all_reduces implemented outside NCCL (AllReduceExternal, external_all_reduce.h: e.g. the
-// copy engines of two GPUs, which DDP's default comm hook picks for large buckets). Such a call goes
-// through the same steps (its implementation issues step 2 and records the end, possibly on a stream of
-// its own), the same numbering and debug check, the same watchdog and timeout; later collectives on the
-// NCCL stream are ordered after its end.
+// One seam for all_reduces implemented outside NCCL (ProcessGroup::AllReduceExternal, external_all_reduce.h:
+// e.g. the copy engines of two GPUs, dist/accel/copy_engine/). Such a call goes through the same steps (its
+// implementation issues step 2 and records the end, possibly on a stream of its own), the same numbering
+// and debug check, the same watchdog and timeout; later collectives on the NCCL stream are ordered after
+// its end.
 //
-// The watchdog thread keeps every in-flight Work (and thus its tensors) alive until its end event has
-// completed, records when each collective started and ended on the GPU (the flight recorder), polls
-// ncclCommGetAsyncError, and aborts the communicator (ncclCommAbort) when NCCL reports an error or a
-// collective exceeds the group's timeout (counted from when it was issued). The affected Works then fail
-// with a clear status (DeadlineExceeded for a timeout, naming the flight recorder's dump) instead of
-// hanging, the external implementations with calls in flight are released, and the group refuses further
-// collectives. A Work that was only SynchronizeStream()ed when its collective was aborted leaves undefined
-// data behind: check Wait() (or the next collective's status) before trusting results after an error.
-//
-// Two locks, so that the watchdog never waits on a collective being enqueued: `launch_mu_` is held by the
-// launching thread for the whole enqueue (NCCL calls, stream order, external calls); `works_mu_` guards the
-// list of Works in flight and the failure, and is held only for moments. The watchdog decides and fails
-// the Works under works_mu_ alone; it needs launch_mu_ only for ncclCommAbort itself (NCCL must not be
-// inside a call on the communicator that it frees). If the launching thread does not leave NCCL within
-// kLaunchLockWait (it can block there for good: a full CUDA launch queue behind the hung collective), no
-// Status can ever reach it, so the watchdog ends the process cleanly (exit_on_failure.h): never a hang.
+// Reliability lives beside the collective path, in the watchdog (nccl_watchdog.h): a thread that holds
+// every Work in flight until its end event completes, and aborts the communicator when NCCL reports an
+// error or a collective exceeds the group's timeout (counted from when it was issued); the Works then fail
+// with a clear status instead of hanging, and the group refuses further collectives. A Work that was only
+// SynchronizeStream()ed when its collective was aborted leaves undefined data behind: check Wait() (or the
+// next collective's status) before trusting results after an error.
 // NCCL's environment variables (NCCL_DEBUG, NCCL_SOCKET_IFNAME, ...) are read by NCCL itself, untouched;
 // NCCL_DEBUG=INFO logs NCCL's own calls only, not external ones.
 //
@@ -49,26 +39,23 @@
 #define TINYDDP_DIST_PROCESS_GROUP_NCCL_PROCESS_GROUP_NCCL_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "dist/process_group/nccl/external_all_reduce.h"
+#include "dist/process_group/external_all_reduce.h"
 #include "dist/process_group/process_group.h"
 #include "dist/store/store.h"
 #include "tensor/stream.h"
-
-struct ncclComm;  // nccl.h's communicator, kept opaque so this header needs no CUDA include
 
 namespace tinyddp::dist {
 
 class WorkNCCL;
 class CudaEventPool;
+struct NcclCommunicator;  // nccl_watchdog.h: the communicator and its launch lock, kept opaque here
+class NcclWatchdog;
 
 struct NcclOptions {
   /// Bound on communicator setup and on every collective; past it the watchdog aborts the communicator.
@@ -91,39 +78,28 @@ class ProcessGroupNCCL : public ProcessGroup {
   ~ProcessGroupNCCL() override;
 
   const char* backend_name() const override { return "nccl"; }
-  /// How long the watchdog waits for the launching thread to leave NCCL before it gives up on the process.
-  static constexpr std::chrono::milliseconds kLaunchLockWait = std::chrono::seconds(5);
 
   /// The GPU this group's tensors must live on.
-  int device() const { return device_; }
-  /// The stream NCCL kernels run on (for benchmarks and tests that time or inspect it).
-  const cuda::Stream& nccl_stream() const { return nccl_stream_; }
+  int device_index() const override { return device_; }
+  /// The stream NCCL kernels run on (high priority; DDP's hooks order their work after it).
+  cuda::Stream collective_stream() const override { return nccl_stream_; }
 
-  /// The all_reduce of `tensors` (one, or several as one vector: AllReduceCoalesced) with `op`, carried
-  /// by `impl` instead of NCCL, as one of this group's collectives: numbered, checked and described like
-  /// AllReduce (the description and the debug fingerprint end "via <impl->path_name()>"), started after
-  /// the caller's stream, watched by the watchdog under the group's timeout (which releases `impl` when
-  /// it aborts), and followed on the NCCL stream by whatever the group runs next. `impl` is kept alive
-  /// while its call is in flight. Precondition: every rank makes this call at the same position, with
-  /// the same kind of `impl`; CheckTensor() holds for the tensors.
-  std::shared_ptr<Work> AllReduceExternal(std::shared_ptr<ExternalAllReduce> impl, absl::Span<const Tensor> tensors,
-                                          ReduceOp op);
   /// CUDA graphs: the descriptions of the collectives recorded into a graph since the last call ("AllReduce(
   /// float32 [267786], AVG) #9 on nccl rank 0/2", in issue order), and forgets them. Called right after a
   /// capture: the collectives each replay of that graph runs.
-  std::vector<std::string> TakeCapturedCollectives();
+  std::vector<std::string> TakeCapturedCollectives() override;
   /// CUDA graphs: watches one replay. Call right after enqueueing it (on the caller's current stream):
   /// records an end event there, behind the replay, and holds it in the watchdog like a collective, under
   /// the group's timeout. A replay that does not finish in time (a rank died or hangs) aborts the
   /// communicator, which lets the replay's NCCL kernels exit, and the returned Work fails naming
   /// `description` (which should say which collectives the graph holds). An aborted group returns a failed
   /// Work at once.
-  std::shared_ptr<Work> WatchReplay(std::string description);
+  std::shared_ptr<Work> WatchReplay(std::string description) override;
 
   /// A fresh key space in this group's part of the store ("<group prefix>/<purpose>/<n>") for a module
   /// set up beside the group (the copy-engine all_reduce). The n-th call gets the same keys on every rank.
   /// Precondition: every rank calls it in the same order.
-  std::shared_ptr<Store> SubStore(const std::string& purpose);
+  std::shared_ptr<Store> SubStore(const std::string& purpose) override;
 
  protected:
   std::shared_ptr<Work> RunAllReduce(std::vector<Tensor> tensors, const Call& call) override;
@@ -132,37 +108,33 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Work> RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) override;
   std::shared_ptr<Work> RunReduce(const Tensor& tensor, const Call& call) override;
   std::shared_ptr<Work> RunBarrier(const Call& call) override;
-  /// CUDA tensors on device() of float32, float64, bfloat16, int32 or int64.
+  /// ProcessGroup::AllReduceExternal on this group: started after the caller's stream, watched by the
+  /// watchdog under the group's timeout (which releases `impl` when it aborts), and followed on the NCCL
+  /// stream by whatever the group runs next. `impl` is kept alive while its call is in flight.
+  std::shared_ptr<Work> RunAllReduceExternal(std::shared_ptr<ExternalAllReduce> impl, std::vector<Tensor> tensors,
+                                             const Call& call) override;
+  /// CUDA tensors on device_index() of float32, float64, bfloat16, int32 or int64.
   absl::Status CheckTensor(const Tensor& tensor) const override;
 
  private:
-  ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device, ncclComm* comm,
-                   std::shared_ptr<Store> store);
+  ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device,
+                   std::unique_ptr<NcclCommunicator> nccl, std::shared_ptr<Store> store);
 
   // Steps 1-3 above around `issue`, which makes the NCCL calls on (comm, stream) and returns the
   // ncclResult_t (as int, to keep nccl.h out of this header).
   template <typename Issue>
   std::shared_ptr<Work> Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue);
   // The launch path shared by NCCL and external calls: step 1, the ordering after an external call, then
-  // `enqueue(stream, end)`, which issues step 2 and records the end event (step 3); its error aborts the
-  // group unless it is InvalidArgument (nothing was enqueued).
+  // `enqueue(stream, end)`, which issues step 2 and records the end event (step 3); then the watchdog.
   template <typename Enqueue>
   std::shared_ptr<Work> LaunchOnStream(const Call& call, std::vector<Tensor> tensors,
                                        std::shared_ptr<ExternalAllReduce> external, Enqueue&& enqueue);
-  void WatchdogLoop();
-  // Drops finished Works from in_flight_, releasing their tensors, and records in the flight recorder
-  // which of them started or ended on the GPU. Requires works_mu_.
-  void ReapFinishedLocked();
-  static constexpr size_t kReapEvery = 64;
-  // Fails every in-flight Work (`culprit` with `status`, the others as aborted along with it), marks the
-  // group broken and returns the external implementations to release. Requires works_mu_.
-  std::vector<std::shared_ptr<ExternalAllReduce>> FailInFlightLocked(const absl::Status& status,
-                                                                     const WorkNCCL* culprit);
-  // The watchdog's abort: fails the Works, dumps the flight recorder, then (with launch_mu_, waited for
-  // at most kLaunchLockWait, else the process exits) aborts the communicator and releases the externals.
-  void Abort(const absl::Status& status, const WorkNCCL* culprit, const char* reason);
-  // ncclCommAbort and the externals' Release(). Requires launch_mu_.
-  void AbortCommunicatorLocked(const std::vector<std::shared_ptr<ExternalAllReduce>>& externals);
+  // OK, or why `what` is not run: the group failed earlier (the watchdog's first failure).
+  absl::Status RefuseIfBroken(const std::string& what);
+  // An enqueue that failed: the watchdog aborts the group unless nothing was enqueued (InvalidArgument).
+  std::shared_ptr<Work> FailedEnqueue(const Call& call, absl::Status status);
+  // A call that ends before it is enqueued: told to the observers, returned as a completed Work.
+  std::shared_ptr<Work> EndNow(const Call& call, absl::Status status);
 
   const int device_;
   cuda::Stream nccl_stream_;
@@ -170,25 +142,12 @@ class ProcessGroupNCCL : public ProcessGroup {
   void* barrier_buffer_ = nullptr;  // one float on device_, all-reduced by Barrier()
   std::shared_ptr<Store> store_;    // this group's keys
   int64_t sub_stores_ = 0;
-
-  // Held by the launching thread for a whole enqueue, by the watchdog only to abort, by the destructor.
-  // Guards the use of comm_ and last_external_, and orders the externals' Enqueue and Release.
-  std::timed_mutex launch_mu_;
-  // The communicator. Set to null only by the watchdog (holding launch_mu_) or by the destructor after
-  // the watchdog stopped, so the watchdog reads it without a lock.
-  ncclComm* comm_ = nullptr;
+  // The communicator and the lock the launching thread holds for a whole enqueue (nccl_watchdog.h).
+  std::unique_ptr<NcclCommunicator> nccl_;
   // The last call, if it was external: its end may lie beyond the NCCL stream, so the next call waits for
-  // it there (unless it is a call of the same implementation).
+  // it there (unless it is a call of the same implementation). Guarded by the launch lock.
   std::shared_ptr<WorkNCCL> last_external_;
-
-  std::mutex works_mu_;  // held for moments only: the watchdog must always get it
-  std::vector<std::shared_ptr<WorkNCCL>> in_flight_;
-  absl::Status broken_;          // the first failure; set once, then every call fails fast with it
-  absl::Status abort_request_;   // a launch that failed half-way asks the watchdog to abort
-  std::vector<std::string> captured_;  // guarded by works_mu_: descriptions recorded into a graph
-  std::condition_variable watchdog_cv_;
-  bool stopping_ = false;
-  std::thread watchdog_;
+  std::unique_ptr<NcclWatchdog> watchdog_;
 };
 
 }  // namespace tinyddp::dist

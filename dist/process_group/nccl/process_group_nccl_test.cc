@@ -9,18 +9,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "dist/process_group/exit_on_failure.h"
-#include "dist/process_group/flight_record.h"
-#include "dist/process_group/flight_recorder.h"
+#include "dist/process_group/collective_observer.h"
 #include "dist/store/hash_store.h"
 #include "dist/testing/collective_checks.h"
 #include "dist/testing/multi_process.h"
@@ -54,7 +57,7 @@ std::unique_ptr<ProcessGroupNCCL> Connect(const RankContext& ctx,
 
 testing::SweepOptions OnMyGpu(const ProcessGroupNCCL& pg) {
   testing::SweepOptions o;
-  o.device = Device::CUDA(pg.device());
+  o.device = Device::CUDA(pg.device_index());
   return o;
 }
 
@@ -83,10 +86,10 @@ TEST(ProcessGroupNccl, CollectiveSeesKernelsQueuedBeforeItAndLaterKernelsSeeItsR
     auto pg = Connect(ctx);
     ASSERT_NE(pg, nullptr);
     // A compute stream of our own, as a training loop would have: nothing implicit orders it with NCCL.
-    cuda::Stream compute = cuda::Stream::Create(pg->device());
+    cuda::Stream compute = cuda::Stream::Create(pg->device_index());
     cuda::Stream::SetCurrent(compute);
     const int64_t n = 32 << 20;  // large enough that the kernels below take a while
-    Tensor t = Tensor::Empty({n}, DType::kFloat32, Device::CUDA(pg->device()));
+    Tensor t = Tensor::Empty({n}, DType::kFloat32, Device::CUDA(pg->device_index()));
     ops::Fill(t, ctx.rank + 1.0);
     for (int i = 0; i < 20; ++i) ops::ScaleInPlace(t, 1.0);
     ops::ScaleInPlace(t, 2.0);  // the value NCCL must see: 2 * (rank + 1)
@@ -108,12 +111,12 @@ TEST(ProcessGroupNccl, SteadyStateCollectivesAllocateNoDeviceMemory) {
   RunOnRanks(Gpus(), [](const RankContext& ctx) {
     auto pg = Connect(ctx);
     ASSERT_NE(pg, nullptr);
-    Tensor t = Tensor::Full({1 << 20}, 1.0, DType::kFloat32, Device::CUDA(pg->device()));
+    Tensor t = Tensor::Full({1 << 20}, 1.0, DType::kFloat32, Device::CUDA(pg->device_index()));
     for (int i = 0; i < 5; ++i) ASSERT_TRUE(pg->AllReduce(t)->Wait().ok());  // warm-up
-    const cuda::AllocatorStats before = cuda::GetAllocatorStats(pg->device());
+    const cuda::AllocatorStats before = cuda::GetAllocatorStats(pg->device_index());
     for (int i = 0; i < 100; ++i) ASSERT_TRUE(pg->AllReduce(t, ReduceOp::kAvg)->SynchronizeStream().ok());
     ASSERT_TRUE(pg->Barrier()->Wait().ok());
-    const cuda::AllocatorStats after = cuda::GetAllocatorStats(pg->device());
+    const cuda::AllocatorStats after = cuda::GetAllocatorStats(pg->device_index());
     EXPECT_EQ(after.num_cuda_malloc, before.num_cuda_malloc);
     // Five warm-up SUMs multiplied the ones by world_size^5; the AVGs since then keep that value.
     float want = 1.0f;
@@ -133,7 +136,7 @@ TEST(ProcessGroupNccl, CollectiveAnotherRankNeverJoinsIsAbortedByTheWatchdogWith
       ASSERT_TRUE(ctx.store->Wait({"rank0_done"}, std::chrono::seconds(120)).ok());
       return;
     }
-    Tensor t = Tensor::Full({1000}, 1.0, DType::kFloat32, Device::CUDA(pg->device()));
+    Tensor t = Tensor::Full({1000}, 1.0, DType::kFloat32, Device::CUDA(pg->device_index()));
     auto work = pg->AllReduce(t);
     absl::Status s = work->Wait(std::chrono::seconds(60));
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
@@ -155,7 +158,7 @@ TEST(ProcessGroupNccl, OneRankReduceScatterWritesEveryElementForEveryOpAndDType)
   RunOnRanks(1, [](const RankContext& ctx) {
     auto pg = Connect(ctx);
     ASSERT_NE(pg, nullptr);
-    const Device gpu = Device::CUDA(pg->device());
+    const Device gpu = Device::CUDA(pg->device_index());
     for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kInt32}) {
       for (ReduceOp op : {ReduceOp::kAvg, ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kProduct}) {
         for (int64_t n : {(int64_t{1} << 20) + 3, (int64_t{1} << 20) + 31, int64_t{100003}, int64_t{65543}}) {
@@ -190,6 +193,42 @@ TEST(ProcessGroupNccl, RejectsHostTensorsAndOtherGpusTensorsWithAHint) {
     EXPECT_TRUE(pg->AllReduce(t, ReduceOp::kMax)->Wait().ok());
     EXPECT_EQ(t.ToVector<float>(), (std::vector<float>{2.5f, 2.5f, 2.5f}));
   });
+}
+
+// What the group tells its observers (collective_observer.h), one line each, in order. Failed() returns
+// a sentence for the error, and with a `path` also writes the lines so far there (as a flight recorder dumps).
+class LogObserver : public CollectiveObserver {
+ public:
+  explicit LogObserver(std::string path = "") : path_(std::move(path)) {}
+  void Issued(const CollectiveInfo& info) override {
+    Add(absl::StrCat("issued #", info.seq, " ", info.op, "(", info.signature, ")",
+                     info.via.empty() ? "" : " via ", info.via));
+  }
+  void Ended(int64_t seq, const absl::Status& status) override {
+    Add(absl::StrCat("ended #", seq, " ", absl::StatusCodeToString(status.code())));
+  }
+  std::string Failed(absl::string_view reason, const absl::Status& status) override {
+    Add(absl::StrCat("failed ", reason));
+    if (!path_.empty()) testing::WriteFile(path_, absl::StrJoin(Lines(), "\n"));
+    return "Observers: told of the failure.";
+  }
+  std::vector<std::string> Lines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+
+ private:
+  void Add(std::string line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lines_.push_back(std::move(line));
+  }
+  const std::string path_;
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+bool Has(const std::vector<std::string>& lines, const std::string& line) {
+  return std::find(lines.begin(), lines.end(), line) != lines.end();
 }
 
 // --- The external all_reduce seam ---------------------------------------------------------------------
@@ -249,8 +288,8 @@ TEST(ProcessGroupNcclExternal, IsNumberedDescribedAndTheNextNcclCallWaitsForItsE
   RunOnRanks(1, [](const RankContext& ctx) {
     auto pg = Connect(ctx);
     ASSERT_NE(pg, nullptr);
-    auto gate = std::make_shared<GatedAllReduce>(pg->device());
-    Tensor t = Tensor::Full({5}, 1.0, DType::kFloat32, Device::CUDA(pg->device()));
+    auto gate = std::make_shared<GatedAllReduce>(pg->device_index());
+    Tensor t = Tensor::Full({5}, 1.0, DType::kFloat32, Device::CUDA(pg->device_index()));
     const int64_t seq = pg->sequence_number();
     std::shared_ptr<Work> external = pg->AllReduceExternal(gate, {t}, ReduceOp::kSum);
     EXPECT_EQ(pg->sequence_number(), seq + 1);
@@ -274,21 +313,24 @@ TEST(ProcessGroupNcclExternal, ACallThatNeverEndsIsAbortedByTheWatchdogWhichRele
   RunOnRanks(1, [](const RankContext& ctx) {
     auto pg = Connect(ctx, std::chrono::seconds(2));
     ASSERT_NE(pg, nullptr);
-    auto gate = std::make_shared<GatedAllReduce>(pg->device());
-    Tensor t = Tensor::Full({5}, 1.0, DType::kFloat32, Device::CUDA(pg->device()));
+    auto log = std::make_shared<LogObserver>();
+    pg->AddObserver(log);
+    auto gate = std::make_shared<GatedAllReduce>(pg->device_index());
+    Tensor t = Tensor::Full({5}, 1.0, DType::kFloat32, Device::CUDA(pg->device_index()));
+    const int64_t seq = pg->sequence_number();
     std::shared_ptr<Work> work = pg->AllReduceExternal(gate, {t}, ReduceOp::kSum);
     const absl::Status s = work->Wait(std::chrono::seconds(60));
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_PRED2(Contains, std::string(s.message()), "via a gate did not finish within 2000 ms");
-    EXPECT_PRED2(Contains, std::string(s.message()), "Flight recorder: rank 0's last collectives are in");
+    EXPECT_PRED2(Contains, std::string(s.message()), "\nObservers: told of the failure.");
     // The watchdog fails the Work first (so its end event never reads as success), then releases the call:
     // the release follows the failure by moments.
     for (int i = 0; i < 1000 && !gate->released(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     EXPECT_TRUE(gate->released()) << "the watchdog aborted the group without releasing the external call";
-    const RankFlightRecord record = pg->flight_recorder().Snapshot();
-    ASSERT_FALSE(record.entries.empty());
-    EXPECT_EQ(record.entries.back().state, FlightState::kFailed);
-    EXPECT_EQ(record.entries.back().Fingerprint(), "AllReduce(float32 [5] cuda, SUM) via a gate");
+    // The observers saw it issued (portable: no device index), ended failed, then the failure, once.
+    EXPECT_EQ(log->Lines(),
+              (std::vector<std::string>{absl::StrCat("issued #", seq, " AllReduce(float32 [5] cuda, SUM) via a gate"),
+                                        absl::StrCat("ended #", seq, " DEADLINE_EXCEEDED"), "failed timeout"}));
     const absl::Status after = pg->Barrier()->Wait(std::chrono::seconds(10));
     EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
   });
@@ -319,6 +361,7 @@ TEST(ProcessGroupNcclWatchdog, EndsTheProcessCleanlyWhenTheLaunchingThreadIsStuc
     options.device = 0;
     auto pg = ProcessGroupNCCL::Create(std::make_shared<HashStore>(std::chrono::seconds(30)), 0, 1, options);
     if (!pg.ok()) ::_exit(10);
+    (*pg)->AddObserver(std::make_shared<LogObserver>(std::string(std::getenv("NCCL_TEST_STUCK_CHILD")) + "/told.txt"));
     auto stuck = std::make_shared<StuckEnqueue>(0);
     Tensor t = Tensor::Full({5}, 1.0, DType::kFloat32, Device::CUDA(0));
     std::shared_ptr<Work> hung = (*pg)->AllReduceExternal(stuck, {t}, ReduceOp::kSum);  // #0: never ends
@@ -329,7 +372,7 @@ TEST(ProcessGroupNcclWatchdog, EndsTheProcessCleanlyWhenTheLaunchingThreadIsStuc
   const pid_t child = testing::StartProcess(
       {testing::SelfPath(),
        "--gtest_filter=ProcessGroupNcclWatchdog.EndsTheProcessCleanlyWhenTheLaunchingThreadIsStuckInsideAnEnqueue"},
-      {{"NCCL_TEST_STUCK_CHILD", "1"}, {kFlightRecorderDirEnv, dir}}, testing::LauncherVariables(), dir + "/out.txt",
+      {{"NCCL_TEST_STUCK_CHILD", dir}}, testing::LauncherVariables(), dir + "/out.txt",
       dir + "/err.txt");
   const std::optional<int> status = testing::WaitFor(child, std::chrono::seconds(120));
   const std::string err = testing::ReadFile(dir + "/err.txt");
@@ -338,12 +381,14 @@ TEST(ProcessGroupNcclWatchdog, EndsTheProcessCleanlyWhenTheLaunchingThreadIsStuc
   EXPECT_EQ(WEXITSTATUS(*status), kCollectiveFailureExitCode) << err;
   EXPECT_PRED2(Contains, err, "ProcessGroupNCCL watchdog (rank 0): DEADLINE_EXCEEDED: AllReduce(float32 [5] cuda:0, SUM) #0");
   EXPECT_PRED2(Contains, err, "The thread issuing collectives has been inside an NCCL/CUDA call");
-  // The flight recorder's dump was written before the exit, with the hung collective failed.
-  absl::StatusOr<RankFlightRecord> dump = ReadFlightDump(DumpFilePath(dir, "pg0", 0));
-  ASSERT_TRUE(dump.ok()) << dump.status();
-  ASSERT_GE(dump->entries.size(), 2u);
-  EXPECT_EQ(dump->entries[0].state, FlightState::kFailed);
-  EXPECT_EQ(dump->entries[1].state, FlightState::kEnqueued);
+  // The observers were told before the exit (a flight recorder dumps there), with the hung collective
+  // failed and the next one issued, not ended.
+  const std::string told = testing::ReadFile(dir + "/told.txt");
+  const std::vector<std::string> lines = absl::StrSplit(told, '\n');
+  EXPECT_TRUE(Has(lines, "ended #0 DEADLINE_EXCEEDED")) << told;
+  EXPECT_TRUE(Has(lines, "issued #1 AllReduce(float32 [5] cuda, SUM) via a gate")) << told;
+  EXPECT_FALSE(absl::StrContains(told, "ended #1")) << told;
+  EXPECT_EQ(lines.back(), "failed timeout") << told;
 }
 
 }  // namespace

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "dist/process_group/nccl/external_all_reduce.h"
+#include "dist/process_group/external_all_reduce.h"
 #include "dist/process_group/work.h"
 #include "tensor/tensor.h"
 

@@ -25,6 +25,11 @@ std::string Quoted(const std::string& key) {
   return absl::StrCat("'", key.substr(0, kShown), "...'");
 }
 
+// What one entry counts against the table's limit (store.h, kDefaultStoreMaxBytes).
+uint64_t EntryBytes(const std::string& key, const Bytes& value) {
+  return key.size() + value.size() + kStoreEntryOverheadBytes;
+}
+
 }  // namespace
 
 std::chrono::milliseconds ClampTimeout(std::chrono::milliseconds timeout) {
@@ -78,15 +83,27 @@ absl::Status KvTable::ClosedError() const {
   return absl::CancelledError("the store was shut down while this call was waiting");
 }
 
-void KvTable::PutLocked(const std::string& key, Bytes value) {
+absl::Status KvTable::PutLocked(const std::string& key, Bytes value) {
+  auto old = values_.find(key);
+  const uint64_t rest = total_bytes_ - (old == values_.end() ? 0 : EntryBytes(key, old->second));
+  if (rest + EntryBytes(key, value) > max_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "store: setting key ", Quoted(key), " (", FormatBytes(value.size()), ") would bring the table to ",
+        FormatBytes(rest + EntryBytes(key, value)), ", over its limit of ", FormatBytes(max_bytes_),
+        " (keys, values and ", kStoreEntryOverheadBytes, " bytes a key). Is something writing keys in a loop? "
+        "A job that needs more: set TINYDDP_STORE_MAX_BYTES (bytes) for the process hosting the store (the "
+        "launcher, or rank 0), or TCPStoreServerOptions::max_table_bytes"));
+  }
+  total_bytes_ = rest + EntryBytes(key, value);
   const bool is_new = values_.insert_or_assign(key, std::move(value)).second;
-  if (!is_new) return;
+  if (!is_new) return absl::OkStatus();
   auto it = waiters_.find(key);
-  if (it == waiters_.end()) return;
+  if (it == waiters_.end()) return absl::OkStatus();
   for (Waiter* w : it->second) {
     if (--w->missing == 0) w->wake.notify_one();
   }
   waiters_.erase(it);
+  return absl::OkStatus();
 }
 
 absl::Status KvTable::AwaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
@@ -135,8 +152,7 @@ absl::Status KvTable::Set(const std::string& key, Bytes value) {
   RETURN_IF_ERROR(CheckKey(key));
   RETURN_IF_ERROR(CheckValue(key, value.size()));
   std::lock_guard<std::mutex> lock(mu_);
-  PutLocked(key, std::move(value));
-  return absl::OkStatus();
+  return PutLocked(key, std::move(value));
 }
 
 absl::StatusOr<Bytes> KvTable::Get(const std::string& key, Clock::time_point deadline,
@@ -172,7 +188,7 @@ absl::StatusOr<int64_t> KvTable::Add(const std::string& key, int64_t delta) {
   }
   now = static_cast<int64_t>(static_cast<uint64_t>(now) + static_cast<uint64_t>(delta));  // wraps, never UB
   const std::string text = absl::StrCat(now);
-  PutLocked(key, Bytes(text.begin(), text.end()));
+  RETURN_IF_ERROR(PutLocked(key, Bytes(text.begin(), text.end())));
   return now;
 }
 
@@ -184,10 +200,10 @@ absl::StatusOr<Bytes> KvTable::CompareSet(const std::string& key, const Bytes& e
   auto it = values_.find(key);
   if (it == values_.end()) {
     if (!expected.empty()) return Bytes();  // absent, and the caller expected a value: nothing stored
-    PutLocked(key, desired);
+    RETURN_IF_ERROR(PutLocked(key, desired));
     return desired;
   }
-  if (it->second == expected) it->second = desired;
+  if (it->second == expected) RETURN_IF_ERROR(PutLocked(key, desired));
   return it->second;
 }
 
@@ -218,7 +234,11 @@ absl::Status KvTable::Wait(const std::vector<std::string>& keys, Clock::time_poi
 absl::StatusOr<bool> KvTable::Delete(const std::string& key) {
   RETURN_IF_ERROR(CheckKey(key));
   std::lock_guard<std::mutex> lock(mu_);
-  return values_.erase(key) > 0;
+  auto it = values_.find(key);
+  if (it == values_.end()) return false;
+  total_bytes_ -= EntryBytes(key, it->second);
+  values_.erase(it);
+  return true;
 }
 
 int64_t KvTable::NumKeys() {

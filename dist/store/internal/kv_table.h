@@ -36,6 +36,10 @@ class KvTable {
  public:
   using Clock = std::chrono::steady_clock;
 
+  /// A table of at most `max_bytes` (store.h's kDefaultStoreMaxBytes says what counts); a write that
+  /// would go past it is ResourceExhausted, naming the limit and how to raise it.
+  explicit KvTable(uint64_t max_bytes = kDefaultStoreMaxBytes) : max_bytes_(max_bytes) {}
+
   /// Sets key to value and wakes the waiters it completes. (By value: the server moves its copy in.)
   absl::Status Set(const std::string& key, Bytes value);
   /// Waits until `deadline` for key. DeadlineExceeded names the key and `timeout_for_message`.
@@ -59,8 +63,9 @@ class KvTable {
     std::condition_variable wake;
   };
 
-  /// Stores value; if key is new, counts it off for its waiters. Caller holds mu_.
-  void PutLocked(const std::string& key, Bytes value);
+  /// Stores value unless the table would outgrow max_bytes_; if key is new, counts it off for its
+  /// waiters. Caller holds mu_.
+  absl::Status PutLocked(const std::string& key, Bytes value);
   /// Blocks until every key has appeared (since the call began), the deadline, Close or `abandoned`.
   /// Returns OK, DeadlineExceeded (without a message: the caller writes it) or Cancelled.
   absl::Status AwaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
@@ -71,6 +76,8 @@ class KvTable {
   std::unordered_map<std::string, Bytes> values_;
   std::unordered_map<std::string, std::vector<Waiter*>> waiters_;  // absent key -> who waits for it
   bool closed_ = false;
+  const uint64_t max_bytes_;
+  uint64_t total_bytes_ = 0;  // what max_bytes_ bounds, for every key in values_
 };
 
 /// InvalidArgument, naming the limit and what to do, for a key over kMaxStoreKeyBytes.

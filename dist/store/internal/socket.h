@@ -70,6 +70,9 @@ absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline,
 /// True when the peer has closed or reset the connection (checked without blocking or reading).
 bool PeerClosed(int fd);
 
+/// The peer's numeric address and port, "127.0.0.1 port 51234", for logs.
+std::string PeerAddress(int fd);
+
 /// The errno text, e.g. "connection refused".
 std::string ErrnoText(int err);
 

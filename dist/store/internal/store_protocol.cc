@@ -99,6 +99,9 @@ Bytes EncodeRequest(const StoreRequest& r) {
       break;
     case StoreOp::kNumKeys:
       break;
+    case StoreOp::kProof:
+      w.Blob(r.value);
+      break;
   }
   return w.Take();
 }
@@ -148,6 +151,10 @@ absl::StatusOr<StoreRequest> ParseRequest(const Bytes& body) {
     }
     case StoreOp::kNumKeys:
       break;
+    case StoreOp::kProof: {
+      ASSIGN_OR_RETURN(r.value, in.Blob());
+      break;
+    }
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("store: unknown request op ", static_cast<int>(op), " (is the client a tinyddp store client?)"));

@@ -5,7 +5,8 @@
 //   string   = length:u32 little-endian, then the bytes;   i64 = 8 bytes little-endian
 //
 //   op          fields                               result
-//   kHello      magic, secret                        -                  first on every connection
+//   kHello      magic, client nonce                  server nonce       the handshake (handshake.h):
+//   kProof      client MAC                           server MAC         first on every connection
 //   kSet        key, value                           -
 //   kGet        key, timeout_ms:i64                  value              (waits server-side)
 //   kAdd        key, delta:i64                       new value:i64
@@ -31,13 +32,13 @@
 
 namespace tinyddp::dist::internal {
 
-enum class StoreOp : uint8_t { kHello = 1, kSet, kGet, kAdd, kCompareSet, kWait, kDelete, kNumKeys };
+enum class StoreOp : uint8_t { kHello = 1, kSet, kGet, kAdd, kCompareSet, kWait, kDelete, kNumKeys, kProof };
 
 /// The hello's magic: a client of another protocol version (or not a store client at all) is told so.
-inline constexpr char kProtocolMagic[] = "tinyddp-store/2";
+inline constexpr char kProtocolMagic[] = "tinyddp-store/3";
 
-/// The largest hello body: the magic and a secret of at most kMaxStoreSecretBytes (store_secret.h) fit.
-/// Until a connection has said hello, nothing larger is read from it.
+/// The largest handshake message (a magic, a nonce or a MAC fits many times over). Until a connection
+/// has completed the handshake, nothing larger is read from it.
 inline constexpr uint32_t kMaxHelloBytes = 1024;
 /// The largest request body a server accepts after the hello: a CompareSet with two values at their
 /// limit (32 MiB), its key and the field lengths fit in the extra MiB.
@@ -50,7 +51,7 @@ struct StoreRequest {
   StoreOp op = StoreOp::kNumKeys;
   std::string key;                // every single-key op; kHello: the magic
   std::vector<std::string> keys;  // kWait
-  Bytes value;                    // kSet; kCompareSet: desired; kHello: the secret
+  Bytes value;                    // kSet; kCompareSet: desired; kHello: the nonce; kProof: the MAC
   Bytes expected;                 // kCompareSet
   int64_t number = 0;             // kGet, kWait: timeout in ms; kAdd: delta
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "dist/ddp/timeline/step_cost_model.h"
+#include "tools/timeline/step_cost_model.h"
 
 namespace tinyddp::exercises {
 

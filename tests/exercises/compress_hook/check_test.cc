@@ -1,10 +1,14 @@
 // Checks exercise 2 (fp16_compress_hook.h) on real processes over Gloo: a bucket of odd length on 3
 // ranks must come back as the mean of every rank's fp16-rounded gradients (not the exact float32 mean:
-// then nothing was compressed), the same on every rank; and the hook must work inside DDP, where it
-// gives the fp32 DDP's gradients to within fp16's precision.
+// then nothing was compressed), the same on every rank, and must have travelled as halves: an observer
+// on the group (collective_log.h) sees one AllGather of int32 words, two halves each, and nothing else
+// (rounding to fp16 and then all-reducing float32 gives the same numbers and saves no byte). The hook
+// must also work inside DDP, where it gives the fp32 DDP's gradients to within fp16's precision.
 //   ./bazelw test //tests/exercises/compress_hook:check             # your solution
 //   ./bazelw test //tests/exercises/compress_hook:reference_check   # the reference (what CI runs)
+//   ./bazelw test //tests/exercises/compress_hook:rejects_wrong_solution   # wrong/ must fail it
 #include <cmath>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +20,7 @@
 #include "dist/testing/multi_process.h"
 #include "gtest/gtest.h"
 #include "nn/mlp.h"
+#include "tests/exercises/collective_log.h"
 #include "tests/exercises/compress_hook/fp16.h"
 #include "tests/exercises/compress_hook/fp16_compress_hook.h"
 
@@ -58,10 +63,22 @@ TEST(Fp16CompressHook, AveragesEveryRanksHalvesAndOnlyThose) {
     bucket.is_last = true;
     dist::CommHook hook = Fp16CompressHook();
     ASSERT_TRUE(hook.run) << "Fp16CompressHook returned a hook without run";
+    auto log = std::make_shared<CollectiveLog>();
+    (*pg)->AddObserver(log);
     dist::CommFuture future = hook.run(**pg, bucket);
     ASSERT_NE(future.work, nullptr);
     const absl::Status done = future.Complete();
     ASSERT_TRUE(done.ok()) << done;
+    // What went on the wire: one all-gather of this rank's halves, packed two per int32 word.
+    const std::vector<dist::CollectiveInfo> used = log->Take();
+    ASSERT_EQ(CollectiveLog::Ops(used), std::vector<std::string>{"AllGather"})
+        << "the hook issued " << CollectiveLog::Describe(used) << "; it should send the bucket with exactly one "
+        << "AllGather of the fp16 bits (an all_reduce of float32 sends four bytes per gradient, however they "
+        << "were rounded)";
+    EXPECT_EQ(used[0].dtype, "int32") << "pack the halves two per int32 word; the AllGather carried "
+                                      << used[0].signature;
+    EXPECT_EQ(used[0].numel, (n + 1) / 2) << "a bucket of " << n << " gradients is " << (n + 1) / 2
+                                          << " words of two halves; the AllGather carried " << used[0].signature;
     const std::vector<float> got = bucket.buffer.ToVector<float>();
     int exact_fp32 = 0;
     for (int64_t i = 0; i < n; ++i) {

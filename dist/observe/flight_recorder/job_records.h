@@ -1,0 +1,55 @@
+// JobRecords: the launcher's side of the flight recorder (recorder.h), a JobObserver
+// (dist/launch/job_observer.h). It gives every worker of a job one directory for its ring files
+// (TINYDDP_FLIGHT_RECORDER_DIR), and after a failed round reads them all and prints one verdict, e.g.
+//
+//   launch: flight recorder (pg0): collective #1091 AllReduce(float32 [262144], AVG) (bucket 0, 1.0 MiB):
+//           ranks {1} never started it; rank 1's last completed collective is #1090
+//
+// Because the rings are files written in place, a rank that was killed or frozen still says where it was.
+// The launch binary (//dist/launch:launch) and ddp_mlp's self-start (SpawnOptions::job_observer) attach it;
+// it links only the analyzer (verdict.h), a function of files, never a process group.
+#ifndef TINYDDP_DIST_OBSERVE_FLIGHT_RECORDER_JOB_RECORDS_H_
+#define TINYDDP_DIST_OBSERVE_FLIGHT_RECORDER_JOB_RECORDS_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dist/launch/job_observer.h"
+
+namespace tinyddp::dist {
+
+class JobRecords : public JobObserver {
+ public:
+  /// For the job this process is about to start. Its directory, chosen when the first round starts:
+  /// $TINYDDP_FLIGHT_RECORDER_DIR when the user set it (kept afterwards), else a fresh one under $TMPDIR
+  /// (removed once the job has succeeded). None when none can be made: workers then keep their records
+  /// in memory and dump to the default directory. Cheap until then, so a worker may build one unused.
+  static std::shared_ptr<JobRecords> ForThisJob();
+
+  /// TINYDDP_FLIGHT_RECORDER_DIR for every worker of round `round` (an elastic job's restarts each get a
+  /// folder of their own, <dir>/round<N>, so that a round's verdict reads only its own files).
+  std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int round) override;
+
+  /// After round `round` failed: prints the verdict on stderr, each line starting with `prefix`
+  /// ("launch: "), and where the files are. `ranks_here`: this node's ranks; with several nodes the
+  /// others' files are on their machines (unless the directory is shared), and they are not blamed here.
+  void FailedRound(int round, const std::string& prefix, const std::vector<int>& ranks_here) override;
+
+  /// After the job: removes a directory made here if the job succeeded.
+  void Finish(bool job_succeeded) override;
+
+  std::string RoundDir(int round) const;
+
+ private:
+  void ChooseDirOnce();
+
+  bool chosen_ = false;
+  std::string dir_;
+  bool made_here_ = false;
+};
+
+}  // namespace tinyddp::dist
+
+#endif  // TINYDDP_DIST_OBSERVE_FLIGHT_RECORDER_JOB_RECORDS_H_

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# doc_checks_test: the two doc checks catch what they claim to. run_doc_commands.sh must pass a page
+# whose output blocks match (numbers, `...` and spacing varying) and fail each page that differs (a word,
+# an exact block's number, an extra line, an output block after a block that is not run); check_links.sh
+# must pass the links that resolve and report every dead one. The pages are in testdata/.
+set -uo pipefail
+
+here="$TEST_SRCDIR/${TEST_WORKSPACE:-tinyddp}/tools/docs"
+work="${TEST_TMPDIR:?}/pages"
+mkdir -p "$work" && cp "$here"/testdata/* "$work"/ && cd "$work" || exit 1
+# Both scripts run as a person runs them, from a workspace: here the folder of the test pages.
+run() { env -u TEST_SRCDIR "$@" >"$work/log" 2>&1; }
+
+failures=0
+expect() {  # expect pass|fail DESCRIPTION COMMAND...
+  local want="$1" what="$2"
+  shift 2
+  if run "$@"; then got=pass; else got=fail; fi
+  if [[ "$got" == "$want" ]]; then
+    echo "ok: $what"
+  else
+    echo "WRONG: $what: expected $want, got $got; its output:"
+    sed 's/^/    | /' "$work/log"
+    failures=$((failures + 1))
+  fi
+}
+
+commands="$here/run_doc_commands.sh"
+links="$here/check_links.sh"
+
+expect pass "matching outputs pass" "$commands" --workspace outputs_match.md
+if ! grep -q "2 run, 2 output(s) compared, 0 failed" "$work/log"; then
+  echo "WRONG: not both outputs compared"
+  failures=$((failures + 1))
+fi
+expect fail "a different word fails" "$commands" --workspace output_differs.md
+expect fail "a different number in an exact block fails" "$commands" --workspace output_exact_differs.md
+expect fail "an extra line fails" "$commands" --workspace output_extra_lines.md
+expect fail "an output block after a block that is not run fails" "$commands" --workspace output_orphan.md
+
+expect pass "links that resolve pass" "$links" links_ok.md
+expect fail "dead links fail" "$links" links_dead.md
+for dead in "missing.md: no such file" "three_lines.txt#L4: three_lines.txt has 3 lines" \
+            "three_lines.txt#L2-L9: three_lines.txt has 3 lines" "../../outside.md leaves the repository" \
+            "also_missing.md: no such file"; do
+  grep -qF "$dead" "$work/log" || { echo "WRONG: not reported: $dead"; failures=$((failures + 1)); }
+done
+
+echo "$failures wrong"
+[[ $failures -eq 0 ]]
