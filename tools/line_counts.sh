@@ -8,6 +8,7 @@
 #   tools/line_counts.sh --check     # the budgets of tools/line_budget.txt: the core, the README's afternoon
 #                                    # path, and the dist/ lines the two first examples build from (needs
 #                                    # Bazel: ./bazelw); exits 1 naming what is over
+#   LINE_BUDGET=FILE tools/line_counts.sh --check   # against another budget file
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +31,7 @@ count() {
 sum_lines() { local total=0 f; while read -r f; do [[ -f $f ]] && total=$((total + $(wc -l <"$f"))); done; echo "$total"; }
 
 check() {
-  local budget=tools/line_budget.txt failed=0
+  local budget=${LINE_BUDGET:-tools/line_budget.txt} failed=0
   field() { awk -v k="$1" '$1 == k { $1 = ""; print }' "$budget"; }
   local all; all=$(worktree_files | is_code)
 
@@ -69,8 +70,10 @@ check() {
     failed=1
   fi
 
-  # What the first examples build from: dist/ lines, and no wing.
+  # What the first examples build from: dist/ lines, and no wing. (LINE_COUNTS_NO_QUERY=1 skips this part,
+  # for tools/line_counts_test.sh, which runs inside Bazel and cannot call it.)
   local bazel=./bazelw
+  [[ -n ${LINE_COUNTS_NO_QUERY:-} ]] && { (( failed == 0 )) && echo "line_counts: every budget holds (examples not queried)"; return "$failed"; }
   while read -r target ceiling; do
     [[ -n $target ]] || continue
     local sources
