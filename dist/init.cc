@@ -2,17 +2,17 @@
 #include "dist/init.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dist/launch/error_file.h"
 #include "dist/launch/job_timeout.h"
-#include "dist/process_group/debug_check.h"
 #include "dist/process_group/exit_on_failure.h"
-#include "dist/store/prefix_store.h"
 #include "dist/process_group/gloo/process_group_gloo.h"
 #include "dist/rendezvous.h"
+#include "dist/store/prefix_store.h"
 #include "tensor/cuda_device.h"
 #ifdef TINYDDP_HAVE_NCCL
 #include "dist/process_group/nccl/process_group_nccl.h"
@@ -29,8 +29,16 @@ struct GroupWithStore {
   std::unique_ptr<ProcessGroup> group;
 };
 
-absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeNccl(const WorkerEnv& env, std::shared_ptr<Store> store,
-                                                       std::chrono::milliseconds timeout) {
+// Gloo, or NCCL on cuda:LOCAL_RANK, over `store`.
+absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeGroup(Backend backend, const WorkerEnv& env,
+                                                        std::shared_ptr<Store> store,
+                                                        std::chrono::milliseconds timeout) {
+  if (backend == Backend::kGloo) {
+    ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupGloo> gloo,
+                     ProcessGroupGloo::Create(store, env.rank, env.world_size, {.timeout = timeout}));
+    gloo->set_store(std::make_shared<PrefixStore>(gloo->group_name(), std::move(store)));  // for SubStore
+    return std::unique_ptr<ProcessGroup>(std::move(gloo));
+  }
 #ifdef TINYDDP_HAVE_NCCL
   const int gpus = cuda::DeviceCount();
   if (gpus == 0) {
@@ -45,16 +53,11 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeNccl(const WorkerEnv& env, std
         "CUDA_VISIBLE_DEVICES"));
   }
   cuda::SetDevice(env.local_rank);
-  NcclOptions nccl;
-  nccl.timeout = timeout;
-  nccl.device = env.local_rank;
-  auto pg = ProcessGroupNCCL::Create(std::move(store), env.rank, env.world_size, nccl);
-  RETURN_IF_ERROR(pg);
-  return std::unique_ptr<ProcessGroup>(std::move(*pg));
+  ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupNCCL> nccl,
+                   ProcessGroupNCCL::Create(std::move(store), env.rank, env.world_size,
+                                            {.timeout = timeout, .device = env.local_rank}));
+  return std::unique_ptr<ProcessGroup>(std::move(nccl));
 #else
-  (void)env;
-  (void)store;
-  (void)timeout;
   return absl::FailedPreconditionError(
       "backend nccl: this binary was built without the CUDA toolkit, so it has no NCCL; rebuild where CUDA is "
       "installed (CUDA_HOME), or use backend gloo");
@@ -103,10 +106,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const InitOptions
 }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const WorkerEnv& env, const InitOptions& options) {
-  std::chrono::milliseconds timeout = kDefaultJobTimeout;
-  if (options.timeout) {
-    timeout = *options.timeout;
-  } else {
+  std::chrono::milliseconds timeout = options.timeout.value_or(kDefaultJobTimeout);
+  if (!options.timeout) {
     ASSIGN_OR_RETURN(timeout, ResolveJobTimeout());
   }
   const Backend backend = ResolveBackend(options.backend, env.local_world_size);
@@ -118,29 +119,18 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const WorkerEnv& 
                  "(start one rank per GPU for nccl, or pass backend gloo to silence this)\n",
                  env.local_world_size, cuda::DeviceCount());
   }
+  if (backend == Backend::kGloo && env.rank == 0 && std::getenv("NCCL_DEBUG") != nullptr) {
+    std::fprintf(stderr, "InitProcessGroup: NCCL_DEBUG has no effect on gloo (CPU) ranks; use "
+                         "TINYDDP_DISTRIBUTED_DEBUG=DETAIL or the flight recorder (docs/troubleshooting.md)\n");
+  }
   auto holder = std::make_shared<GroupWithStore>();
-  absl::StatusOr<std::shared_ptr<TCPStore>> store = ConnectToJobStore(env, timeout);
-  RETURN_IF_ERROR(store);
-  holder->store = *store;
+  ASSIGN_OR_RETURN(holder->store, ConnectToJobStore(env, timeout));
   if (env.restart_count > 0) {
     // The store outlives a failed round (the launcher hosts it): its keys, a dead rank's address among
     // them, must not be read by the new round's rendezvous.
     holder->store = std::make_shared<PrefixStore>(absl::StrCat("restart", env.restart_count), holder->store);
   }
-
-  absl::StatusOr<std::unique_ptr<ProcessGroup>> group;
-  if (backend == Backend::kNccl) {
-    group = MakeNccl(env, holder->store, timeout);
-  } else {
-    GlooOptions gloo;
-    gloo.timeout = timeout;
-    auto pg = ProcessGroupGloo::Create(holder->store, env.rank, env.world_size, gloo);
-    if (pg.ok()) {
-      group = std::unique_ptr<ProcessGroup>(std::move(*pg));
-    } else {
-      group = pg.status();
-    }
-  }
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> group = MakeGroup(backend, env, holder->store, timeout);
   if (!group.ok()) {
     return absl::Status(group.status().code(), absl::StrCat("InitProcessGroup(", BackendName(backend), ") on ",
                                                             env.DebugString(), ": ", group.status().message()));
@@ -149,11 +139,6 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const WorkerEnv& 
   // A process ended by a collective failure nobody could be told about (exit_on_failure.h) still tells
   // the launcher why, so that its blame sees a timeout or a dead peer rather than an unexplained exit.
   SetLastWordsBeforeCollectiveExit([rank = env.rank](const absl::Status& status) { RecordWorkerFailure(rank, status); });
-  if (CollectiveFingerprintCheck::RequestedByEnvironment()) {
-    holder->group->EnableDebugCheck(std::make_unique<CollectiveFingerprintCheck>(
-        std::make_shared<PrefixStore>(absl::StrCat("debug_", BackendName(backend)), holder->store), env.rank,
-        env.world_size, timeout));
-  }
   ProcessGroup* raw = holder->group.get();
   return std::shared_ptr<ProcessGroup>(std::move(holder), raw);  // aliasing: owns the holder, points at the group
 }

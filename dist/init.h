@@ -9,8 +9,9 @@
 // the WorkerEnv; connect to the job's TCPStore (rank 0 hosts it unless the launcher does; after an
 // elastic restart, the group rendezvouses under keys of its own round, "restart<N>/");
 // pick the backend (auto never starts more NCCL ranks than there are GPUs: it falls back to Gloo and says
-// so in one line on stderr); for NCCL bind this process to cuda:LOCAL_RANK; build the group; turn on the
-// TINYDDP_DISTRIBUTED_DEBUG=DETAIL check when asked. The returned group keeps the store alive.
+// so in one line on stderr); for NCCL bind this process to cuda:LOCAL_RANK; build the group. The returned
+// group keeps the store alive. Plain: it attaches no wing (programs attach the flight recorder, the debug
+// check of TINYDDP_DISTRIBUTED_DEBUG=DETAIL, ... themselves: dist/observe/).
 #ifndef TINYDDP_DIST_INIT_H_
 #define TINYDDP_DIST_INIT_H_
 
@@ -48,9 +49,8 @@ struct InitOptions {
 
 /// Builds this rank's process group from the environment (see the header comment). Errors: NotFound when
 /// the process is not a rank of a job (with how to start one); InvalidArgument for a bad TINYDDP_TIMEOUT,
-/// or listing missing or
-/// inconsistent variables; FailedPrecondition for nccl without CUDA or a GPU for LOCAL_RANK; the store's
-/// or backend's error (e.g. DeadlineExceeded when a rank never arrives) otherwise.
+/// or listing missing or inconsistent variables; FailedPrecondition for nccl without CUDA or a GPU for
+/// LOCAL_RANK; the store's or backend's error (e.g. DeadlineExceeded when a rank never arrives) otherwise.
 absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const InitOptions& options = {});
 
 /// The same from an explicit WorkerEnv (custom launchers, tests).

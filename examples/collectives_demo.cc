@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dist/observe/debug_check/debug_check.h"  // AttachDebugCheck: TINYDDP_DISTRIBUTED_DEBUG=DETAIL
 #include "examples/internal/demo_support.h"
 #include "tensor/tensor.h"
 
@@ -35,6 +36,7 @@ bool Ok(const absl::Status& s, int rank) {
 }
 
 int Run(dist::ProcessGroup& pg, Device device) {
+  dist::AttachDebugCheck(pg);  // with TINYDDP_DISTRIBUTED_DEBUG=DETAIL the ranks compare each call first
   const int rank = pg.rank();
   const int n = pg.size();
   auto vec = [&](std::vector<float> values) {

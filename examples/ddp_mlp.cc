@@ -50,6 +50,7 @@
 #include "dist/launch/env.h"                       // IsWorker, RestartCount
 #include "dist/launch/error_file.h"                // RecordWorkerFailure: why, for the launcher
 #include "dist/launch/spawn.h"                     // SpawnWorkersIfNeeded
+#include "dist/observe/debug_check/debug_check.h"   // AttachDebugCheck (TINYDDP_DISTRIBUTED_DEBUG=DETAIL)
 #include "dist/observe/fault/collective_fault.h"     // AttachCollectiveFaults (TINYDDP_FAULT point=collective)
 #include "dist/observe/flight_recorder/job_records.h"  // JobRecords: the flight recorder's verdict for spawn
 #include "dist/observe/flight_recorder/recorder.h"  // AttachFlightRecorder: every rank's last collectives
@@ -534,6 +535,7 @@ int RunWorker(TrainOptions options) {
   }
   dist::AttachFlightRecorder(**pg);    // a failed collective dumps; the launcher's verdict names the rank
   dist::AttachCollectiveFaults(**pg);  // TINYDDP_FAULT=...,point=collective, for the failure tests
+  dist::AttachDebugCheck(**pg);        // TINYDDP_DISTRIBUTED_DEBUG=DETAIL: ranks compare each call first
   // An elastic restart (launch/spawn --max_restarts) resumes from the last good checkpoint by itself.
   if (const int restart = dist::RestartCount(); restart > 0) {
     if ((*pg)->rank() == 0) {

@@ -3,6 +3,7 @@
 // GPU blocks come from the caching allocator so a steady-state training step never calls cudaMalloc.
 #include "tensor/storage.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -44,16 +45,37 @@ void CheckCudaDevice(Device device, const char* op) {
                    " visible); hint: check CUDA_VISIBLE_DEVICES or use Device::CPU()");
 }
 
+// GetHostMemoryStats's counters.
+std::atomic<int64_t> host_live_bytes{0};
+std::atomic<int64_t> host_peak_bytes{0};
+
+void CountHostBytes(int64_t delta) {
+  const int64_t live = host_live_bytes.fetch_add(delta, std::memory_order_relaxed) + delta;
+  int64_t peak = host_peak_bytes.load(std::memory_order_relaxed);
+  while (live > peak && !host_peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+}
+
 std::shared_ptr<Storage> AllocateHost(size_t nbytes, const char* op) {
   internal::KeepFreedHostMemoryMapped();  // once: freed tensors stay mapped for the next step to reuse
   // aligned_alloc wants a multiple of the alignment; at least one block so data() is never null.
   const size_t rounded = (nbytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
   void* p = std::aligned_alloc(kHostAlignment, rounded == 0 ? kHostAlignment : rounded);
   TINYDDP_CHECK_OP(p != nullptr, op, "out of host memory allocating ", nbytes, " bytes");
-  return std::make_shared<Storage>(p, nbytes, Device::CPU(), [](void* q) { std::free(q); });
+  CountHostBytes(static_cast<int64_t>(nbytes));
+  return std::make_shared<Storage>(p, nbytes, Device::CPU(), [nbytes](void* q) {
+    CountHostBytes(-static_cast<int64_t>(nbytes));
+    std::free(q);
+  });
 }
 
 }  // namespace
+
+HostMemoryStats GetHostMemoryStats() {
+  return {host_live_bytes.load(std::memory_order_relaxed), host_peak_bytes.load(std::memory_order_relaxed)};
+}
+
+void ResetHostPeak() { host_peak_bytes.store(host_live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
 std::shared_ptr<Storage> AllocateStorage(size_t nbytes, Device device) {
   if (device.is_cpu()) return AllocateHost(nbytes, "AllocateStorage");

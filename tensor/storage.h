@@ -5,6 +5,7 @@
 #define TINYDDP_TENSOR_STORAGE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -38,6 +39,18 @@ class Storage {
 /// (tensor/cuda_allocator.h, on the device's current stream) for a GPU. Contents are uninitialised.
 /// Stops with a clear message on out-of-memory or on a CUDA device in a build without CUDA.
 std::shared_ptr<Storage> AllocateStorage(size_t nbytes, Device device);
+
+/// What host tensors hold right now (bytes of live CPU Storage from AllocateStorage), and the most they
+/// held since the process started or the last ResetHostPeak(): the host's counterpart of the CUDA caching
+/// allocator's statistics (tensor/cuda_allocator.h), for measuring memory (ZeRO's per-rank tables).
+/// Thread-safe; two relaxed atomic updates per allocation.
+struct HostMemoryStats {
+  int64_t live_bytes = 0;
+  int64_t peak_bytes = 0;
+};
+HostMemoryStats GetHostMemoryStats();
+/// Starts a new high-water mark at the current live bytes.
+void ResetHostPeak();
 
 /// Page-locked host memory, so host<->device copies can run asynchronously on a stream.
 /// Falls back to ordinary host memory in a build without CUDA or on a machine without a GPU.

@@ -42,7 +42,7 @@ if ! command -v apt-get >/dev/null || [[ $sudo == none ]]; then
   exit 1
 fi
 
-echo "install_cluster_engines: installing ${missing[*]} with apt-get (the tests in tests/cluster/ run tinyddp under them)"
+echo "install_cluster_engines: installing ${missing[*]} with apt-get (tests/cluster/ runs tinyddp under them)"
 export DEBIAN_FRONTEND=noninteractive
 # The packages' install scripts would start munged, slurmctld and slurmd as system services; the tests
 # want none of those (they start their own). Debian's policy-rc.d convention says "do not start
@@ -50,7 +50,8 @@ export DEBIAN_FRONTEND=noninteractive
 policy=/usr/sbin/policy-rc.d
 own_policy=0
 if [[ ! -e $policy ]]; then
-  printf '#!/bin/sh\n# install_cluster_engines.sh: start no service while installing\nexit 101\n' | $sudo tee "$policy" >/dev/null
+  printf '#!/bin/sh\n# install_cluster_engines.sh: start no service while installing\nexit 101\n' |
+    $sudo tee "$policy" >/dev/null
   $sudo chmod 755 "$policy"
   own_policy=1
 fi
@@ -72,5 +73,6 @@ if ! install; then
   fi
 fi
 rm -f "$log"
-echo "install_cluster_engines: installed $(for p in "${missing[@]}"; do
-  printf '%s %s  ' "$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null)"; done)"
+versions=()
+for p in "${missing[@]}"; do versions+=("$p $(dpkg-query -W -f='${Version}' "$p" 2>/dev/null)"); done
+echo "install_cluster_engines: installed $(IFS=,; echo "${versions[*]}" | sed 's/,/, /g')"

@@ -120,13 +120,9 @@ bool IsLoopback(const std::string& host) {
   return host == "localhost" || absl::StartsWith(host, "127.") || host == "::1";
 }
 
-// Ranks given without LOCAL_*: all of them on this machine only when the store is on loopback (no other
-// machine could reach it) and this is not a Kubernetes pod (the kubelet sets KUBERNETES_SERVICE_HOST in
-// every pod; Kubeflow's older operator gave the master pod MASTER_ADDR=localhost). Otherwise one
-// process per machine, as PyTorchJob and Volcano start one per pod.
-bool AllRanksOnThisMachine(const VarReader& r, const std::string& master_addr) {
-  return IsLoopback(master_addr) && !r.Has("KUBERNETES_SERVICE_HOST");
-}
+// Ranks given without LOCAL_*: all of them on this machine when the store is on loopback (no other
+// machine could reach it); otherwise one process per machine, as PyTorchJob and Volcano start one per pod.
+bool AllRanksOnThisMachine(const std::string& master_addr) { return IsLoopback(master_addr); }
 
 // MASTER_ADDR / MASTER_PORT when set, else the variable an engine implies them with (nullptr: none).
 std::string StoreAddr(VarReader& r, const char* implied) {
@@ -135,7 +131,8 @@ std::string StoreAddr(VarReader& r, const char* implied) {
     if (auto addr = r.OptionalStr(implied)) return *addr;
   }
   const bool pod = implied != nullptr && (r.Has("PET_NODE_RANK") || r.Has("PET_NNODES"));
-  r.problems.push_back(pod ? absl::StrCat("MASTER_ADDR is missing (and so is ", implied, ")") : "MASTER_ADDR is missing");
+  r.problems.push_back(pod ? absl::StrCat("MASTER_ADDR is missing (and so is ", implied, ")")
+                           : std::string("MASTER_ADDR is missing"));
   return "";
 }
 int StorePort(VarReader& r, const char* implied) {
@@ -192,14 +189,15 @@ std::string SlurmStoreHost(VarReader& r, int local_rank) {
 // ---- One reader per engine -------------------------------------------------------------------------
 
 // PyTorchJob (since Kubeflow 1.7) and Kubeflow Trainer give each pod torchrun's settings as PET_*.
-// RANK / PET_NODE_RANK then number pods: a pod of several processes must start them through `launch`.
+// RANK / PET_NODE_RANK number pods: a pod of several processes must start them through `launch`.
 void CheckOneProcessPerPod(VarReader& r, const std::string& rank_var) {
   int n = 0;
   auto text = r.OptionalStr("PET_NPROC_PER_NODE");
   if (text && absl::SimpleAtoi(*text, &n) && n != 1) {
-    r.contradictions.push_back(absl::StrCat("PET_NPROC_PER_NODE=", n, " says this pod runs ", n, " processes, but ",
-                                            rank_var, " numbers pods, not processes: start the pod's processes "
-                                            "with `launch PROGRAM` (it reads PET_*), not PROGRAM itself"));
+    r.contradictions.push_back(absl::StrCat(
+        "PET_NPROC_PER_NODE=", n, " says this pod runs ", n, " processes, but ", rank_var, " numbers pods, not "
+        "processes: start the pod's processes with `launch --nnodes=$PET_NNODES --node_rank=$PET_NODE_RANK "
+        "--master_addr=$MASTER_ADDR --master_port=$MASTER_PORT --nproc_per_node=", n, " PROGRAM`"));
   }
 }
 
@@ -215,7 +213,7 @@ Reading ReadEnvVars(VarReader& r) {
   auto local_rank = r.OptionalInt("LOCAL_RANK");
   auto local_world_size = r.OptionalInt("LOCAL_WORLD_SIZE");
   if (!local_rank && !local_world_size) {
-    if (AllRanksOnThisMachine(r, env.master_addr)) {
+    if (AllRanksOnThisMachine(env.master_addr)) {
       env.local_rank = env.rank;
       env.local_world_size = env.world_size;
     } else {  // one process per machine (pod): local rank 0 of 1, node rank RANK
@@ -356,7 +354,7 @@ Reading ReadMpich(VarReader& r) {
   if (r.Has(out.local_rank_var) || r.Has(out.local_size_var)) {
     env.local_rank = r.Int(out.local_rank_var).value_or(0);
     env.local_world_size = r.Int(out.local_size_var).value_or(1);
-  } else if (AllRanksOnThisMachine(r, env.master_addr)) {  // an old Hydra without the local variables
+  } else if (AllRanksOnThisMachine(env.master_addr)) {  // an old Hydra without the local variables
     env.local_rank = env.rank;
     env.local_world_size = env.world_size;
   }
@@ -433,8 +431,8 @@ const char* FixHint(EnvSource source) {
       return "pass the store's address to every rank: mpiexec -genv MASTER_ADDR <host of rank 0> -genv "
              "MASTER_PORT 29500 PROGRAM";
     case EnvSource::kKubeflow:
-      return "run one process per pod (nprocPerNode: 1) or start the pod's processes with `launch PROGRAM`, "
-             "which reads PET_*";
+      return "run one process per pod (nprocPerNode: 1), or start the pod's processes with `launch` (its "
+             "--nnodes, --node_rank, --master_addr and --master_port from PET_*)";
   }
   return "";
 }

@@ -26,8 +26,8 @@
 // variables and the fix, never a silent choice.
 //
 // RANK and WORLD_SIZE without LOCAL_*: one process per machine (local rank 0 of 1, node rank RANK), as
-// PyTorchJob and Volcano start a pod, unless MASTER_ADDR is a loopback address outside a Kubernetes pod:
-// only this machine can reach that store, so every rank is here (local rank RANK of WORLD_SIZE).
+// PyTorchJob and Volcano start a pod, unless MASTER_ADDR is a loopback address: only this machine can
+// reach that store, so every rank is here (local rank RANK of WORLD_SIZE).
 //
 // WorkerEnvironment writes the env:// set, for `launch` and SpawnWorkersIfNeeded to start workers with.
 // Missing or inconsistent variables give one error that lists every problem and how to fix it.

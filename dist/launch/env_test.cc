@@ -329,14 +329,14 @@ TEST(ReadWorkerEnv, PyTorchJobRunsOneProcessPerPodOnItsFirstGpu) {
   EXPECT_EQ(env->master_port, 23456);
 }
 
-TEST(ReadWorkerEnv, OlderPyTorchJobsMasterPodOnLocalhostIsStillOneProcessPerPod) {
-  // Kubeflow's pytorch-operator gave the master pod MASTER_ADDR=localhost, and no PET_*.
-  EnvVars vars = {{"MASTER_ADDR", "localhost"}, {"MASTER_PORT", "23456"}, {"WORLD_SIZE", "3"}, {"RANK", "0"}};
+TEST(ReadWorkerEnv, RanksStartedByHandInsideOnePodWithALoopbackStoreAreAllInThatPod) {
+  // A development pod, two ranks by hand: only this pod can reach a store on 127.0.0.1.
+  EnvVars vars = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "23456"}, {"WORLD_SIZE", "2"}, {"RANK", "1"}};
   AddPodVariables(vars);
   auto env = ReadWorkerEnv(vars);
   ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->local_world_size, 1);
-  EXPECT_EQ(env->group_rank, 0);
+  EXPECT_EQ(env->local_rank, 1);
+  EXPECT_EQ(env->local_world_size, 2);
 }
 
 TEST(ReadWorkerEnv, VolcanoPodsAreOneProcessPerPod) {
@@ -359,7 +359,7 @@ TEST(ReadWorkerEnv, APodOfSeveralProcessesStartedWithoutLaunchIsRefusedWithTheFi
   ASSERT_TRUE(absl::IsInvalidArgument(env.status())) << env.status();
   const std::string m(env.status().message());
   EXPECT_TRUE(Contains(m, "PET_NPROC_PER_NODE=4")) << m;
-  EXPECT_TRUE(Contains(m, "launch PROGRAM")) << m;
+  EXPECT_TRUE(Contains(m, "launch --nnodes=$PET_NNODES --node_rank=$PET_NODE_RANK")) << m;
 
   vars = PyTorchJobPod();
   vars["PET_NODE_RANK"] = "0";

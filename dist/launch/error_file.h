@@ -26,6 +26,9 @@
 namespace tinyddp::dist {
 
 inline constexpr char kErrorFileEnv[] = "TINYDDP_ERROR_FILE";
+/// A worker's exit status for a failure no restart can fix (a full disk, a read-only folder): sysexits.h's
+/// EX_CANTCREAT. The launcher and spawn do not restart a job whose first failure exited with it.
+inline constexpr int kPermanentFailureExitCode = 73;
 
 enum class FailureKind {
   kError,    // the rank's own failure: bad input, a crash it caught, a non-finite loss it saw first

@@ -1,6 +1,7 @@
 // The job's timeout: see job_timeout.h. Abseil parses durations; a bare number is seconds.
 #include "dist/launch/job_timeout.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/ascii.h"
@@ -30,9 +31,22 @@ absl::StatusOr<std::chrono::milliseconds> ParseTimeout(absl::string_view text, a
 
 absl::StatusOr<std::chrono::milliseconds> ResolveJobTimeout(absl::string_view flag_value,
                                                             absl::string_view flag_name) {
-  if (!flag_value.empty()) return ParseTimeout(flag_value, flag_name);
   const char* env = std::getenv(kTimeoutEnv);
-  if (env != nullptr && *env != '\0') return ParseTimeout(env, kTimeoutEnv);
+  const bool env_set = env != nullptr && *env != '\0';
+  if (!flag_value.empty()) {
+    // A launcher hands its timeout to its workers in TINYDDP_TIMEOUT: say when the program's flag differs.
+    absl::StatusOr<std::chrono::milliseconds> flag = ParseTimeout(flag_value, flag_name), given = flag;
+    if (env_set && flag.ok()) given = ParseTimeout(env, kTimeoutEnv);
+    const char* local_rank = std::getenv("LOCAL_RANK");
+    if (given.ok() && *given != *flag && (local_rank == nullptr || absl::string_view(local_rank) == "0")) {
+      std::fprintf(stderr, "%s\n", absl::StrCat(flag_name, "=", flag_value, " differs from ", kTimeoutEnv, "=", env,
+                                                " (the launcher's): this process waits ", FormatTimeout(*flag),
+                                                ", its launcher ", FormatTimeout(*given), "; give both one timeout")
+                                       .c_str());
+    }
+    return flag;
+  }
+  if (env_set) return ParseTimeout(env, kTimeoutEnv);
   return kDefaultJobTimeout;
 }
 

@@ -3,9 +3,11 @@
 #include "dist/launch/launch_flags.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -28,7 +30,8 @@ ABSL_FLAG(int32_t, rendezvous_timeout, kDefaults.rendezvous_timeout_seconds,
           "seconds the launchers of a multi-node job wait for each other; 0 = --timeout");
 ABSL_FLAG(std::string, timeout, "",
           "bound on every wait of the job (store, rendezvous, collectives), handed to the workers as "
-          "TINYDDP_TIMEOUT: seconds or 30s, 2m; empty = $TINYDDP_TIMEOUT, else 300s");
+          "TINYDDP_TIMEOUT: seconds or 30s, 2m; empty = the program's own --timeout, else $TINYDDP_TIMEOUT, else "
+          "300s");
 ABSL_FLAG(int32_t, max_restarts, kDefaults.max_restarts,
           "when a worker fails, stop all and start them again, this many times (workers see "
           "TINYDDP_RESTART_COUNT; ddp_mlp resumes from its last checkpoint)");
@@ -53,6 +56,16 @@ const std::vector<FlagGroup>& Flags() {
       {"other", {"check"}},
   };
   return *groups;
+}
+
+// The program's own --timeout ("" when it has none): tinyddp programs take one (ddp_mlp), and a launcher
+// that knows it waits as long as its workers do.
+std::string ProgramTimeout(const std::vector<std::string>& program) {
+  for (size_t i = 1; i < program.size(); ++i) {
+    if (absl::StartsWith(program[i], "--timeout=")) return program[i].substr(10);
+    if (program[i] == "--timeout" && i + 1 < program.size()) return program[i + 1];
+  }
+  return "";
 }
 
 absl::Status BadArg(const std::string& what) {
@@ -99,6 +112,13 @@ absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& ar
   o.help = command_line->help;
   if (o.help) return o;
   o.program = command_line->rest;
+  // Under `bazel run //dist/launch -- ... bazel-bin/examples/x` the path was typed where Bazel was started
+  // (BUILD_WORKING_DIRECTORY), not in the runfiles folder this process runs in. A bare name is PATH's.
+  const char* typed_in = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (typed_in != nullptr && *typed_in != '\0' && !o.program.empty() && o.program[0].find('/') != std::string::npos &&
+      o.program[0][0] != '/') {
+    o.program[0] = absl::StrCat(typed_in, "/", o.program[0]);
+  }
   o.nproc_per_node = absl::GetFlag(FLAGS_nproc_per_node);
   o.nnodes = absl::GetFlag(FLAGS_nnodes);
   o.node_rank = absl::GetFlag(FLAGS_node_rank);
@@ -108,11 +128,18 @@ absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& ar
   o.grace_seconds = absl::GetFlag(FLAGS_grace_seconds);
   o.max_restarts = absl::GetFlag(FLAGS_max_restarts);
   o.ignore_worker_limits = absl::GetFlag(FLAGS_ignore_worker_limits);
-  const std::string timeout = absl::GetFlag(FLAGS_timeout);
-  absl::StatusOr<std::chrono::milliseconds> resolved = ResolveJobTimeout(timeout, "--timeout");
+  const std::string timeout = absl::GetFlag(FLAGS_timeout), program_timeout = ProgramTimeout(o.program);
+  const char* env_timeout = std::getenv(kTimeoutEnv);
+  absl::StatusOr<std::chrono::milliseconds> resolved =
+      !timeout.empty()           ? ParseTimeout(timeout, "--timeout")
+      : !program_timeout.empty() ? ParseTimeout(program_timeout, "the program's --timeout")
+                                 : ResolveJobTimeout();
   if (!resolved.ok()) return BadArg(std::string(resolved.status().message()));
   o.timeout = *resolved;
-  o.timeout_given = !timeout.empty();
+  o.timeout_source = !timeout.empty()                               ? "--timeout"
+                     : !program_timeout.empty()                     ? "the program's --timeout"
+                     : env_timeout != nullptr && *env_timeout != 0 ? kTimeoutEnv
+                                                                    : "the default";
   o.check = absl::GetFlag(FLAGS_check);
   const std::string tee = absl::GetFlag(FLAGS_tee);
   if (!tee.empty() && !IsTeeSpec(tee)) {

@@ -2,6 +2,8 @@
 // PROGRAM's arguments passed through untouched, and errors that name the bad flag.
 #include "dist/launch/launch_flags.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -94,6 +96,38 @@ TEST(ParseLaunchArgs, HelpAndCheckNeedNoProgram) {
   const std::string usage = LaunchUsage();
   EXPECT_NE(usage.find("  --nproc_per_node"), std::string::npos) << usage;
   EXPECT_NE(usage.find("[default: \"1\"]"), std::string::npos) << usage;
+}
+
+TEST(ParseLaunchArgs, TakesTheProgramsOwnTimeoutWhenLaunchHasNone) {
+  ::unsetenv("TINYDDP_TIMEOUT");
+  auto program = ParseLaunchArgs({"./train", "--epochs=2", "--timeout=20s"});
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ(program->timeout, std::chrono::seconds(20));
+  EXPECT_EQ(program->timeout_source, "the program's --timeout");
+  auto separate = ParseLaunchArgs({"./train", "--timeout", "1m"});
+  ASSERT_TRUE(separate.ok()) << separate.status();
+  EXPECT_EQ(separate->timeout, std::chrono::minutes(1));
+  auto own = ParseLaunchArgs({"--timeout=5m", "./train", "--timeout=20s"});
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->timeout, std::chrono::minutes(5)) << "launch's own --timeout wins";
+  EXPECT_EQ(own->timeout_source, "--timeout");
+  auto none = ParseLaunchArgs({"./train"});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->timeout, std::chrono::minutes(5));
+  EXPECT_EQ(none->timeout_source, "the default");
+}
+
+TEST(ParseLaunchArgs, ARelativeProgramPathIsTheOneTypedWhereBazelRunStarted) {
+  ::setenv("BUILD_WORKING_DIRECTORY", "/home/me/tinyddp", 1);
+  auto typed = ParseLaunchArgs({"bazel-bin/examples/all_reduce_demo", "bazel-bin/not/this/one"});
+  auto absolute = ParseLaunchArgs({"/opt/train"});
+  auto bare = ParseLaunchArgs({"python3", "train.py"});
+  ::unsetenv("BUILD_WORKING_DIRECTORY");
+  ASSERT_TRUE(typed.ok() && absolute.ok() && bare.ok());
+  EXPECT_EQ(typed->program, (std::vector<std::string>{"/home/me/tinyddp/bazel-bin/examples/all_reduce_demo",
+                                                      "bazel-bin/not/this/one"}));
+  EXPECT_EQ(absolute->program[0], "/opt/train");
+  EXPECT_EQ(bare->program[0], "python3") << "a bare name is looked up in PATH, as a shell does";
 }
 
 }  // namespace

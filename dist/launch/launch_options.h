@@ -26,10 +26,11 @@ struct LaunchOptions {
   int master_port = -1;
   bool prefix_output = false;  // --prefix_output, or torchrun's --tee (which also prefixes lines)
   int grace_seconds = 5;       // SIGTERM to SIGKILL when stopping workers
-  // --timeout (job_timeout.h): bounds every wait of the job. Given on the command line, it is handed to
-  // the workers as TINYDDP_TIMEOUT; otherwise TINYDDP_TIMEOUT or 300 s, which the workers read themselves.
+  // The job's one timeout (job_timeout.h), bounding every wait of the launcher and, as TINYDDP_TIMEOUT, of
+  // its workers: launch's --timeout, else the program's own --timeout (so that both wait alike), else
+  // TINYDDP_TIMEOUT, else 300 s. `timeout_source` says which, for the launcher's first line.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
-  bool timeout_given = false;
+  std::string timeout_source = "the default";
   int rendezvous_timeout_seconds = 0;  // how long launchers of a multi-node job wait for each other; 0: timeout
   int max_restarts = 0;                // --max_restarts: restart every worker this often after a failure
   bool ignore_worker_limits = false;   // skip the check that the workers fit on this machine (worker_limits.h)

@@ -19,7 +19,11 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "dist/launch/env.h"
+#include "dist/launch/error_file.h"
+#include "dist/launch/job_settings.h"
 #include "dist/launch/job_timeout.h"
+#include "dist/launch/known_variables.h"
+#include "dist/launch/lifeline.h"
 #include "dist/launch/supervisor.h"
 #include "dist/launch/worker_limits.h"
 #include "dist/store/store_secret.h"
@@ -30,8 +34,8 @@
 namespace tinyddp::dist {
 namespace {
 
-// One round's keys: "abort" (a node's failure, which stops the others), "failed"/"interrupted" (counts of
-// nodes), "finished" (count), "verdict" (set by the last node to finish), "read" / "all_read".
+// One round's keys: "abort" (a node's failure, which stops the others), "failed"/"interrupted"/"permanent"
+// (counts of nodes), "finished" (count), "verdict" (set by the last node to finish), "read" / "all_read".
 std::string RoundKey(int round, const char* what) { return absl::StrCat("tinyddp/launch/round/", round, "/", what); }
 
 void Say(const std::string& line) { std::fprintf(stderr, "launch: %s\n", line.c_str()); }
@@ -41,48 +45,11 @@ std::chrono::milliseconds RendezvousTimeout(const LaunchOptions& o) {
   return std::chrono::seconds(o.rendezvous_timeout_seconds);
 }
 
-// Step 2: every launcher claims its node_rank and publishes its worker count; all must agree.
-absl::Status MeetOtherLaunchers(Store& store, const LaunchOptions& o, int nproc) {
-  const std::string me = absl::StrCat(o.node_rank, "@pid", ::getpid());
-  char host[256] = "?";
-  ::gethostname(host, sizeof(host) - 1);
-  const std::string id = absl::StrCat(host, ":", me);
-  const std::string claim_key = absl::StrCat("tinyddp/launch/node/", o.node_rank);
-  auto owner = store.CompareSet(claim_key, {}, Bytes(id.begin(), id.end()));
-  RETURN_IF_ERROR(owner);
-  if (std::string(owner->begin(), owner->end()) != id) {
-    return absl::FailedPreconditionError(absl::StrCat("two launchers claim --node_rank=", o.node_rank, " (the other is ",
-                                                      std::string(owner->begin(), owner->end()),
-                                                      "); give each machine its own node_rank"));
-  }
-  absl::Status s = store.Set(absl::StrCat("tinyddp/launch/nproc/", o.node_rank), std::to_string(nproc));
-  RETURN_IF_ERROR(s);
-  std::vector<std::string> keys;
-  for (int n = 0; n < o.nnodes; ++n) keys.push_back(absl::StrCat("tinyddp/launch/nproc/", n));
-  s = store.Wait(keys, RendezvousTimeout(o));
-  if (absl::IsDeadlineExceeded(s)) {
-    return absl::DeadlineExceededError(absl::StrCat("not every node's launcher joined within ",
-                                                    FormatTimeout(RendezvousTimeout(o)), " (", s.message(),
-                                                    "); start `launch --node_rank=I` on each of the ", o.nnodes,
-                                                    " machines with the same --master_addr/--master_port"));
-  }
-  RETURN_IF_ERROR(s);
-  for (int n = 0; n < o.nnodes; ++n) {
-    auto text = store.GetString(keys[n]);
-    RETURN_IF_ERROR(text);
-    if (*text != std::to_string(nproc)) {
-      return absl::FailedPreconditionError(absl::StrCat("node ", n, " runs ", *text, " workers but node ", o.node_rank,
-                                                        " runs ", nproc,
-                                                        "; every node must use the same --nproc_per_node"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // How one round went on every node (for one node: here).
 struct RoundVerdict {
   int failed_nodes = 0;
-  int interrupted_nodes = 0;
+  int interrupted_nodes = 0;  // a signal stopped them: no restart
+  int permanent_nodes = 0;    // their first failure exited with kPermanentFailureExitCode: no restart
   std::string cause;  // the job's root cause, "node N: rank R ... failed first: ..." ("" when none failed)
 };
 
@@ -128,20 +95,24 @@ absl::StatusOr<RoundVerdict> AgreeOnRound(Store& store, const LaunchOptions& o, 
       local.exit_code == 0 ? RendezvousTimeout(o)
                            : std::min<std::chrono::milliseconds>(RendezvousTimeout(o),
                                                                  std::chrono::seconds(o.grace_seconds + 5));
-  RETURN_IF_ERROR(store.Add(RoundKey(round, "failed"), local.exit_code != 0 ? 1 : 0).status());
-  RETURN_IF_ERROR(store.Add(RoundKey(round, "interrupted"), local.interrupted ? 1 : 0).status());
+  constexpr const char* kCounts[] = {"failed", "interrupted", "permanent"};
+  const bool mine[] = {local.exit_code != 0, local.interrupted, local.permanent};
+  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(store.Add(RoundKey(round, kCounts[i]), mine[i] ? 1 : 0).status());
   RETURN_IF_ERROR(store.Set(absl::StrCat(RoundKey(round, "cause/"), o.node_rank), LocalCause(o, local).Record()));
   ASSIGN_OR_RETURN(const int64_t finished, store.Add(RoundKey(round, "finished"), 1));
   if (finished == o.nnodes) {  // the last node to finish: every node's keys are written
-    ASSIGN_OR_RETURN(const int64_t failed, store.Add(RoundKey(round, "failed"), 0));
-    ASSIGN_OR_RETURN(const int64_t interrupted, store.Add(RoundKey(round, "interrupted"), 0));
+    std::string counts;
+    for (const char* what : kCounts) {
+      ASSIGN_OR_RETURN(const int64_t count, store.Add(RoundKey(round, what), 0));
+      absl::StrAppend(&counts, count, " ");
+    }
     Cause best;
     for (int n = 0; n < o.nnodes; ++n) {
       ASSIGN_OR_RETURN(const std::string record, store.GetString(absl::StrCat(RoundKey(round, "cause/"), n)));
       const Cause cause = ParseCause(record);
       if (!cause.text.empty() && (best.text.empty() || cause.Before(best))) best = cause;
     }
-    RETURN_IF_ERROR(store.Set(RoundKey(round, "verdict"), absl::StrCat(failed, " ", interrupted, "\n", best.text)));
+    RETURN_IF_ERROR(store.Set(RoundKey(round, "verdict"), absl::StrCat(counts, "\n", best.text)));
   }
   absl::Status waited = store.Wait({RoundKey(round, "verdict")}, timeout);
   if (!waited.ok()) {
@@ -149,12 +120,13 @@ absl::StatusOr<RoundVerdict> AgreeOnRound(Store& store, const LaunchOptions& o, 
                                                     FormatTimeout(timeout), ": ", waited.message()));
   }
   ASSIGN_OR_RETURN(const std::string text, store.GetString(RoundKey(round, "verdict")));
-  // "<failed nodes> <interrupted nodes>\n<the cause>"
+  // "<failed> <interrupted> <permanent> \n<the cause>"
   std::pair<std::string, std::string> lines = absl::StrSplit(text, absl::MaxSplits('\n', 1));
-  std::pair<std::string, std::string> counts = absl::StrSplit(lines.first, ' ');
+  std::vector<std::string> counts = absl::StrSplit(lines.first, ' ', absl::SkipEmpty());
   RoundVerdict verdict;
-  if (!absl::SimpleAtoi(counts.first, &verdict.failed_nodes) ||
-      !absl::SimpleAtoi(counts.second, &verdict.interrupted_nodes)) {
+  if (counts.size() != 3 || !absl::SimpleAtoi(counts[0], &verdict.failed_nodes) ||
+      !absl::SimpleAtoi(counts[1], &verdict.interrupted_nodes) ||
+      !absl::SimpleAtoi(counts[2], &verdict.permanent_nodes)) {
     return absl::InternalError(absl::StrCat("garbled round verdict \"", text, "\" in the job's store"));
   }
   verdict.cause = lines.second;
@@ -181,7 +153,7 @@ absl::StatusOr<RoundVerdict> AgreeOnRound(Store& store, const LaunchOptions& o, 
 // `store_lost`: set when the watcher lost the store (node 0 is gone or unreachable); the workers were
 // stopped for it, and nothing more can be agreed on.
 JobResult RunRound(const LaunchOptions& o, int round, const std::vector<WorkerProcessSpec>& specs, Store* store,
-                   bool* store_lost) {
+                   Lifeline& lifeline, bool* store_lost) {
   Supervisor supervisor({.prefix_output = o.prefix_output, .grace = std::chrono::seconds(o.grace_seconds)});
   if (absl::Status s = supervisor.Start(specs); !s.ok()) {
     Say(std::string(s.message()));
@@ -191,6 +163,7 @@ JobResult RunRound(const LaunchOptions& o, int round, const std::vector<WorkerPr
     failed.interrupted = true;  // cannot start: restarting would fail the same way
     return failed;
   }
+  lifeline.Watch(supervisor.pids());
   std::atomic<bool> watching{true};
   std::atomic<bool> lost{false};
   std::thread watcher;
@@ -219,16 +192,19 @@ JobResult RunRound(const LaunchOptions& o, int round, const std::vector<WorkerPr
   JobResult result = supervisor.Wait();
   watching = false;
   if (watcher.joinable()) watcher.join();
-  *store_lost = lost;
   if (store != nullptr && result.exit_code != 0 && !lost) {
-    (void)store->Set(RoundKey(round, "abort"), absl::StrCat("node ", o.node_rank, ": ", result.reason));
+    // A failed call here (node 0 unreachable) takes seconds, not the timeout: see RunLauncher.
+    lost = !store->Set(RoundKey(round, "abort"), absl::StrCat("node ", o.node_rank, ": ", result.reason)).ok();
   }
+  *store_lost = lost;
   return result;
 }
 
 }  // namespace
 
 int RunLauncher(const LaunchOptions& o, JobObserver* observer) {
+  Lifeline lifeline;  // first, before any thread: no process started below outlives this one (lifeline.h)
+  WarnAboutUnknownVariables("launch: ");
   // Step 1: how many workers (and whether this machine can hold them), and the store.
   auto nproc = ResolveNprocPerNode(o.nproc_per_node, cuda::DeviceCount(), UsableCpuCount());
   if (!nproc.ok()) {
@@ -273,19 +249,22 @@ int RunLauncher(const LaunchOptions& o, JobObserver* observer) {
                                     .port = port,
                                     .timeout = RendezvousTimeout(o),
                                     .secret = secret});
-    absl::Status met = client.ok() ? MeetOtherLaunchers(**client, o, *nproc) : client.status();
+    absl::Status met = client.ok() ? MeetOtherLaunchers(**client, o, *nproc, RendezvousTimeout(o)) : client.status();
     if (!met.ok()) {
       Say(absl::StrCat("node ", o.node_rank, " could not join the job: ", met.message()));
       return 2;
     }
     store = std::move(*client);
+    // From here on each wait states its own bound, and an answer that has not come 10 s after it means
+    // node 0 is unreachable (tcp_store.h): after a local failure that is seconds, not --timeout.
+    store->set_timeout(std::chrono::seconds(1));
   }
 
   // Step 3: the workers, in rounds: a failed round is followed by a new one while --max_restarts allows.
   Say(absl::StrCat("node ", o.node_rank, "/", o.nnodes, ": starting ", *nproc, " worker(s), ranks ",
                    o.node_rank * *nproc, "-", (o.node_rank + 1) * *nproc - 1, " of ", world_size, "; store at ",
                    store_addr, ":", port, server ? absl::StrCat(" (listening on ", server->listening_on(), ")") : "",
-                   "; timeout ", FormatTimeout(o.timeout),
+                   "; timeout ", FormatTimeout(o.timeout), " (", o.timeout_source, ")",
                    o.max_restarts > 0 ? absl::StrCat(", up to ", o.max_restarts, " restart(s)") : ""));
   JobObserver no_observer;
   JobObserver& job = observer != nullptr ? *observer : no_observer;
@@ -296,11 +275,12 @@ int RunLauncher(const LaunchOptions& o, JobObserver* observer) {
       specs.push_back({rank, local, o.program,
                        WorkerEnvironment(rank, world_size, local, *nproc, o.node_rank, store_addr, port, secret,
                                          round)});
-      if (o.timeout_given) specs.back().env.emplace_back(kTimeoutEnv, FormatTimeout(o.timeout));
+      specs.back().env.emplace_back(kTimeoutEnv, FormatTimeout(o.timeout));  // one timeout for the whole job
       for (auto& kv : job.WorkerEnvironment(round)) specs.back().env.push_back(kv);
     }
     bool store_lost = false;
-    const JobResult result = RunRound(o, round, specs, store.get(), &store_lost);
+    const JobResult result = RunRound(o, round, specs, store.get(), lifeline, &store_lost);
+    lifeline.EndRound();
     if (result.exit_code != 0) {
       std::vector<int> ranks_here;
       for (const WorkerProcessSpec& spec : specs) ranks_here.push_back(spec.rank);
@@ -309,29 +289,33 @@ int RunLauncher(const LaunchOptions& o, JobObserver* observer) {
     job.Finish(result.exit_code == 0);
 
     // Step 4: how the round went everywhere (several nodes agree on it), and what follows.
-    RoundVerdict verdict{result.exit_code != 0 ? 1 : 0, result.interrupted ? 1 : 0, result.reason};
+    RoundVerdict verdict{result.exit_code != 0, result.interrupted, result.permanent, result.reason};
+    const int code = result.exit_code != 0 ? result.exit_code : 1;
+    // With a local failure, that is the reason given when the other nodes cannot be reached.
+    const std::string here = result.exit_code != 0 ? absl::StrCat("job failed: ", result.reason, "; ") : "";
     if (store_lost) {  // no verdict to agree on, no rendezvous for another round
-      Say(absl::StrCat("node ", o.node_rank, ": the job's store on node 0 is unreachable; exiting with ",
-                       result.exit_code != 0 ? result.exit_code : 1));
-      return result.exit_code != 0 ? result.exit_code : 1;
+      Say(absl::StrCat(here, "node ", o.node_rank, " cannot reach the job's store on node 0; exiting with ", code));
+      return code;
     }
     if (store) {
       absl::StatusOr<RoundVerdict> agreed = AgreeOnRound(*store, o, round, result);
       if (!agreed.ok()) {
-        Say(absl::StrCat("node ", o.node_rank, ": ", agreed.status().message()));
-        return result.exit_code != 0 ? result.exit_code : 1;
+        Say(absl::StrCat(here, "node ", o.node_rank, ": ", agreed.status().message(), "; exiting with ", code));
+        return code;
       }
       verdict = *agreed;
     }
     if (verdict.failed_nodes == 0) return 0;
-    const int code = result.exit_code != 0 ? result.exit_code : 1;
     const std::string why = !verdict.cause.empty() ? verdict.cause : "a worker on another node failed";
-    if (verdict.interrupted_nodes > 0 || round >= o.max_restarts) {
-      Say(absl::StrCat("job failed: ", why,
-                       verdict.interrupted_nodes == 0 && o.max_restarts > 0
-                           ? absl::StrCat(" (no restarts left: --max_restarts=", o.max_restarts, ")")
-                           : "",
-                       "; exiting with ", code));
+    const bool restartable = verdict.interrupted_nodes == 0 && verdict.permanent_nodes == 0;
+    if (!restartable || round >= o.max_restarts) {
+      std::string note;
+      if (verdict.interrupted_nodes == 0 && !restartable && round < o.max_restarts) {
+        note = absl::StrCat(" (not restarting: exit code ", kPermanentFailureExitCode, " means a permanent error)");
+      } else if (verdict.interrupted_nodes == 0 && o.max_restarts > 0) {
+        note = absl::StrCat(" (no restarts left: --max_restarts=", o.max_restarts, ")");
+      }
+      Say(absl::StrCat("job failed: ", why, note, "; exiting with ", code));
       return code;
     }
     Say(absl::StrCat("round ", round, " failed: ", why, "; restarting all workers (restart ", round + 1, " of ",

@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dist/launch/env.h"
+#include "dist/launch/error_file.h"
+#include "dist/launch/known_variables.h"
 #include "dist/launch/launch_options.h"
 #include "dist/launch/supervisor.h"
 #include "dist/launch/worker_limits.h"
@@ -24,6 +26,7 @@ namespace tinyddp::dist {
 
 absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& options) {
   if (IsWorker()) return absl::OkStatus();
+  WarnAboutUnknownVariables("spawn: ");
 
   const int gpus = cuda::DeviceCount();
   int nproc = options.nproc > 0 ? options.nproc : (gpus > 0 ? gpus : options.cpu_ranks);
@@ -84,12 +87,13 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
     if (exit_code != 0) job.FailedRound(round, "spawn: ", {});
     job.Finish(exit_code == 0);
     if (exit_code == 0) break;
-    if (result.interrupted || round >= options.max_restarts) {
-      std::fprintf(stderr, "spawn: job failed: %s%s; exiting with %d\n", result.reason.c_str(),
-                   !result.interrupted && options.max_restarts > 0
-                       ? absl::StrCat(" (no restarts left: --max_restarts=", options.max_restarts, ")").c_str()
-                       : "",
-                   exit_code);
+    if (result.interrupted || result.permanent || round >= options.max_restarts) {
+      const std::string note =
+          result.interrupted || options.max_restarts == 0 ? ""
+          : result.permanent && round < options.max_restarts
+              ? absl::StrCat(" (not restarting: exit code ", kPermanentFailureExitCode, " means a permanent error)")
+              : absl::StrCat(" (no restarts left: --max_restarts=", options.max_restarts, ")");
+      std::fprintf(stderr, "spawn: job failed: %s%s; exiting with %d\n", result.reason.c_str(), note.c_str(), exit_code);
       break;
     }
     std::fprintf(stderr, "spawn: round %d failed: %s; restarting all workers (restart %d of %d, %s=%d)\n", round,

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -304,7 +305,9 @@ void Supervisor::Signal(int signo) {
     return;
   }
   result_.interrupted = true;
-  BeginStop(absl::StrCat("interrupted by ", SignalName(signo), ", forwarding it"), 128 + signo, signo);
+  const int forward = signo == SIGINT || signo == SIGTERM || signo == SIGHUP ? signo : SIGTERM;
+  BeginStop(absl::StrCat("interrupted by ", SignalName(signo), forward == signo ? ", forwarding it" : ""), 128 + signo,
+            forward);
 }
 
 void Supervisor::OnWorkerFailed(Worker& w) {
@@ -356,6 +359,7 @@ void Supervisor::Blame() {
                        : root_class == 1 ? FailureKind::kTimeout
                                          : FailureKind::kPeer;
   result_.cause_time_us = root_time;
+  result_.permanent = root_class == 0 && !root->exit.signaled && root->exit.value == kPermanentFailureExitCode;
   result_.reason = absl::StrCat(Describe(root->exit), " failed first: ", root->exit.How(), SignalHint(root->exit));
   if (root->exit.failure) {
     absl::StrAppend(&result_.reason, " (", FailureKindName(root->exit.failure->kind), ": ",
@@ -385,14 +389,14 @@ void Supervisor::RequestStop(const std::string& reason) {
 }
 
 JobResult Supervisor::Wait() {
-  struct sigaction action {}, old_int{}, old_term{}, old_chld{}, old_pipe{}, ignore{};
+  // Every signal whose default would end this process stops the workers instead; SIGCHLD wakes the loop.
+  constexpr int kHandled[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU, SIGXFSZ};
+  struct sigaction action {}, old[std::size(kHandled)], old_pipe{}, ignore{};
   action.sa_handler = OnSignal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
   g_wake_fd = wake_pipe_[1];
-  ::sigaction(SIGINT, &action, &old_int);
-  ::sigaction(SIGTERM, &action, &old_term);
-  ::sigaction(SIGCHLD, &action, &old_chld);
+  for (size_t i = 0; i < std::size(kHandled); ++i) ::sigaction(kHandled[i], &action, &old[i]);
   ignore.sa_handler = SIG_IGN;  // a closed stdout (`launch ... | head`) must not kill the supervisor
   ::sigaction(SIGPIPE, &ignore, &old_pipe);
 
@@ -431,7 +435,7 @@ JobResult Supervisor::Wait() {
       ssize_t n;
       while ((n = ::read(wake_pipe_[0], bytes, sizeof(bytes))) > 0) {
         for (ssize_t i = 0; i < n; ++i) {
-          if (bytes[i] == SIGINT || bytes[i] == SIGTERM) Signal(bytes[i]);
+          if (bytes[i] != 0 && bytes[i] != SIGCHLD) Signal(bytes[i]);  // 0: RequestStop's wake-up
         }
       }
     }
@@ -476,9 +480,7 @@ JobResult Supervisor::Wait() {
     result_.exits.push_back(w.exit);
   }
   Blame();
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  ::sigaction(SIGCHLD, &old_chld, nullptr);
+  for (size_t i = 0; i < std::size(kHandled); ++i) ::sigaction(kHandled[i], &old[i], nullptr);
   ::sigaction(SIGPIPE, &old_pipe, nullptr);
   g_wake_fd = -1;
   return result_;

@@ -9,9 +9,11 @@
 //     waiting (a timeout), which beats one that stopped because another failed. After a timeout the
 //     others get a moment (timeout_settle) to time out too; a rank still running then, which never
 //     timed out, is named as the suspect (a hang);
-//   - SIGINT/SIGTERM sent to this process are forwarded to every worker (a second one kills them);
+//   - a signal that would end this process (SIGINT, SIGTERM, SIGHUP when the terminal goes, SIGQUIT, ...)
+//     stops the workers instead: SIGINT/SIGTERM/SIGHUP are forwarded, the others become SIGTERM (a second
+//     signal kills them); SIGPIPE is ignored;
 //   - every worker runs in its own process group (signals reach its children too) and dies with
-//     this process (PR_SET_PDEATHSIG), so no worker outlives a crashed or killed supervisor;
+//     this process (PR_SET_PDEATHSIG); what a worker starts in turn is lifeline.h's (the launcher's);
 //   - with prefix_output, each line a worker prints is prefixed with "[rank N] ".
 //
 // The watch loop is one poll() over the workers' output pipes and a self-pipe fed by signal handlers.
@@ -80,7 +82,8 @@ struct JobResult {
   /// own (the job was stopped from outside).
   std::optional<FailureKind> cause_kind;
   int64_t cause_time_us = 0;
-  bool interrupted = false;  // SIGINT/SIGTERM stopped the job: do not restart it
+  bool interrupted = false;  // a signal (SIGINT, SIGTERM, ...) stopped the job: do not restart it
+  bool permanent = false;    // the root cause exited with kPermanentFailureExitCode: do not restart it
   std::vector<WorkerExit> exits;  // every worker, in rank order
 };
 

@@ -1,12 +1,10 @@
 // CollectiveObserver: the one seam through which a process group's collectives are watched from outside
-// the collective path: the flight recorder (dist/observe/flight_recorder/), fault injection
-// (dist/observe/fault/), tests. ProcessGroup (process_group.h) tells its observers when it numbered a call
-// (Issued), when a backend saw it begin and end (Started, Ended), and about its first failure (Failed).
-// Observers never change what a collective does; a group without observers runs exactly the same code.
+// the collective path: the flight recorder, fault injection and the debug check (dist/observe/), the
+// CUDA-graph step (dist/accel/graph/), tests. A group without observers runs exactly the same code.
 //
-// The order, for collective #seq on one rank: Issued(seq) on the issuing thread, before the call runs; then
-// Started(seq) (not always: a backend may only see the end) and Ended(seq, status), on whichever thread the
-// backend learns them (Gloo's worker, NCCL's watchdog); Failed() at most once per group, before the Works of
+// For collective #seq on one rank: Issued, then Admit (which may refuse it), on the issuing thread before
+// the call runs; Started (not always: a backend may only see the end) and Ended, on whichever thread the
+// backend learns them (Gloo's worker, NCCL's watchdog); Failed at most once per group, before the Works of
 // the failure wake their waiters with the text it returned appended.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_COLLECTIVE_OBSERVER_H_
 #define TINYDDP_DIST_PROCESS_GROUP_COLLECTIVE_OBSERVER_H_
@@ -19,46 +17,51 @@
 
 namespace tinyddp::dist {
 
-/// What a rank issued, as every rank sees it (no device index in `signature`).
+/// What a rank issued. Every field but `description` reads the same on every rank (no device index).
 struct CollectiveInfo {
-  int64_t seq = 0;        // the group's sequence number
-  std::string op;         // "AllReduce", "Broadcast", ..., "Replay"
-  std::string signature;  // "float32 [1000], AVG" (portable: no cuda:N index)
-  std::string dtype;      // "float32" or ""
-  std::string via;        // "" or the path ("copy engines")
+  int64_t seq = 0;          // the group's sequence number
+  std::string op;           // "AllReduce", "Broadcast", ..., "Replay"
+  std::string signature;    // "float32 [1000], AVG"
+  std::string dtype;        // "float32" or ""
+  std::string via;          // "" or the path ("copy engines")
+  std::string description;  // the Work's: "AllReduce(float32 [1000] cuda:0, AVG) #7 on nccl rank 0/2"
   int64_t numel = 0, bytes = 0;  // what this rank contributes (its input)
-  int bucket = -1;        // DDP's bucket index when the reducer issued it (CollectiveBucketScope), else -1
+  int bucket = -1;          // DDP's bucket index when the reducer issued it (CollectiveBucketScope), else -1
 };
 
-/// Watches a process group's collectives (flight recorder, fault injection, exercise checks, tests).
-/// Called on the thread that issues (Issued) or on the backend's progress thread / NCCL watchdog
-/// (Started, Ended): implementations must be thread-safe and cheap (no blocking).
+/// Called on the issuing thread (Issued, Admit) or on the backend's threads (Started, Ended, Failed):
+/// implementations must be thread-safe, and cheap unless they mean to hold the call back (Admit).
 class CollectiveObserver {
  public:
   virtual ~CollectiveObserver() = default;
   virtual void Issued(const CollectiveInfo& info) {}
+  /// After every observer's Issued, before the group checks the arguments: an error refuses the call,
+  /// which then fails with it on this rank as the group's first failure (reason "refused call").
+  virtual absl::Status Admit(const CollectiveInfo& info) { return absl::OkStatus(); }
   virtual void Started(int64_t seq) {}
   virtual void Ended(int64_t seq, const absl::Status& status) {}
-  /// The group's first failure (timeout, dead peer; not bad arguments). Returns text to append to the
-  /// error the user sees (e.g. "flight recorder: dumped to ..."), or "".
+  /// The group's first failure (timeout, dead peer, a refused call; not bad arguments). Returns text to
+  /// append to the error the user sees (e.g. "flight recorder: dumped to ..."), or "".
   virtual std::string Failed(absl::string_view reason, const absl::Status& status) { return ""; }
 };
 
 /// While it lives, the collectives this thread issues carry `bucket` in their CollectiveInfo (DDP's reducer
-/// sets it around its comm hook, so a flight record can say "bucket 0"). Scopes nest; each restores what it
-/// found.
+/// sets it around its comm hook, so a flight record can say "bucket 0"). Scopes nest.
 class CollectiveBucketScope {
  public:
-  explicit CollectiveBucketScope(int bucket);
-  ~CollectiveBucketScope();
+  explicit CollectiveBucketScope(int bucket) : previous_(Current()) { Slot() = bucket; }
+  ~CollectiveBucketScope() { Slot() = previous_; }
   CollectiveBucketScope(const CollectiveBucketScope&) = delete;
   CollectiveBucketScope& operator=(const CollectiveBucketScope&) = delete;
-
   /// The innermost scope's bucket on this thread, or -1.
-  static int Current();
+  static int Current() { return Slot(); }
 
  private:
-  int previous_;
+  static int& Slot() {
+    thread_local int bucket = -1;
+    return bucket;
+  }
+  const int previous_;
 };
 
 }  // namespace tinyddp::dist

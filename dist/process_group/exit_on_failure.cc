@@ -5,26 +5,25 @@
 
 #include <cstdio>
 #include <mutex>
-#include <string>
 
 namespace tinyddp::dist {
 
 namespace {
 
-std::mutex& HookMutex() {
-  static std::mutex mu;
-  return mu;
-}
-std::function<void(const absl::Status&)>& Hook() {
-  static auto* hook = new std::function<void(const absl::Status&)>();  // never destroyed: used at exit
-  return *hook;
+struct LastWords {
+  std::mutex mu;
+  std::function<void(const absl::Status&)> hook;
+};
+LastWords& Last() {
+  static auto* last = new LastWords();  // never destroyed: used at exit
+  return *last;
 }
 
 }  // namespace
 
 void SetLastWordsBeforeCollectiveExit(std::function<void(const absl::Status&)> hook) {
-  std::lock_guard<std::mutex> lock(HookMutex());
-  Hook() = std::move(hook);
+  std::lock_guard<std::mutex> lock(Last().mu);
+  Last().hook = std::move(hook);
 }
 
 void ExitOnCollectiveFailure(absl::string_view who, const absl::Status& status) {
@@ -35,8 +34,8 @@ void ExitOnCollectiveFailure(absl::string_view who, const absl::Status& status) 
                static_cast<int>(who.size()), who.data(), status.ToString().c_str(), kCollectiveFailureExitCode);
   std::function<void(const absl::Status&)> hook;
   {
-    std::lock_guard<std::mutex> lock(HookMutex());
-    hook = Hook();
+    std::lock_guard<std::mutex> lock(Last().mu);
+    hook = Last().hook;
   }
   if (hook) hook(status);
   std::fflush(nullptr);

@@ -1,14 +1,10 @@
 // ExitOnCollectiveFailure: the one way a process group (or DDP above it) ends the process after a
-// collective failed where no Status can be returned to anyone: DDP's all_reduce failing inside
-// autograd::Backward (which returns nothing; PyTorch raises there), or an NCCL watchdog whose launching
-// thread is stuck inside an NCCL call. A dead peer or a timeout is an expected failure, so the process
-// says what happened, with the collective and the flight recorder's files, and exits with
-// kCollectiveFailureExitCode: never abort() and its SIGABRT, core dump and "crashed" look.
-//
-// It exits with _exit, after flushing stdio: the group's own threads (Gloo's, the watchdog) are still
-// running, and std::exit would destroy static objects under them, the classic crash at exit.
-// Before it, the "last words" hook runs, if a program set one (e.g. to write the launcher's error file,
-// which this layer cannot know about).
+// collective failed where no Status can reach anyone: DDP's all_reduce failing inside autograd::Backward
+// (which returns nothing; PyTorch raises there), or an NCCL watchdog whose launching thread is stuck inside
+// an NCCL call. A dead peer or a timeout is expected: the process says what happened and exits with
+// kCollectiveFailureExitCode, never abort() (SIGABRT, a core dump). It runs the "last words" hook (the
+// launcher's error file), flushes stdio and calls _exit: the group's threads still run, and std::exit
+// would destroy static objects under them.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_EXIT_ON_FAILURE_H_
 #define TINYDDP_DIST_PROCESS_GROUP_EXIT_ON_FAILURE_H_
 
@@ -22,8 +18,7 @@ namespace tinyddp::dist {
 /// The exit status of a process ended by ExitOnCollectiveFailure.
 inline constexpr int kCollectiveFailureExitCode = 3;
 
-/// Prints "<who>: <status>" and a hint on stderr, runs the last-words hook, and exits the process with
-/// kCollectiveFailureExitCode. Precondition: !status.ok().
+/// Prints "<who>: <status>" and a hint on stderr, runs the last-words hook, exits. Precondition: !status.ok().
 [[noreturn]] void ExitOnCollectiveFailure(absl::string_view who, const absl::Status& status);
 
 /// Called by ExitOnCollectiveFailure with the status, right before the process exits. Set it once, early

@@ -1,19 +1,17 @@
 // ExternalAllReduce: an all_reduce implemented outside a backend's own kernels that the group runs as one
 // of its collectives (ProcessGroup::AllReduceExternal; ProcessGroupNCCL carries them, Gloo refuses). The
-// group's one seam for such fast paths: the group knows this interface, never an implementation
-// (dist/accel/copy_engine/ has one: the all_reduce of two GPUs by their copy engines, which the copy-engine
-// comm hook chooses per bucket).
+// group knows this interface, never an implementation (dist/accel/copy_engine/ has one: two GPUs' copy
+// engines, which the copy-engine comm hook chooses per bucket).
 //
 // What ProcessGroupNCCL does around an external call, exactly as around an NCCL call:
-//   * it numbers the call and checks its arguments (ProcessGroup's sequence numbers; with
-//     TINYDDP_DISTRIBUTED_DEBUG=DETAIL, the fingerprint check, whose fingerprint names the path, so ranks
-//     that took different paths for one collective are reported instead of hanging);
+//   * it numbers the call, tells the observers (the debug check compares its "via <path>" across ranks)
+//     and checks its arguments;
 //   * it orders its stream after the caller's current stream before Enqueue, and keeps the tensors alive;
 //   * its watchdog fails the Work after the group's timeout (or an NCCL error) and then calls Release(),
 //     so that the implementation's streams stop waiting for a peer that will never come;
 //   * whatever the group runs next on its stream starts after the call's end (`done`), except the next
 //     call of the same implementation, which orders its own calls (so that they may pipeline).
-// Header without CUDA includes: streams and events are CUDA's opaque handles, declared below.
+// No CUDA includes: streams and events are CUDA's opaque handles, declared below.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_EXTERNAL_ALL_REDUCE_H_
 #define TINYDDP_DIST_PROCESS_GROUP_EXTERNAL_ALL_REDUCE_H_
 
@@ -37,9 +35,9 @@ class ExternalAllReduce {
   virtual const char* path_name() const = 0;
 
   /// Host-side preparation of a call on `tensors` (CUDA tensors on the group's device, current), before
-  /// anything is enqueued: e.g. growing a scratch area, which may block and talk to the peer. Called on the
-  /// launching thread WITHOUT the group's lock, so the watchdog can Release() meanwhile. An error fails
-  /// the call (its Work) and nothing is enqueued; `op` it does not support is InvalidArgument.
+  /// anything is enqueued (e.g. growing a scratch area; it may block and talk to the peer). Called WITHOUT
+  /// the group's lock, so the watchdog can Release() meanwhile. An error fails the call; an `op` it does
+  /// not support is InvalidArgument.
   virtual absl::Status Prepare(const std::vector<Tensor>& tensors, ReduceOp op) = 0;
 
   /// Enqueues the all_reduce of `tensors` in place with `op`, starting on `stream` (the group's, already

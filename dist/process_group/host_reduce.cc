@@ -45,14 +45,9 @@ HostReduceFn ForOp(ReduceOp op) {
 }  // namespace
 
 bool IsCollectiveDType(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-    case DType::kFloat64:
-    case DType::kBFloat16:
-    case DType::kInt32:
-    case DType::kInt64: return true;
-    default: return false;
-  }
+  bool visited = false;
+  VisitCollectiveDType(dtype, [&](auto) { visited = true; });
+  return visited;
 }
 
 HostReduceFn GetHostReduceFn(DType dtype, ReduceOp op) {

@@ -1,29 +1,22 @@
-// ProcessGroup's public calls: number each call, tell the observers, run the debug-mode fingerprint check,
-// check its arguments once for every backend, then hand the call to the backend's Run* method.
+// ProcessGroup's public calls: number each call, tell the observers (who may refuse it), check its arguments
+// once for every backend, then hand the call to the backend's Run* method.
 #include "dist/process_group/process_group.h"
 
 #include <atomic>
-#include <functional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
-#include "dist/process_group/debug_check.h"
 #include "dist/process_group/external_all_reduce.h"
+#include "dist/store/prefix_store.h"
 
 namespace tinyddp::dist {
 
 const char* ReduceOpName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "SUM";
-    case ReduceOp::kAvg: return "AVG";
-    case ReduceOp::kMax: return "MAX";
-    case ReduceOp::kMin: return "MIN";
-    case ReduceOp::kProduct: return "PRODUCT";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"SUM", "AVG", "MAX", "MIN", "PRODUCT"};  // ReduceOp's order
+  return kNames[static_cast<int>(op)];
 }
 
 std::string TensorSignature(const Tensor& tensor) {
@@ -35,29 +28,23 @@ std::string TensorSignature(const Tensor& tensor) {
 
 namespace {
 
-// Every tensor defined, accepted by the backend, and all of one dtype and device.
-absl::Status CheckTensors(absl::Span<const Tensor> tensors,
-                          const std::function<absl::Status(const Tensor&)>& backend_check) {
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i];
-    if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat("tensor ", i, " is undefined"));
-    RETURN_IF_ERROR(backend_check(t));
-    if (t.dtype() != tensors[0].dtype() || t.device() != tensors[0].device()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "all tensors must share one dtype and device; tensor 0 is ", TensorSignature(tensors[0]),
-          " but tensor ", i, " is ", TensorSignature(t), " (hint: coalesce tensors of one dtype at a time)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckRoot(int root, int size) {
-  if (root >= 0 && root < size) return absl::OkStatus();
+// `so_far` if it failed, else whether `root` is a rank of the group.
+absl::Status CheckRoot(absl::Status so_far, int root, int size) {
+  if (!so_far.ok() || (root >= 0 && root < size)) return so_far;
   return absl::InvalidArgumentError(absl::StrCat("root ", root, " is not a rank of this group (size ", size, ")"));
 }
 
+// `so_far` if it failed, else whether `whole` holds size() blocks of `part`: "output must hold size() *
+// input.numel() = 2 * 5 elements, not 9".
+absl::Status CheckNumel(absl::Status so_far, const char* whole, int64_t whole_numel, const char* part,
+                        int64_t part_numel, int size) {
+  if (!so_far.ok() || whole_numel == size * part_numel) return so_far;
+  return absl::InvalidArgumentError(absl::StrCat(whole, " must hold size() * ", part, ".numel() = ", size, " * ",
+                                                 part_numel, " elements, not ", whole_numel));
+}
+
 // "float32 [4] cuda:1" -> "float32 [4] cuda": the ranks of an NCCL group make the same call on different
-// GPUs, so the debug fingerprint leaves the device index out.
+// GPUs, so what observers compare across ranks leaves the device index out.
 std::string WithoutDeviceIndex(std::string signature) {
   for (size_t at = signature.find("cuda:"); at != std::string::npos; at = signature.find("cuda:", at)) {
     size_t end = at + 5;
@@ -68,41 +55,18 @@ std::string WithoutDeviceIndex(std::string signature) {
   return signature;
 }
 
-// What this rank contributes to a collective, for the observers: its input (AllGather and
-// ReduceScatter pass {output, input}), else every tensor.
-void Contribution(const char* op_name, absl::Span<const Tensor> tensors, int64_t* numel, int64_t* bytes) {
-  const std::string op = op_name;
-  if ((op == "AllGather" || op == "ReduceScatter") && tensors.size() == 2) tensors = tensors.subspan(1);
-  *numel = *bytes = 0;
-  for (const Tensor& t : tensors) {
-    if (!t.defined()) continue;
-    *numel += t.numel();
-    *bytes += static_cast<int64_t>(t.nbytes());
-  }
-}
-
-// Every group of this process gets the next number: "pg0", "pg1", ...
-std::string NextGroupName() {
-  static std::atomic<int64_t> created{0};
-  return absl::StrCat("pg", created.fetch_add(1));
-}
-
-bool AllEmpty(absl::Span<const Tensor> tensors) {
-  for (const Tensor& t : tensors) {
-    if (t.defined() && t.numel() > 0) return false;
-  }
-  return true;
-}
+std::atomic<int64_t> groups_created{0};  // "pg0", "pg1", ...: the groups of this process in creation order
 
 }  // namespace
 
 ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), timeout_(timeout), group_name_(NextGroupName()) {}
+    : rank_(rank), size_(size), timeout_(timeout), group_name_(absl::StrCat("pg", groups_created.fetch_add(1))) {}
 
 ProcessGroup::~ProcessGroup() = default;
 
-void ProcessGroup::EnableDebugCheck(std::unique_ptr<CollectiveFingerprintCheck> check) {
-  debug_check_ = std::move(check);
+std::shared_ptr<Store> ProcessGroup::SubStore(const std::string& purpose) {
+  if (store_ == nullptr) return nullptr;
+  return std::make_shared<PrefixStore>(absl::StrCat(purpose, "/", sub_stores_++), store_);
 }
 
 // --- Observers -------------------------------------------------------------------------------------
@@ -138,96 +102,89 @@ absl::Status ProcessGroup::NoteFailure(const absl::Status& status, absl::string_
 }
 
 int64_t ProcessGroup::NumberBackendWork(const char* op, absl::string_view signature) {
-  CollectiveInfo info;
-  info.seq = sequence_number_++;
-  info.op = op;
-  info.signature = std::string(signature);
+  CollectiveInfo info{.seq = sequence_number_++, .op = op, .signature = std::string(signature)};
   for (const auto& o : *Snapshot()) o->Issued(info);
   return info.seq;
 }
 
 // --- Numbering and checking ------------------------------------------------------------------------
 
-ProcessGroup::Prepared ProcessGroup::Prepare(const char* op_name, absl::Span<const Tensor> tensors,
-                                             std::string signature, ReduceOp op, int root, absl::Status args_ok,
-                                             const char* via) {
-  const int64_t seq = sequence_number_++;
-  Prepared p;
-  p.call.seq = seq;
-  p.call.op = op;
-  p.call.root = root;
-  const std::string path = via != nullptr ? absl::StrCat(" via ", via) : "";
-  p.call.description =
-      absl::StrCat(op_name, "(", signature, ") #", seq, " on ", backend_name(), " rank ", rank_, "/", size_, path);
-  // Told as every rank issues it (no device index: ranks of an NCCL group use different GPUs), so the
-  // flight recorder's analyzer can compare ranks' calls at each sequence number.
-  CollectiveInfo info;
-  info.seq = seq;
-  info.op = op_name;
-  info.signature = WithoutDeviceIndex(signature);
-  info.via = via != nullptr ? via : "";
-  info.bucket = CollectiveBucketScope::Current();
-  Contribution(op_name, tensors, &info.numel, &info.bytes);
-  for (const Tensor& t : tensors) {
-    if (t.defined()) {
-      info.dtype = DTypeName(t.dtype());
-      break;
-    }
+std::shared_ptr<Work> ProcessGroup::Prepare(const char* op_name, absl::Span<const Tensor> contribution,
+                                            const std::string& signature, absl::Status args_ok, Call* call,
+                                            const char* via) {
+  call->seq = sequence_number_++;
+  call->description = absl::StrCat(op_name, "(", signature, ") #", call->seq, " on ", backend_name(), " rank ", rank_,
+                                   "/", size_, via != nullptr ? absl::StrCat(" via ", via) : "");
+  CollectiveInfo info{.seq = call->seq, .op = op_name, .signature = WithoutDeviceIndex(signature),
+                      .via = via != nullptr ? via : "", .description = call->description,
+                      .bucket = CollectiveBucketScope::Current()};
+  for (const Tensor& t : contribution) {
+    if (!t.defined()) continue;
+    if (info.dtype.empty()) info.dtype = DTypeName(t.dtype());
+    info.numel += t.numel();
+    info.bytes += static_cast<int64_t>(t.nbytes());
   }
-  for (const auto& o : *Snapshot()) o->Issued(info);
+  const std::shared_ptr<const Observers> observers = Snapshot();
+  for (const auto& o : *observers) o->Issued(info);
   // Ends the call here: told, and for a failure of the group (not bad arguments) noted.
   auto done = [&](absl::Status status, const char* failure_reason = nullptr) {
-    NotifyEnded(seq, status);
+    NotifyEnded(call->seq, status);
     if (failure_reason != nullptr) status = NoteFailure(status, failure_reason);
-    p.failed = CompletionWork::Done(std::move(status), p.call.description, timeout_);
+    return CompletionWork::Done(std::move(status), call->description, timeout_);
   };
-  // The fingerprint exchange comes first, even for bad arguments, so the other ranks get a report
-  // instead of waiting for a collective this rank will never start.
-  if (debug_check_) {
-    const std::string what = absl::StrCat(op_name, "(", info.signature, ")", path);
-    if (absl::Status s = debug_check_->Check(seq, what); !s.ok()) {
-      done(std::move(s), "debug check");
-      return p;
-    }
+  // Observers may refuse before the arguments are checked: the debug check's exchange then still reaches
+  // the other ranks, which get a report instead of waiting for a collective this rank will never start.
+  for (const auto& o : *observers) {
+    if (absl::Status s = o->Admit(info); !s.ok()) return done(std::move(s), "refused call");
   }
-  if (!args_ok.ok()) {
-    done(absl::InvalidArgumentError(absl::StrCat(p.call.description, ": ", args_ok.message())));
-    return p;
-  }
-  // No elements: nothing to move, completes at once on every rank.
-  if (op_name != std::string("Barrier") && AllEmpty(tensors)) done(absl::OkStatus());
-  return p;
+  if (!args_ok.ok()) return done(absl::InvalidArgumentError(absl::StrCat(call->description, ": ", args_ok.message())));
+  if (op_name != std::string("Barrier") && info.numel == 0) return done(absl::OkStatus());  // nothing to move
+  return nullptr;
 }
 
-ProcessGroup::Prepared ProcessGroup::PrepareAllReduce(const char* op_name, absl::Span<const Tensor> tensors,
-                                                      ReduceOp op, const char* via) {
-  auto check = [this](const Tensor& t) { return CheckTensor(t); };
+absl::Status ProcessGroup::CheckTensors(absl::Span<const Tensor> tensors) const {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat("tensor ", i, " is undefined"));
+    RETURN_IF_ERROR(CheckTensor(t));
+    if (t.dtype() != tensors[0].dtype() || t.device() != tensors[0].device()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "all tensors must share one dtype and device; tensor 0 is ", TensorSignature(tensors[0]),
+          " but tensor ", i, " is ", TensorSignature(t), " (hint: coalesce tensors of one dtype at a time)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<Work> ProcessGroup::PrepareAllReduce(const char* op_name, absl::Span<const Tensor> tensors,
+                                                     ReduceOp op, Call* call, const char* via) {
   std::vector<std::string> parts;
   for (const Tensor& t : tensors) parts.push_back(TensorSignature(t));
   parts.push_back(ReduceOpName(op));
-  return Prepare(op_name, tensors, absl::StrJoin(parts, ", "), op, 0, CheckTensors(tensors, check), via);
+  call->op = op;
+  return Prepare(op_name, tensors, absl::StrJoin(parts, ", "), CheckTensors(tensors), call, via);
 }
 
 // --- Collectives -----------------------------------------------------------------------------------
 
 std::shared_ptr<Work> ProcessGroup::AllReduce(const Tensor& tensor, ReduceOp op) {
-  Prepared p = PrepareAllReduce("AllReduce", {tensor}, op, nullptr);
-  if (p.failed) return p.failed;
-  return RunAllReduce({tensor}, p.call);
+  Call call;
+  if (auto failed = PrepareAllReduce("AllReduce", {tensor}, op, &call)) return failed;
+  return RunAllReduce({tensor}, call);
 }
 
 std::shared_ptr<Work> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> tensors, ReduceOp op) {
-  Prepared p = PrepareAllReduce("AllReduceCoalesced", tensors, op, nullptr);
-  if (p.failed) return p.failed;
-  return RunAllReduce(std::vector<Tensor>(tensors.begin(), tensors.end()), p.call);
+  Call call;
+  if (auto failed = PrepareAllReduce("AllReduceCoalesced", tensors, op, &call)) return failed;
+  return RunAllReduce(std::vector<Tensor>(tensors.begin(), tensors.end()), call);
 }
 
 std::shared_ptr<Work> ProcessGroup::AllReduceExternal(std::shared_ptr<ExternalAllReduce> impl,
                                                       absl::Span<const Tensor> tensors, ReduceOp op) {
-  Prepared p = PrepareAllReduce(tensors.size() == 1 ? "AllReduce" : "AllReduceCoalesced", tensors, op,
-                                impl->path_name());
-  if (p.failed) return p.failed;
-  return RunAllReduceExternal(std::move(impl), std::vector<Tensor>(tensors.begin(), tensors.end()), p.call);
+  Call call;
+  const char* op_name = tensors.size() == 1 ? "AllReduce" : "AllReduceCoalesced";
+  if (auto failed = PrepareAllReduce(op_name, tensors, op, &call, impl->path_name())) return failed;
+  return RunAllReduceExternal(std::move(impl), std::vector<Tensor>(tensors.begin(), tensors.end()), call);
 }
 
 std::shared_ptr<Work> ProcessGroup::RunAllReduceExternal(std::shared_ptr<ExternalAllReduce> impl,
@@ -239,58 +196,44 @@ std::shared_ptr<Work> ProcessGroup::RunAllReduceExternal(std::shared_ptr<Externa
 }
 
 std::shared_ptr<Work> ProcessGroup::Broadcast(const Tensor& tensor, int root) {
-  auto check = [this](const Tensor& t) { return CheckTensor(t); };
-  absl::Status ok = CheckTensors({tensor}, check);
-  if (ok.ok()) ok = CheckRoot(root, size_);
-  Prepared p = Prepare("Broadcast", {tensor}, absl::StrCat(TensorSignature(tensor), ", root=", root),
-                       ReduceOp::kSum, root, ok);
-  if (p.failed) return p.failed;
-  return RunBroadcast(tensor, p.call);
+  Call call{.root = root};
+  const std::string signature = absl::StrCat(TensorSignature(tensor), ", root=", root);
+  const absl::Status ok = CheckRoot(CheckTensors({tensor}), root, size_);
+  if (auto failed = Prepare("Broadcast", {tensor}, signature, ok, &call)) return failed;
+  return RunBroadcast(tensor, call);
 }
 
 std::shared_ptr<Work> ProcessGroup::AllGather(const Tensor& output, const Tensor& input) {
-  auto check = [this](const Tensor& t) { return CheckTensor(t); };
-  absl::Status ok = CheckTensors({output, input}, check);
-  if (ok.ok() && output.numel() != size_ * input.numel()) {
-    ok = absl::InvalidArgumentError(absl::StrCat("output must hold size() * input.numel() = ", size_, " * ",
-                                                 input.numel(), " elements, not ", output.numel()));
-  }
-  Prepared p = Prepare("AllGather", {output, input},
-                       absl::StrCat(TensorSignature(output), " <- ", TensorSignature(input)), ReduceOp::kSum, 0, ok);
-  if (p.failed) return p.failed;
-  return RunAllGather(output, input, p.call);
+  Call call;
+  const std::string signature = absl::StrCat(TensorSignature(output), " <- ", TensorSignature(input));
+  const absl::Status ok =
+      CheckNumel(CheckTensors({output, input}), "output", output.numel(), "input", input.numel(), size_);
+  if (auto failed = Prepare("AllGather", {input}, signature, ok, &call)) return failed;
+  return RunAllGather(output, input, call);
 }
 
 std::shared_ptr<Work> ProcessGroup::ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op) {
-  auto check = [this](const Tensor& t) { return CheckTensor(t); };
-  absl::Status ok = CheckTensors({output, input}, check);
-  if (ok.ok() && input.numel() != size_ * output.numel()) {
-    ok = absl::InvalidArgumentError(absl::StrCat("input must hold size() * output.numel() = ", size_, " * ",
-                                                 output.numel(), " elements, not ", input.numel()));
-  }
-  Prepared p = Prepare("ReduceScatter", {output, input},
-                       absl::StrCat(TensorSignature(output), " <- ", TensorSignature(input), ", ",
-                                    ReduceOpName(op)),
-                       op, 0, ok);
-  if (p.failed) return p.failed;
-  return RunReduceScatter(output, input, p.call);
+  Call call{.op = op};
+  const std::string signature =
+      absl::StrCat(TensorSignature(output), " <- ", TensorSignature(input), ", ", ReduceOpName(op));
+  const absl::Status ok =
+      CheckNumel(CheckTensors({output, input}), "input", input.numel(), "output", output.numel(), size_);
+  if (auto failed = Prepare("ReduceScatter", {input}, signature, ok, &call)) return failed;
+  return RunReduceScatter(output, input, call);
 }
 
 std::shared_ptr<Work> ProcessGroup::Reduce(const Tensor& tensor, int root, ReduceOp op) {
-  auto check = [this](const Tensor& t) { return CheckTensor(t); };
-  absl::Status ok = CheckTensors({tensor}, check);
-  if (ok.ok()) ok = CheckRoot(root, size_);
-  Prepared p = Prepare("Reduce", {tensor},
-                       absl::StrCat(TensorSignature(tensor), ", root=", root, ", ", ReduceOpName(op)), op, root,
-                       ok);
-  if (p.failed) return p.failed;
-  return RunReduce(tensor, p.call);
+  Call call{.op = op, .root = root};
+  const std::string signature = absl::StrCat(TensorSignature(tensor), ", root=", root, ", ", ReduceOpName(op));
+  const absl::Status ok = CheckRoot(CheckTensors({tensor}), root, size_);
+  if (auto failed = Prepare("Reduce", {tensor}, signature, ok, &call)) return failed;
+  return RunReduce(tensor, call);
 }
 
 std::shared_ptr<Work> ProcessGroup::Barrier() {
-  Prepared p = Prepare("Barrier", {}, "", ReduceOp::kSum, 0, absl::OkStatus());
-  if (p.failed) return p.failed;
-  return RunBarrier(p.call);
+  Call call;
+  if (auto failed = Prepare("Barrier", {}, "", absl::OkStatus(), &call)) return failed;
+  return RunBarrier(call);
 }
 
 }  // namespace tinyddp::dist

@@ -6,16 +6,16 @@
 // The contract, identical on every backend:
 //   * Every call is asynchronous and returns a Work (work.h); call Wait() or SynchronizeStream() on it.
 //   * Every rank must make the same calls in the same order with the same shapes and dtypes; a
-//     collective is matched across ranks by its position in that order (its sequence number). With
-//     TINYDDP_DISTRIBUTED_DEBUG=DETAIL a mismatch is reported (debug_check.h) instead of hanging.
+//     collective is matched across ranks by its position in that order (its sequence number). A mismatch
+//     hangs or computes garbage, unless the program attached the debug check
+//     (TINYDDP_DISTRIBUTED_DEBUG=DETAIL, dist/observe/debug_check/), which reports it.
 //   * Tensors are updated in place where PyTorch does so (AllReduce, Broadcast, Reduce on the root); the
 //     caller keeps them alive and untouched until the Work completes (the group also holds a reference).
 //   * Argument errors (unsupported dtype or device, size mismatch, bad root) come back as an already
 //     completed Work whose Wait() returns InvalidArgument naming the call: one place to check errors.
 //   * Thread-safety: calls on one group must come from one thread at a time (they define the order).
-//   * The timeout of a collective counts from when it was issued. The first failure of the group (a
-//     timeout, a dead peer) is told to its observers (collective_observer.h: the flight recorder dumps
-//     there, and the error names the dump); observers see every call, and change none.
+//   * The timeout of a collective counts from when it was issued. The group's first failure (a timeout,
+//     a dead peer) is told to its observers (collective_observer.h), whose text the error carries.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_PROCESS_GROUP_H_
 #define TINYDDP_DIST_PROCESS_GROUP_PROCESS_GROUP_H_
 
@@ -37,9 +37,8 @@
 
 namespace tinyddp::dist {
 
-class CollectiveFingerprintCheck;  // debug_check.h
-class ExternalAllReduce;           // external_all_reduce.h
-class Store;                       // dist/store/store.h
+class ExternalAllReduce;  // external_all_reduce.h
+class Store;              // dist/store/store.h
 
 /// How AllReduce, Reduce and ReduceScatter combine the ranks' values (torch.distributed.ReduceOp).
 /// kAvg is the sum divided by the world size; for integer dtypes the division truncates (as NCCL's).
@@ -48,7 +47,7 @@ enum class ReduceOp : uint8_t { kSum, kAvg, kMax, kMin, kProduct };
 /// "SUM", "AVG", "MAX", "MIN", "PRODUCT".
 const char* ReduceOpName(ReduceOp op);
 
-/// "float32 [1000]": how tensors appear in Work descriptions and debug-mode reports.
+/// "float32 [1000]" (and " cuda:0" on a GPU): how tensors appear in Work descriptions.
 std::string TensorSignature(const Tensor& tensor);
 
 class ProcessGroup {
@@ -67,13 +66,12 @@ class ProcessGroup {
   std::chrono::milliseconds timeout() const { return timeout_; }
   /// How many collectives this rank has issued so far (the next one gets this number).
   int64_t sequence_number() const { return sequence_number_; }
-  /// "pg0": the n-th group this process created (every rank creates its groups in the same order, so
-  /// the same n everywhere). Names the group's flight recorder files.
+  /// "pg0": the n-th group this process created (the same n on every rank, which creates its groups in
+  /// the same order).
   const std::string& group_name() const { return group_name_; }
 
   /// Adds a watcher of every later collective (collective_observer.h); observers are told in the order they
-  /// were added. Call before the first collective; safe against the backend's threads, which notify
-  /// observers concurrently. The group keeps `observer` alive.
+  /// were added. Safe against the backend's threads. The group keeps `observer` alive.
   void AddObserver(std::shared_ptr<CollectiveObserver> observer);
 
   // --- Collectives. Each returns at once; see the contract above. ------------------------------------
@@ -97,41 +95,33 @@ class ProcessGroup {
   /// Completes once every rank has entered the barrier.
   std::shared_ptr<Work> Barrier();
 
-  /// Turns on TINYDDP_DISTRIBUTED_DEBUG=DETAIL checking: before each collective the ranks compare what
-  /// they are about to call (InitProcessGroup does this when the variable is set).
-  void EnableDebugCheck(std::unique_ptr<CollectiveFingerprintCheck> check);
+  // --- Seams for wings (dist/accel/, dist/observe/). Each has a default for groups that cannot do it. ---
 
-  // --- Acceleration seams: what a wing (dist/accel/, the tracer) may ask of a group. Each has a default
-  // for groups that cannot do it; ProcessGroupNCCL overrides them. ---------------------------------------
-
-  /// The CUDA stream this group runs its collectives on; a default-constructed Stream (handle() == nullptr)
-  /// for groups that run on host threads.
+  /// The CUDA stream this group runs its collectives on; a null Stream for groups of host threads.
   virtual cuda::Stream collective_stream() const { return {}; }
-  /// CUDA graphs: descriptions of the collectives recorded into a graph since the last call; empty for
-  /// groups that cannot be captured.
-  virtual std::vector<std::string> TakeCapturedCollectives() { return {}; }
-  /// CUDA graphs: watch the replay just enqueued on the current stream under the group's timeout; null for
-  /// groups that cannot watch GPU work.
-  virtual std::shared_ptr<Work> WatchReplay(std::string description) { return nullptr; }
-  /// An all_reduce of `tensors` (one, or several as in AllReduceCoalesced) carried by `impl`
-  /// (external_all_reduce.h) instead of the backend's own kernels: numbered, checked and watched as
-  /// AllReduce; its description and debug fingerprint end "via <impl->path_name()>", so ranks that took
-  /// different paths for one collective are reported. A backend that carries none (Gloo) returns a
-  /// completed Work with Unimplemented. Precondition: every rank makes this call at the same position,
-  /// with the same kind of `impl`.
-  std::shared_ptr<Work> AllReduceExternal(std::shared_ptr<ExternalAllReduce> impl, absl::Span<const Tensor> tensors,
-                                          ReduceOp op);
-  /// A fresh key space in the group's store for a module set up beside the group; null when the group
-  /// keeps no store. Precondition: every rank calls it in the same order.
-  virtual std::shared_ptr<Store> SubStore(const std::string& purpose) { return nullptr; }
   /// The GPU this group's tensors live on, -1 for host groups.
   virtual int device_index() const { return -1; }
+  /// Watches the GPU work just enqueued on the current stream (a CUDA-graph replay, whose collectives no
+  /// call of ours sees) as one collective: numbered (op "Replay"), told to the observers, and failed after
+  /// the group's timeout naming `description`. Null for groups that cannot watch GPU work.
+  virtual std::shared_ptr<Work> WatchReplay(std::string description) { return nullptr; }
+  /// AllReduce (or AllReduceCoalesced) of `tensors` carried by `impl` (external_all_reduce.h) instead of
+  /// the backend's kernels; its description ends "via <impl->path_name()>". Unimplemented on a backend
+  /// that carries none (Gloo). Precondition: every rank makes this call at the same position.
+  std::shared_ptr<Work> AllReduceExternal(std::shared_ptr<ExternalAllReduce> impl, absl::Span<const Tensor> tensors,
+                                          ReduceOp op);
+  /// A fresh key space ("<purpose>/<n>") in the group's store for a module set up beside the group (the
+  /// copy engines, the debug check); null without a store. Every rank must call it in the same order.
+  std::shared_ptr<Store> SubStore(const std::string& purpose);
+  /// The store, private to this group, that SubStore carves from (NCCL sets its own; InitProcessGroup
+  /// gives Gloo groups one).
+  void set_store(std::shared_ptr<Store> store) { store_ = std::move(store); }
 
  protected:
   ProcessGroup(int rank, int size, std::chrono::milliseconds timeout);
 
-  /// What a backend is asked to do. The tensors have passed the generic checks (defined, one dtype and
-  /// one device among them, CheckTensor() below, sizes consistent) and hold at least one element.
+  /// What a backend is asked to do. The tensors have passed the generic checks (defined, of one dtype and
+  /// device, CheckTensor(), sizes consistent) and hold at least one element.
   struct Call {
     std::string description;  // "AllReduce(float32 [1000], SUM) #7 on gloo rank 0/2"
     int64_t seq = 0;          // its sequence number: how observers and ranks match it
@@ -150,41 +140,34 @@ class ProcessGroup {
   /// Whether this backend takes `tensor` (its device and dtype); the message names what it supports.
   virtual absl::Status CheckTensor(const Tensor& tensor) const = 0;
 
-  /// Numbers work a backend runs without a public call (a CUDA-graph replay of collectives it recorded
-  /// earlier) in the group's sequence, and tells the observers (op "Replay", `signature` the same on every
-  /// rank), so a replay that never ends is diagnosed like a collective. Every rank numbers the same works in
-  /// the same order. Returns its sequence number.
+  /// Numbers work run without a public call (WatchReplay) and tells the observers; returns its number.
   int64_t NumberBackendWork(const char* op, absl::string_view signature);
-
   /// For backends, as they learn it (any thread): collective #seq began running / ended with `status`.
   void NotifyStarted(int64_t seq);
   void NotifyEnded(int64_t seq, const absl::Status& status);
-
   /// For a backend's failure path: the first time a collective of this group fails (not for bad
-  /// arguments), tells every observer (`reason`: "timeout", "error", "abort", "debug check") and returns
-  /// `status` with the text they returned appended (where the flight recorder's dump is); afterwards
-  /// returns `status` unchanged. Thread-safe.
+  /// arguments), tells every observer (`reason`: "timeout", "error", "abort", ...) and returns `status`
+  /// with the text they returned appended; afterwards returns `status` unchanged. Thread-safe.
   absl::Status NoteFailure(const absl::Status& status, absl::string_view reason);
 
  private:
-  // A call numbered and checked: either `failed` (the Work to hand back at once: bad arguments, a
-  // debug-check mismatch, or no elements, which completes OK on every rank), or `call` to run.
-  struct Prepared {
-    std::shared_ptr<Work> failed;
-    Call call;
-  };
-  // Numbers the call, tells the observers, checks it (the debug fingerprint, then the arguments), and
-  // returns either the description to run it under or the failed Work to hand back.
-  Prepared Prepare(const char* op_name, absl::Span<const Tensor> tensors, std::string signature, ReduceOp op,
-                   int root, absl::Status args_ok, const char* via = nullptr);
-  Prepared PrepareAllReduce(const char* op_name, absl::Span<const Tensor> tensors, ReduceOp op, const char* via);
+  // Numbers `call`, tells the observers, lets them refuse it, checks `args_ok`. Returns the Work to hand
+  // back at once (refused, bad arguments, or no element in `contribution`: OK everywhere), or null: run it.
+  std::shared_ptr<Work> Prepare(const char* op_name, absl::Span<const Tensor> contribution,
+                                const std::string& signature, absl::Status args_ok, Call* call,
+                                const char* via = nullptr);
+  std::shared_ptr<Work> PrepareAllReduce(const char* op_name, absl::Span<const Tensor> tensors, ReduceOp op,
+                                         Call* call, const char* via = nullptr);
+  // Every tensor defined, accepted by CheckTensor, and all of one dtype and device.
+  absl::Status CheckTensors(absl::Span<const Tensor> tensors) const;
 
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
   const std::string group_name_;
   int64_t sequence_number_ = 0;
-  std::unique_ptr<CollectiveFingerprintCheck> debug_check_;
+  std::shared_ptr<Store> store_;
+  int64_t sub_stores_ = 0;
   // Copied on write: the backends' threads read a snapshot while AddObserver replaces it.
   using Observers = std::vector<std::shared_ptr<CollectiveObserver>>;
   std::shared_ptr<const Observers> Snapshot() const;

@@ -1,13 +1,11 @@
 // Work: the handle a collective returns, c10d's vocabulary. Every ProcessGroup call is asynchronous: it
 // enqueues the collective and hands back a Work at once; the caller overlaps other work and waits later.
 //
-// Two ways to wait, because CPU and GPU collectives finish in different places:
-//   Wait(timeout)       blocks the calling thread until the collective has finished, and returns its status.
-//   SynchronizeStream() makes the caller's current CUDA stream wait for a GPU collective (an event wait,
-//                       queued on the GPU) and returns at once: PyTorch's work.wait() for NCCL. For CPU work
-//                       there is no stream to order, so it is Wait().
-// CompletionWork is the Work of collectives that finish on a host thread (Gloo, and errors found before a
-// collective starts); ProcessGroupNCCL has its own, completed by CUDA events.
+// Two ways to wait, because CPU and GPU collectives finish in different places: Wait() blocks the calling
+// thread until the collective has finished; SynchronizeStream() makes the caller's current CUDA stream wait
+// for a GPU collective (an event wait, queued on the GPU) and returns at once, PyTorch's work.wait() for
+// NCCL. CompletionWork is the Work of collectives that finish on a host thread (Gloo, and errors found
+// before a collective starts); ProcessGroupNCCL has its own, completed by CUDA events.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_WORK_H_
 #define TINYDDP_DIST_PROCESS_GROUP_WORK_H_
 
@@ -23,41 +21,38 @@ namespace tinyddp::dist {
 
 /// Collectives and Work::Wait() use this unless the group was created with another timeout.
 inline constexpr std::chrono::milliseconds kDefaultCollectiveTimeout = std::chrono::seconds(300);
-/// How much longer than the group's timeout Work::Wait() waits. The group fails a collective itself once
-/// its timeout (counted from when it was issued) has passed, and that failure is the informative one (it
-/// dumps the flight recorder and says where); the margin lets it arrive before the waiter gives up.
+/// How much longer than the group's timeout Work::Wait() waits: the group fails a late collective itself,
+/// with the informative error (where the flight recorder dumped), and the margin lets that arrive first.
 inline constexpr std::chrono::milliseconds kWaitMargin = std::chrono::seconds(5);
 
 /// One collective in flight. Thread-safe: any thread may wait on it or poll it.
 class Work {
  public:
-  /// `description` names the collective in errors: "AllReduce(SUM, float32 [1000]) #7 on gloo rank 0".
+  /// `description` names the collective in errors: "AllReduce(float32 [1000], SUM) #7 on gloo rank 0/2".
   Work(std::string description, std::chrono::milliseconds default_timeout)
       : description_(std::move(description)), default_timeout_(default_timeout) {}
   virtual ~Work() = default;
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
 
-  /// Blocks until the collective has finished, failed, or `timeout` has passed. Returns its status: OK,
-  /// the collective's own error (InvalidArgument for bad arguments, DeadlineExceeded when it exceeded the
-  /// group's timeout, Internal/Unavailable for transport errors), or DeadlineExceeded when this wait
-  /// gave up first. After OK the output tensors hold the result; for GPU work the caller's current
-  /// stream is also ordered after it.
+  /// Blocks until the collective has finished, failed, or `timeout` has passed. Returns its status: OK (the
+  /// outputs hold the result), its own error (InvalidArgument for bad arguments, DeadlineExceeded past the
+  /// group's timeout, Internal/Unavailable for transport errors), or DeadlineExceeded if this wait gave up.
   virtual absl::Status Wait(std::chrono::milliseconds timeout) = 0;
   /// Waits for the collective's outcome: the group fails it once the group's timeout has passed since it
   /// was issued, so this returns within that timeout (plus kWaitMargin, should the group be late).
   absl::Status Wait() { return Wait(default_timeout_ + kWaitMargin); }
 
   /// For GPU work: makes the calling thread's current stream (of the collective's device) wait for the
-  /// collective without blocking the host, so kernels queued afterwards see the result. Returns an
-  /// error already known (e.g. from argument checks or the watchdog), else OK. CPU work: Wait().
+  /// collective without blocking the host, so kernels queued afterwards see the result. Returns an error
+  /// already known (argument checks, the watchdog), else OK. CPU work has no stream to order: Wait().
   virtual absl::Status SynchronizeStream() { return Wait(); }
 
   /// True once the collective has finished, successfully or not. Never blocks.
   virtual bool IsCompleted() = 0;
 
-  /// For traces (added for DDP's Tracer): when a host thread ran this collective (Gloo's worker), the
-  /// steady_clock times it started and finished; false for GPU work or work that has not finished.
+  /// For traces: when a host thread ran this collective (Gloo's worker), the steady_clock times it started
+  /// and finished; false for GPU work or work that has not finished.
   virtual bool HostInterval(std::chrono::steady_clock::time_point* start, std::chrono::steady_clock::time_point* end) {
     return false;
   }
@@ -79,7 +74,7 @@ class CompletionWork : public Work {
   static std::shared_ptr<Work> Done(absl::Status status, std::string description,
                                     std::chrono::milliseconds default_timeout = kDefaultCollectiveTimeout);
 
-  /// Records the outcome (and the time) and wakes every waiter. Precondition: called once.
+  /// Records the outcome (and the time) and wakes every waiter; a second call is ignored.
   void Complete(absl::Status status);
   /// Records that a host thread starts running the collective now (for HostInterval).
   void MarkStarted();

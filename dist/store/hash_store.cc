@@ -7,7 +7,7 @@ namespace tinyddp::dist {
 absl::Status HashStore::Set(const std::string& key, const Bytes& value) { return table_.Set(key, value); }
 
 absl::StatusOr<Bytes> HashStore::Get(const std::string& key) {
-  return table_.Get(key, internal::DeadlineAfter(timeout_), timeout_);
+  return table_.Get(key, timeout_);
 }
 
 absl::StatusOr<int64_t> HashStore::Add(const std::string& key, int64_t delta) { return table_.Add(key, delta); }
@@ -17,7 +17,7 @@ absl::StatusOr<Bytes> HashStore::CompareSet(const std::string& key, const Bytes&
 }
 
 absl::Status HashStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  return table_.Wait(keys, internal::DeadlineAfter(timeout), timeout);
+  return table_.Wait(keys, timeout);
 }
 
 absl::StatusOr<bool> HashStore::Delete(const std::string& key) { return table_.Delete(key); }

@@ -5,8 +5,10 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "dist/store/store.h"
 
 namespace tinyddp::dist {
@@ -17,20 +19,30 @@ class PrefixStore : public Store {
  public:
   /// `base` must outlive this view unless it is shared through the shared_ptr.
   /// The timeout starts as base's and is applied to every blocking call made through this view.
-  PrefixStore(std::string prefix, std::shared_ptr<Store> base);
+  PrefixStore(std::string prefix, std::shared_ptr<Store> base) : prefix_(std::move(prefix)), base_(std::move(base)) {
+    set_timeout(base_->timeout());
+  }
 
-  absl::Status Set(const std::string& key, const Bytes& value) override;
-  absl::StatusOr<Bytes> Get(const std::string& key) override;
-  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
-  absl::StatusOr<Bytes> CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override;
-  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
-  absl::StatusOr<bool> Delete(const std::string& key) override;
-  absl::StatusOr<int64_t> NumKeys() override;
+  absl::Status Set(const std::string& key, const Bytes& value) override { return base_->Set(Full(key), value); }
+  /// Through the base's Wait, so that this view's timeout (not the base's) bounds it: two views of one
+  /// store may want different timeouts.
+  absl::StatusOr<Bytes> Get(const std::string& key) override {
+    RETURN_IF_ERROR(base_->Wait({Full(key)}, timeout_));
+    return base_->Get(Full(key));
+  }
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override { return base_->Add(Full(key), delta); }
+  absl::StatusOr<Bytes> CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override {
+    return base_->CompareSet(Full(key), expected, desired);
+  }
+  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    std::vector<std::string> full;
+    for (const auto& k : keys) full.push_back(Full(k));
+    return base_->Wait(full, timeout);
+  }
+  absl::StatusOr<bool> Delete(const std::string& key) override { return base_->Delete(Full(key)); }
+  absl::StatusOr<int64_t> NumKeys() override { return base_->NumKeys(); }
   using Store::Set;
   using Store::Wait;
-
-  const std::string& prefix() const { return prefix_; }
-  Store& base() { return *base_; }
 
  private:
   std::string Full(const std::string& key) const { return prefix_ + "/" + key; }

@@ -2,6 +2,7 @@
 #include "dist/store/store_barrier.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "dist/store/internal/kv_table.h"
 
@@ -21,7 +22,7 @@ absl::Status StoreBarrier(Store& store, const std::string& name, int world_size,
     auto now = store.Add(arrived_key, 0);
     return absl::DeadlineExceededError(absl::StrCat(
         "barrier '", name, "': only ", now.ok() ? absl::StrCat(*now) : "?", " of ", world_size,
-        " ranks arrived within ", internal::FormatDuration(timeout),
+        " ranks arrived within ", absl::FormatDuration(absl::FromChrono(timeout)),
         " (a rank crashed, is stuck, or WORLD_SIZE is larger than the number of ranks started)"));
   }
   return waited;

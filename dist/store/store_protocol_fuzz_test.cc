@@ -8,6 +8,7 @@
 
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,11 @@ using internal::EncodeRequest;
 using internal::ParseRequest;
 using internal::StoreOp;
 using internal::StoreRequest;
+
+bool operator==(const StoreRequest& a, const StoreRequest& b) {
+  return std::tie(a.op, a.key, a.keys, a.value, a.expected, a.number) ==
+         std::tie(b.op, b.key, b.keys, b.value, b.expected, b.number);
+}
 
 Bytes RandomBytes(std::mt19937& rng, size_t n) {
   Bytes b(n);
@@ -185,7 +191,7 @@ TEST(StoreProtocolFuzz, RandomFramesNeverCrashTheFrameReader) {
 }
 
 TEST(StoreProtocolFuzz, ARealServerAnswersEveryMutatedFrameAndKeepsItsData) {
-  auto server = TCPStoreServer::Start(0);
+  auto server = TCPStoreServer::Start({});
   ASSERT_TRUE(server.ok()) << server.status();
   auto honest = TCPStore::Create({.host = "127.0.0.1", .port = (*server)->port()});
   ASSERT_TRUE(honest.ok()) << honest.status();

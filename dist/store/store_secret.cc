@@ -13,14 +13,11 @@
 namespace tinyddp::dist {
 
 absl::StatusOr<std::string> GenerateStoreSecret() {
-  uint8_t bytes[32];
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    const ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return absl::InternalError("getrandom() failed: cannot make a job secret for the store");
-    got += static_cast<size_t>(n);
+  uint8_t bytes[32];  // up to 256 bytes come whole; only the wait for the kernel's pool at boot is interruptible
+  ssize_t got;
+  while ((got = ::getrandom(bytes, sizeof(bytes), 0)) < 0 && errno == EINTR) {
   }
+  if (got != sizeof(bytes)) return absl::InternalError("getrandom() failed: cannot make a job secret for the store");
   return absl::BytesToHexString(std::string(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }
 

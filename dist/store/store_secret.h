@@ -1,19 +1,16 @@
 // The job secret: what every connection to the job's TCPStore server must prove it knows before it may
 // read or write a key, and what the server must prove it knows before a client trusts it. The proof is
-// a challenge-response (internal/handshake.h): the secret itself never crosses the network.
+// a challenge-response (internal/store_protocol.h): the secret itself never crosses the network.
 //
-// Who sets it. `launch` for a one-node job makes a fresh one and hands it to its workers in
-// TINYDDP_STORE_SECRET. Everything else (multi-node `launch`, srun, mpirun, workers started by hand
-// with env://) takes it from TINYDDP_STORE_SECRET as the user set it, the same on every node: e.g.
-//   export TINYDDP_STORE_SECRET=$(openssl rand -hex 32)
-// Any non-empty value works; the server warns below kShortStoreSecretBytes. A multi-node `launch`
-// without one refuses to start (JobStoreSecret). A store without a secret admits anyone.
+// Who sets it: `launch` makes a fresh one for a one-node job and hands it to its workers in
+// TINYDDP_STORE_SECRET; everything else (multi-node `launch`, srun, mpirun, env:// by hand) takes it from
+// TINYDDP_STORE_SECRET as the user set it, the same on every node (`openssl rand -hex 32`). A multi-node
+// `launch` without one refuses to start (JobStoreSecret); a store without one admits anyone.
 //
-// What it stops: a stranger who can reach the port (another user, a port scanner, another job with the
-// wrong MASTER_PORT) from reading or changing the job's keys, and a rank from joining a store that is
-// not its job's. What it does not: values travel unencrypted, so someone who watches the network reads
-// them, and someone who can alter traffic can take over a connection after its handshake; a process of
-// the same user can read the secret from the workers' environment. See docs/security.md.
+// It stops a stranger who can reach the port (another user, a port scanner, another job with the wrong
+// MASTER_PORT) from reading or changing the job's keys, and a rank from joining another job's store. It
+// does not encrypt: values travel in the clear, and someone who can alter traffic can take over a
+// connection after its handshake. docs/security.md says what follows.
 #ifndef TINYDDP_DIST_STORE_STORE_SECRET_H_
 #define TINYDDP_DIST_STORE_STORE_SECRET_H_
 

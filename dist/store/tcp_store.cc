@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
-#include "dist/store/internal/handshake.h"
 #include "dist/store/internal/kv_table.h"
 #include "dist/store/internal/store_protocol.h"
 
@@ -53,14 +53,6 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(const TCPStoreOptions
   return store;
 }
 
-TCPStore::~TCPStore() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    idle_.clear();
-  }
-  server_.reset();
-}
-
 std::string TCPStore::Where() const { return absl::StrCat(host_, ":", port_); }
 
 absl::StatusOr<internal::Socket> TCPStore::TakeConnection() {
@@ -102,7 +94,7 @@ absl::StatusOr<internal::Socket> TCPStore::OpenConnection() {
       if (absl::IsDeadlineExceeded(hello)) {
         return absl::DeadlineExceededError(absl::StrCat(
             "store server at ", Where(), " did not complete the handshake within ",
-            internal::FormatDuration(timeout_),
+            absl::FormatDuration(absl::FromChrono(timeout_)),
             " (is it out of file descriptors? is another program listening on this port?)"));
       }
       return absl::Status(hello.code(), absl::StrCat("handshake with the store server at ", Where(),
@@ -118,19 +110,29 @@ void TCPStore::ReturnConnection(internal::Socket socket) {
   idle_.push_back(std::move(socket));
 }
 
-absl::StatusOr<Bytes> TCPStore::Call(const Bytes& request, std::chrono::milliseconds server_wait) {
-  auto socket = TakeConnection();
-  RETURN_IF_ERROR(socket);
+absl::StatusOr<MessageReader> TCPStore::Call(const StoreRequest& request) {
+  // The limits of store.h, checked before anything is sent, with the error the server would give.
+  if (request.op == StoreOp::kWait) {
+    RETURN_IF_ERROR(internal::CheckWaitKeys(request.keys));
+  } else if (request.op != StoreOp::kNumKeys) {
+    RETURN_IF_ERROR(internal::CheckKey(request.key));
+  }
+  RETURN_IF_ERROR(internal::CheckValue(request.key, request.expected.size()));
+  RETURN_IF_ERROR(internal::CheckValue(request.key, request.value.size()));
+  ASSIGN_OR_RETURN(internal::Socket socket, TakeConnection());
+  // Get and Wait may block on the server for their timeout; the reply gets that long, plus a margin.
+  const std::chrono::milliseconds server_wait(
+      request.op == StoreOp::kGet || request.op == StoreOp::kWait ? request.number : 0);
   const auto budget = internal::ClampTimeout(server_wait) + std::max(internal::ClampTimeout(timeout_), kReplyMargin);
   const auto deadline = std::chrono::steady_clock::now() + budget;
-  absl::Status sent = internal::SendFrame(socket->fd(), request, deadline);
+  absl::Status sent = internal::SendFrame(socket.fd(), internal::EncodeRequest(request), deadline);
   absl::StatusOr<Bytes> response =
-      sent.ok() ? internal::RecvFrame(socket->fd(), internal::kMaxResponseBytes, deadline) : sent;
+      sent.ok() ? internal::RecvFrame(socket.fd(), internal::kMaxResponseBytes, deadline) : sent;
   if (!response.ok()) {
     // The connection is dropped either way: after a lost reply it could deliver a stale answer.
     if (absl::IsDeadlineExceeded(response.status())) {
       return absl::DeadlineExceededError(absl::StrCat("store server at ", Where(), " did not answer within ",
-                                                      internal::FormatDuration(budget)));
+                                                      absl::FormatDuration(absl::FromChrono(budget))));
     }
     absl::Status lost = absl::UnavailableError(
         absl::StrCat("lost the connection to the store server at ", Where(), " (", response.status().message(),
@@ -139,65 +141,46 @@ absl::StatusOr<Bytes> TCPStore::Call(const Bytes& request, std::chrono::millisec
     broken_ = lost;
     return lost;
   }
-  ReturnConnection(std::move(*socket));
-  return response;
+  ReturnConnection(std::move(socket));
+  MessageReader reply(std::move(*response));
+  RETURN_IF_ERROR(internal::ReadResponseStatus(reply));
+  return reply;
 }
 
-// Each operation: check the limits, build the request, Call, check the response status, decode the result.
-#define TINYDDP_STORE_CALL(var, request, wait)                      \
-  ASSIGN_OR_RETURN(const Bytes var##_frame, Call(internal::EncodeRequest(request), (wait))); \
-  MessageReader var(var##_frame);                                   \
-  RETURN_IF_ERROR(internal::ReadResponseStatus(var))
-
-constexpr std::chrono::milliseconds kNoServerWait(0);
-
+// Each operation: one request, then the result read from the reply.
 absl::Status TCPStore::Set(const std::string& key, const Bytes& value) {
-  RETURN_IF_ERROR(internal::CheckKey(key));
-  RETURN_IF_ERROR(internal::CheckValue(key, value.size()));
-  TINYDDP_STORE_CALL(reply, (StoreRequest{.op = StoreOp::kSet, .key = key, .value = value}), kNoServerWait);
-  return absl::OkStatus();
+  return Call({.op = StoreOp::kSet, .key = key, .value = value}).status();
 }
 
 absl::StatusOr<Bytes> TCPStore::Get(const std::string& key) {
-  RETURN_IF_ERROR(internal::CheckKey(key));
-  TINYDDP_STORE_CALL(reply, (StoreRequest{.op = StoreOp::kGet, .key = key, .number = timeout_.count()}), timeout_);
+  ASSIGN_OR_RETURN(MessageReader reply, Call({.op = StoreOp::kGet, .key = key, .number = timeout_.count()}));
   return reply.Blob();
 }
 
 absl::StatusOr<int64_t> TCPStore::Add(const std::string& key, int64_t delta) {
-  RETURN_IF_ERROR(internal::CheckKey(key));
-  TINYDDP_STORE_CALL(reply, (StoreRequest{.op = StoreOp::kAdd, .key = key, .number = delta}), kNoServerWait);
+  ASSIGN_OR_RETURN(MessageReader reply, Call({.op = StoreOp::kAdd, .key = key, .number = delta}));
   return reply.I64();
 }
 
 absl::StatusOr<Bytes> TCPStore::CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) {
-  RETURN_IF_ERROR(internal::CheckKey(key));
-  RETURN_IF_ERROR(internal::CheckValue(key, expected.size()));
-  RETURN_IF_ERROR(internal::CheckValue(key, desired.size()));
-  TINYDDP_STORE_CALL(
-      reply, (StoreRequest{.op = StoreOp::kCompareSet, .key = key, .value = desired, .expected = expected}),
-      kNoServerWait);
+  ASSIGN_OR_RETURN(MessageReader reply,
+                   Call({.op = StoreOp::kCompareSet, .key = key, .value = desired, .expected = expected}));
   return reply.Blob();
 }
 
 absl::Status TCPStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  RETURN_IF_ERROR(internal::CheckWaitKeys(keys));
-  TINYDDP_STORE_CALL(reply, (StoreRequest{.op = StoreOp::kWait, .keys = keys, .number = timeout.count()}), timeout);
-  return absl::OkStatus();
+  return Call({.op = StoreOp::kWait, .keys = keys, .number = timeout.count()}).status();
 }
 
 absl::StatusOr<bool> TCPStore::Delete(const std::string& key) {
-  RETURN_IF_ERROR(internal::CheckKey(key));
-  TINYDDP_STORE_CALL(reply, (StoreRequest{.op = StoreOp::kDelete, .key = key}), kNoServerWait);
+  ASSIGN_OR_RETURN(MessageReader reply, Call({.op = StoreOp::kDelete, .key = key}));
   ASSIGN_OR_RETURN(const uint8_t existed, reply.U8());
   return existed != 0;
 }
 
 absl::StatusOr<int64_t> TCPStore::NumKeys() {
-  TINYDDP_STORE_CALL(reply, (StoreRequest{.op = StoreOp::kNumKeys}), kNoServerWait);
+  ASSIGN_OR_RETURN(MessageReader reply, Call({.op = StoreOp::kNumKeys}));
   return reply.I64();
 }
-
-#undef TINYDDP_STORE_CALL
 
 }  // namespace tinyddp::dist

@@ -5,7 +5,7 @@
 //
 // Clients connect with retry and exponential backoff until the timeout, so ranks may start in any
 // order; on each new connection client and server first prove to each other that they know the job
-// secret (store_secret.h, internal/handshake.h), without sending it. Blocking calls
+// secret (store_secret.h, internal/store_protocol.h), without sending it. Blocking calls
 // (Get, Wait) wait on the server, bounded by the store's timeout, and the client gives the server a
 // little extra time to answer before giving up on its own. Keys, values and Wait lists over the limits
 // of store.h are refused here, before anything is sent, with the same error the server would give.
@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "dist/store/internal/socket.h"
+#include "dist/store/internal/store_protocol.h"
 #include "dist/store/store.h"
 #include "dist/store/tcp_store_server.h"
 
@@ -45,10 +46,9 @@ class TCPStore : public Store {
   /// client refusing a server that cannot prove it knows the secret is PermissionDenied.
   static absl::StatusOr<std::unique_ptr<TCPStore>> Create(const TCPStoreOptions& options);
   /// Closes connections; if this process hosts the server, stops it (other ranks' calls then fail).
-  ~TCPStore() override;
+  ~TCPStore() override = default;
 
   absl::Status Set(const std::string& key, const Bytes& value) override;
-  /// Waits up to timeout() for key; DeadlineExceeded names the key.
   absl::StatusOr<Bytes> Get(const std::string& key) override;
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
   absl::StatusOr<Bytes> CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override;
@@ -58,16 +58,13 @@ class TCPStore : public Store {
   using Store::Set;
   using Store::Wait;
 
-  const std::string& host() const { return host_; }
   /// The server's port (the one picked when created with port 0 and is_server).
   int port() const { return port_; }
-  bool is_server() const { return server_ != nullptr; }
 
  private:
   TCPStore() = default;
-  /// Sends one request and returns the response positioned after its status. `server_wait` is how
-  /// long the server may legitimately block on it (0 for non-blocking ops).
-  absl::StatusOr<Bytes> Call(const Bytes& request, std::chrono::milliseconds server_wait);
+  /// Sends one request and returns the response positioned at its result (a non-OK answer as its status).
+  absl::StatusOr<internal::MessageReader> Call(const internal::StoreRequest& request);
   absl::StatusOr<internal::Socket> TakeConnection();
   absl::StatusOr<internal::Socket> OpenConnection();
   void ReturnConnection(internal::Socket socket);
@@ -75,8 +72,8 @@ class TCPStore : public Store {
 
   std::string host_;
   int port_ = 0;
-  std::string key_;  // derived from the secret (internal/handshake.h)
-  std::unique_ptr<TCPStoreServer> server_;
+  std::string key_;  // derived from the secret (internal/store_protocol.h)
+  std::unique_ptr<TCPStoreServer> server_;  // declared before idle_: our connections close first
   std::mutex mu_;
   std::vector<internal::Socket> idle_;  // connections not in use by a call; one is kept open
   absl::Status broken_;                 // set once the server is known to be gone: later calls fail fast

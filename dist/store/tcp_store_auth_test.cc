@@ -13,9 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "dist/store/internal/handshake.h"
 #include "dist/store/internal/socket.h"
-#include "dist/store/internal/store_protocol.h"
 #include "dist/store/store_secret.h"
 #include "dist/store/tcp_store.h"
 #include "dist/store/tcp_store_server.h"
@@ -105,7 +103,7 @@ TEST(TCPStoreAuth, TheServerRefusesAWrongOrMissingSecretAndLogsStrangersWithoutF
 TEST(TCPStoreAuth, AClientRefusesAServerThatCannotProveItKnowsTheSecret) {
   const std::string secret = *GenerateStoreSecret();
   // A server without a secret admits anyone, but a client that has one does not trust it.
-  auto open = TCPStoreServer::Start(0);
+  auto open = TCPStoreServer::Start({});
   ASSERT_TRUE(open.ok());
   auto to_open = Connect((*open)->port(), secret);
   ASSERT_FALSE(to_open.ok());

@@ -17,11 +17,11 @@
 #include <cstdlib>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "dist/store/internal/handshake.h"
 #include "dist/store/internal/store_protocol.h"
 #include "dist/store/store_secret.h"
 
@@ -51,7 +51,11 @@ constexpr std::chrono::milliseconds kAcceptBackoffMax(1000);
 
 bool OutOfResources(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
 
+// The response to a table call: its result after the OK, or its error.
 Bytes Respond(const absl::Status& s) { return s.ok() ? OkResponse().Take() : internal::ErrorResponse(s); }
+Bytes Respond(const absl::StatusOr<Bytes>& v) { return v.ok() ? OkResponse().Blob(*v).Take() : Respond(v.status()); }
+Bytes Respond(const absl::StatusOr<int64_t>& v) { return v.ok() ? OkResponse().I64(*v).Take() : Respond(v.status()); }
+Bytes Respond(const absl::StatusOr<bool>& v) { return v.ok() ? OkResponse().U8(*v).Take() : Respond(v.status()); }
 
 constexpr std::chrono::seconds kRefusalLogInterval(10);
 
@@ -201,41 +205,35 @@ void TCPStoreServer::Admit(internal::Socket socket) {
                            "(kMaxConnections); is a client opening connections in a loop?"))));
     return;
   }
-  if (pending_hellos_ >= options_.max_pending_hellos) EvictOldestPendingLocked();
+  // Too many connections still owe their handshake: the oldest of them makes room for this one.
+  std::vector<Connection*> pending;
+  for (Connection& c : connections_) {
+    if (!c.said_hello && !c.evicted && !c.finished) pending.push_back(&c);
+  }
+  if (static_cast<int>(pending.size()) >= kMaxPendingHellos) {
+    pending.front()->evicted = true;
+    ::shutdown(pending.front()->socket.fd(), SHUT_RDWR);  // its handler wakes from recv and finishes
+  }
   Connection& conn = connections_.emplace_back();
   conn.socket = std::move(socket);
-  ++pending_hellos_;
   Connection* raw = &conn;
   try {
     conn.thread = std::thread([this, raw] { Serve(raw); });
   } catch (const std::system_error& e) {  // out of threads or memory: refuse this client, keep serving
     Reply(conn.socket.fd(), internal::ErrorResponse(absl::ResourceExhaustedError(
                                 absl::StrCat("the store server could not start a thread: ", e.what()))));
-    --pending_hellos_;
     connections_.pop_back();
-  }
-}
-
-void TCPStoreServer::EvictOldestPendingLocked() {
-  for (Connection& c : connections_) {
-    if (c.said_hello || c.evicted || c.finished) continue;
-    c.evicted = true;
-    --pending_hellos_;
-    ::shutdown(c.socket.fd(), SHUT_RDWR);  // its handler wakes from recv and finishes
-    return;
   }
 }
 
 void TCPStoreServer::ReapFinished() {
   std::lock_guard<std::mutex> lock(connections_mu_);
-  for (auto it = connections_.begin(); it != connections_.end();) {
-    if (it->finished) {
-      it->thread.join();
-      it = connections_.erase(it);  // closes the socket: only now, so its fd number cannot be reused early
-    } else {
-      ++it;
-    }
-  }
+  // Erasing closes the socket: only now, after the join, so its fd number cannot be reused early.
+  connections_.remove_if([](Connection& c) {
+    const bool finished = c.finished;  // read once: it may turn true meanwhile
+    if (finished) c.thread.join();
+    return finished;
+  });
 }
 
 bool TCPStoreServer::Reply(int fd, const Bytes& response) {
@@ -257,12 +255,8 @@ void TCPStoreServer::Serve(Connection* conn) {
         }
         break;  // the client hung up (the normal end), was too slow, sent too much, or the server is stopping
       }
-      if (!Reply(fd, Handle(*request, fd))) break;
+      if (!Reply(fd, Handle(std::move(*request), fd))) break;
     }
-  }
-  {
-    std::lock_guard<std::mutex> lock(connections_mu_);
-    if (!conn->said_hello && !conn->evicted) --pending_hellos_;
   }
   conn->finished = true;
   Wake();
@@ -282,13 +276,12 @@ bool TCPStoreServer::Handshake(Connection* conn) {
     std::lock_guard<std::mutex> lock(connections_mu_);
     if (conn->evicted) return false;
     conn->said_hello = true;
-    --pending_hellos_;
   }
   return Reply(fd, *answer);
 }
 
-Bytes TCPStoreServer::Handle(const Bytes& body, int fd) {
-  auto parsed = internal::ParseRequest(body);
+Bytes TCPStoreServer::Handle(Bytes body, int fd) {
+  auto parsed = internal::ParseRequest(std::move(body));
   if (!parsed.ok()) return internal::ErrorResponse(parsed.status());
   StoreRequest& r = *parsed;
   // A blocked Get/Wait ends as soon as its client hangs up, instead of holding this thread to its deadline.
@@ -300,26 +293,18 @@ Bytes TCPStoreServer::Handle(const Bytes& body, int fd) {
       return internal::ErrorResponse(absl::InvalidArgumentError("store: a handshake message after the handshake"));
     case StoreOp::kSet:
       return Respond(table_.Set(r.key, std::move(r.value)));  // moved: a 16 MiB value is not copied again
-    case StoreOp::kGet: {
-      auto value = table_.Get(r.key, internal::DeadlineAfter(timeout), timeout, hung_up);
-      return value.ok() ? OkResponse().Blob(*value).Take() : internal::ErrorResponse(value.status());
-    }
-    case StoreOp::kAdd: {
-      auto value = table_.Add(r.key, r.number);
-      return value.ok() ? OkResponse().I64(*value).Take() : internal::ErrorResponse(value.status());
-    }
-    case StoreOp::kCompareSet: {
-      auto value = table_.CompareSet(r.key, r.expected, r.value);
-      return value.ok() ? OkResponse().Blob(*value).Take() : internal::ErrorResponse(value.status());
-    }
+    case StoreOp::kGet:
+      return Respond(table_.Get(r.key, timeout, hung_up));
+    case StoreOp::kAdd:
+      return Respond(table_.Add(r.key, r.number));
+    case StoreOp::kCompareSet:
+      return Respond(table_.CompareSet(r.key, r.expected, r.value));
     case StoreOp::kWait:
-      return Respond(table_.Wait(r.keys, internal::DeadlineAfter(timeout), timeout, hung_up));
-    case StoreOp::kDelete: {
-      auto existed = table_.Delete(r.key);
-      return existed.ok() ? OkResponse().U8(*existed ? 1 : 0).Take() : internal::ErrorResponse(existed.status());
-    }
+      return Respond(table_.Wait(r.keys, timeout, hung_up));
+    case StoreOp::kDelete:
+      return Respond(table_.Delete(r.key));
     case StoreOp::kNumKeys:
-      return OkResponse().I64(table_.NumKeys()).Take();
+      return Respond(absl::StatusOr<int64_t>(table_.NumKeys()));
   }
   return internal::ErrorResponse(absl::InternalError("store: request op not handled"));  // ParseRequest checked it
 }

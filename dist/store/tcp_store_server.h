@@ -2,19 +2,14 @@
 // threads inside rank 0's process (TCPStore with is_server) or inside the launcher, which keeps it up
 // for the whole job so workers can come and go. Keys live in one in-memory table (internal/kv_table.h).
 //
-// One thread per connection: a blocking Get or Wait simply blocks its own connection's thread, so it
-// never delays other clients. Jobs have at most a few thousand ranks, each keeping a handful of
-// connections, so thread-per-connection stays cheap and easy to read.
+// One thread per connection: a blocking Get or Wait blocks only its own connection's thread. Jobs have at
+// most a few thousand ranks, each keeping a handful of connections, so this stays cheap and easy to read.
 //
-// The server lives in the launcher, so nothing a client sends may take the launcher down or lock the
-// job's ranks out. Every connection must first complete the handshake (proving it knows the job secret,
-// internal/handshake.h) within kHelloTimeout; until then nothing over kMaxHelloBytes is read from it, and
-// at most kMaxPendingHellos such connections are kept (a newer one evicts the oldest). A refused one is
-// told why and logged, at most once per 10 s. Every request is bounded (kMaxRequestBytes, and the Store
-// limits of store.h, the table's total included) and must arrive whole within kFrameTimeout once begun.
-// A frame's buffer grows with the bytes that arrive, never to the length it declares. Running out of file
-// descriptors pauses accepting (with a message) instead of spinning; a Get or Wait whose client hangs up
-// ends at once. Errors go back to the client as a response it can read, then the server carries on.
+// Nothing a client sends may take the launcher down or lock the job's ranks out: every connection must
+// first prove it knows the job secret (the handshake, internal/store_protocol.h), and everything it may
+// do is bounded by the limits below and store.h's. A refused client is told why and logged (at most once
+// per 10 s); out of file descriptors, the server pauses accepting (with a message) instead of spinning; a
+// Get or Wait whose client hangs up ends at once. Errors go back as a response; the server carries on.
 //
 // Where it listens, from the address the job uses for the store (MASTER_ADDR, TCPStoreServerOptions::host):
 //   "127.0.0.1", "::1", "localhost"   loopback only: nothing off this machine can connect (one-node jobs)
@@ -42,9 +37,11 @@
 namespace tinyddp::dist {
 
 /// An honest client completes the handshake right after connecting; one that takes this long is not one.
+/// Until then nothing over kMaxHelloBytes is read from it.
 inline constexpr std::chrono::milliseconds kHelloTimeout = std::chrono::seconds(10);
-/// Once a request's first byte arrives, the rest must follow within this: the largest request (33 MiB)
-/// needs 0.6 MB/s. A client that trickles bytes to hold a thread (slowloris) is disconnected.
+/// Once a request's first byte arrives, the rest must follow within this: the largest request (33 MiB,
+/// kMaxRequestBytes) needs 0.6 MB/s. A client that trickles bytes to hold a thread (slowloris) is
+/// disconnected. A request's buffer grows with the bytes that arrive, never to the length it declares.
 inline constexpr std::chrono::milliseconds kFrameTimeout = std::chrono::seconds(60);
 /// Connections open at once: one or two per rank of a few-thousand-rank job. Each costs a thread, about
 /// 11 KiB resident once its handshake is done (bench/store_abuse_rss: 8000 idle connections, 99 MiB in
@@ -65,7 +62,6 @@ struct TCPStoreServerOptions {
   std::chrono::milliseconds hello_timeout = kHelloTimeout;
   std::chrono::milliseconds frame_timeout = kFrameTimeout;
   int max_connections = kMaxConnections;
-  int max_pending_hellos = kMaxPendingHellos;
 };
 
 class TCPStoreServer {
@@ -73,12 +69,6 @@ class TCPStoreServer {
   /// Starts listening (where: see the header comment). Fails with a clear message if the port is in
   /// use or TINYDDP_STORE_MAX_BYTES is not a number; warns about a short secret.
   static absl::StatusOr<std::unique_ptr<TCPStoreServer>> Start(const TCPStoreServerOptions& options);
-  /// On loopback, without a secret: for tests and one-machine tools.
-  static absl::StatusOr<std::unique_ptr<TCPStoreServer>> Start(int port) {
-    TCPStoreServerOptions options;
-    options.port = port;
-    return Start(options);
-  }
   /// Stops accepting, fails every waiting Get/Wait with Cancelled, closes all connections, joins threads.
   ~TCPStoreServer();
 
@@ -103,10 +93,9 @@ class TCPStoreServer {
   explicit TCPStoreServer(const TCPStoreServerOptions& options);
   void AcceptLoop();
   void Admit(internal::Socket socket);
-  void EvictOldestPendingLocked();
   void Serve(Connection* conn);
   bool Handshake(Connection* conn);
-  Bytes Handle(const Bytes& request, int fd);
+  Bytes Handle(Bytes request, int fd);
   bool Reply(int fd, const Bytes& response);
   void ReapFinished();
   void Wake();
@@ -114,7 +103,7 @@ class TCPStoreServer {
   void LogRefusal(int fd, const absl::Status& why);
 
   const TCPStoreServerOptions options_;
-  const std::string key_;  // derived from options_.secret (internal/handshake.h)
+  const std::string key_;  // derived from options_.secret (internal/store_protocol.h)
   internal::Socket listener_;
   int port_ = 0;
   std::string local_address_;
@@ -124,7 +113,6 @@ class TCPStoreServer {
   internal::KvTable table_;
   std::mutex connections_mu_;
   std::list<Connection> connections_;  // oldest first; a list: Serve() holds a pointer to its element
-  int pending_hellos_ = 0;             // guarded by connections_mu_
   std::atomic<bool> stopping_{false};
   std::mutex refusals_mu_;
   std::chrono::steady_clock::time_point next_refusal_log_;  // refusals are logged at most once per 10 s

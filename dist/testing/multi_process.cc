@@ -131,7 +131,7 @@ void RunOnRanks(int world_size, const std::function<void(const RankContext&)>& b
     return;  // another call's turn: this child skips it
   }
 
-  auto server = TCPStoreServer::Start(0);
+  auto server = TCPStoreServer::Start({});
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string self = SelfPath();
   const std::string filter = "--gtest_filter=" + CurrentTestName();

@@ -28,8 +28,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/status_macros.h"
-#include "dist/store/internal/handshake.h"
 #include "dist/store/internal/kv_table.h"
+#include "dist/store/internal/store_protocol.h"
 #include "dist/store/tcp_store_server.h"
 
 extern char** environ;

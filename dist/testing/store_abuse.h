@@ -34,7 +34,7 @@ class RawStoreConnection {
                     std::chrono::milliseconds timeout = std::chrono::seconds(30));
   /// Reads one response frame (see Call).
   absl::Status ReadResponse(std::chrono::milliseconds timeout = std::chrono::seconds(30));
-  /// The handshake a real client runs, with `secret` (internal/handshake.h): OK, or why it failed.
+  /// The handshake a real client runs, with `secret` (internal/store_protocol.h): OK, or why it failed.
   absl::Status Hello(const std::string& secret);
   /// Only the handshake's first message (the hello, with a fresh nonce); the answer is left unread.
   absl::Status SendHelloOnly();

@@ -14,7 +14,9 @@ shift
 export MASTER_ADDR=${MASTER_ADDR:-$(awk 'NF && $1 !~ /^#/ { print $1; exit }' "$hostfile")}
 export MASTER_PORT=${MASTER_PORT:-29500}
 export TINYDDP_STORE_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-ranks=$(awk 'NF && $1 !~ /^#/ { n = 1; for (i = 2; i <= NF; i++) if ($i ~ /^slots=/) n = substr($i, 7); s += n } END { print s }' "$hostfile")
+# Ranks: the sum of the slots (1 for a host without slots=).
+ranks=$(awk 'NF && $1 !~ /^#/ { n = 1; for (i = 2; i <= NF; i++) if ($i ~ /^slots=/) n = substr($i, 7); s += n }
+             END { print s }' "$hostfile")
 
 mpirun --hostfile "$hostfile" -np "$ranks" --map-by slot --bind-to none \
   -x MASTER_ADDR -x MASTER_PORT -x TINYDDP_STORE_SECRET -x OMP_NUM_THREADS=8 \

@@ -5,12 +5,14 @@
 //   probe rank=1 world=2 local_rank=0 local_world=1 node=1 master=127.0.0.1:29500 source=env:// backend=gloo
 //         device=cpu sum=3
 //
-// (sum: every rank contributes rank + 1, so world * (world + 1) / 2.) Errors go to stderr, exit 2 for the
+// (source: the engine's name, spaces as underscores, "Open_MPI"; sum: every rank contributes rank + 1, so
+// world * (world + 1) / 2.) Errors go to stderr, exit 2 for the
 // environment, 3 for the group.
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "dist/init.h"
 #include "dist/launch/env.h"
 #include "tensor/cuda_device.h"
@@ -38,7 +40,8 @@ int main() {
   const std::string line = absl::StrCat(
       "probe rank=", env->rank, " world=", env->world_size, " local_rank=", env->local_rank,
       " local_world=", env->local_world_size, " node=", env->group_rank, " master=", env->master_addr, ":",
-      env->master_port, " source=", dist::EnvSourceName(env->source), " backend=", backend,
+      env->master_port, " source=", absl::StrReplaceAll(dist::EnvSourceName(env->source), {{" ", "_"}}),
+      " backend=", backend,
       " device=", device.ToString(), " sum=", value.To(Device::CPU()).Item(), "\n");
   std::fputs(line.c_str(), stdout);
   std::fflush(stdout);

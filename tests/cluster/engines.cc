@@ -2,6 +2,7 @@
 #include "tests/cluster/engines.h"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -227,6 +228,15 @@ std::map<int, std::map<std::string, std::string>> ProbeLines(const std::string& 
 
 std::string AutoBackend(int ranks_here) {
   return dist::BackendName(dist::ResolveBackend(dist::Backend::kAuto, ranks_here));
+}
+
+std::string ResolvableHostName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) return "";
+  addrinfo* list = nullptr;
+  const bool resolves = ::getaddrinfo(host, nullptr, nullptr, &list) == 0;
+  if (list != nullptr) ::freeaddrinfo(list);
+  return resolves ? std::string(host) : "";
 }
 
 int FreePort() {

@@ -72,6 +72,9 @@ std::map<int, std::map<std::string, std::string>> ProbeLines(const std::string& 
 /// and this process sees a GPU for each, else "gloo" (dist/init.h, ResolveBackend).
 std::string AutoBackend(int ranks_here);
 
+/// This machine's host name when it resolves (getaddrinfo), else "".
+std::string ResolvableHostName();
+
 /// A TCP port nobody listens on now.
 int FreePort();
 

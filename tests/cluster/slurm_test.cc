@@ -7,6 +7,7 @@
 #include <netdb.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 
 #include "absl/strings/match.h"

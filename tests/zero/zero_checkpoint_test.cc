@@ -210,7 +210,7 @@ TEST(ZeroCheckpoint, RefusesAStateThatDoesNotFitAndChangesNothing) {
     cases.back().state["state.6.exp_avg"] = Tensor::Zeros({3}, DType::kFloat32, Device::CPU());
     cases.push_back({"wrong shape", "but parameter '0.weight' is float32 [17, 13]", *good});
     cases.back().state["state.0.exp_avg"] = Tensor::Zeros({13, 17}, DType::kFloat32, Device::CPU());
-    cases.push_back({"different steps in one bucket", "ZeRO-1 keeps one per bucket", *good});
+    cases.push_back({"different steps in one bucket", "ZeRO keeps one per shard", *good});
     cases.back().state["state.4.step"] = Tensor::Full({}, 7.0, DType::kFloat32);
     cases.push_back({"bad name", "is not named state.<parameter>.<field>", *good});
     cases.back().state["momentum"] = Tensor::Zeros({1}, DType::kFloat32, Device::CPU());

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "dist/process_group/debug_check.h"
 #include "dist/accel/copy_engine/copy_engine_all_reduce.h"
+#include "dist/observe/debug_check/debug_check.h"
 #include "dist/process_group/nccl/process_group_nccl.h"
 #include "dist/store/prefix_store.h"
 #include "dist/testing/multi_process.h"
@@ -294,7 +294,7 @@ TEST(CopyEngineAllReduce, CallsAreNumberedDescribedAndFingerprintedLikeNcclCalls
   SKIP_WITHOUT_TWO_GPUS();
   RunOnRanks(2, [](const RankContext& ctx) {
     CONNECT_OR_RETURN(p, ctx);
-    p.pg->EnableDebugCheck(std::make_unique<CollectiveFingerprintCheck>(
+    p.pg->AddObserver(std::make_shared<CollectiveFingerprintCheck>(
         std::make_shared<PrefixStore>("debug", ctx.store), ctx.rank, 2, std::chrono::seconds(60)));
     const Device gpu = Device::CUDA(p.pg->device_index());
     Tensor t = Tensor::Full({int64_t{1} << 20}, ctx.rank + 1.0, DType::kFloat32, gpu);

@@ -4,17 +4,44 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "dist/ddp/ddp.h"
+#include "dist/process_group/collective_observer.h"
 #include "nn/optimizer.h"
 #include "tensor/cuda_device.h"
 #include "tensor/stream.h"
 
 namespace tinyddp::dist {
+
+// The descriptions of the collectives issued while the step is recorded, in issue order: the collectives
+// each replay runs, where no call of ours sees them. Observes DDP's group (any thread may issue).
+class CapturedCollectives : public CollectiveObserver {
+ public:
+  void Issued(const CollectiveInfo& info) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (recording_) described_.push_back(info.description);
+  }
+  void Start() {
+    std::lock_guard<std::mutex> lock(mu_);
+    recording_ = true;
+    described_.clear();
+  }
+  std::vector<std::string> Stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    recording_ = false;
+    return std::move(described_);
+  }
+
+ private:
+  std::mutex mu_;
+  bool recording_ = false;
+  std::vector<std::string> described_;
+};
 
 std::string WhyNotCapturable(const CaptureFacts& facts) {
   if (!facts.built_with_cuda) return "this binary was built without CUDA, and a CUDA graph records GPU work";
@@ -181,7 +208,11 @@ absl::Status GraphedStep::Capture() {
   const cuda::Stream stream = cuda::Stream::Current(device_.index);
   stream.Synchronize();
   if (ddp_ != nullptr) ddp_->process_group().collective_stream().Synchronize();
-  if (ddp_ != nullptr) ddp_->process_group().TakeCapturedCollectives();  // start from an empty list
+  if (ddp_ != nullptr && capture_log_ == nullptr) {
+    capture_log_ = std::make_shared<CapturedCollectives>();
+    ddp_->process_group().AddObserver(capture_log_);
+  }
+  if (capture_log_ != nullptr) capture_log_->Start();
 
   absl::Status step_status;
   std::vector<std::string> recorded_paths;  // each bucket's path as the hook answers inside the capture
@@ -197,13 +228,14 @@ absl::Status GraphedStep::Capture() {
     }
   });
   if (s.ok()) s = step_status;  // the step failed while it was recorded: what was recorded is not replayed
+  std::vector<std::string> collectives = capture_log_ != nullptr ? capture_log_->Stop() : std::vector<std::string>();
   if (!s.ok()) {
     graph_ = std::make_unique<cuda::CudaGraph>();
     output_ = Tensor();
     return absl::Status(s.code(), absl::StrCat("recording the training step into a CUDA graph after ", eager_steps_,
                                                " eager steps: ", s.message()));
   }
-  if (ddp_ != nullptr) collectives_ = ddp_->process_group().TakeCapturedCollectives();
+  collectives_ = std::move(collectives);
   if (!options_.dot_path.empty()) {
     if (absl::Status dot = graph_->WriteDot(options_.dot_path); !dot.ok()) return dot;
   }

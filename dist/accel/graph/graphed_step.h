@@ -2,9 +2,9 @@
 // all_reduces, the optimizer, the loss - recorded once into a CUDA graph (tensor/cuda_graph.h) and replayed
 // with one launch per step. What wins the launch-bound regime: a tiny MLP's step is ~40 small kernels, and
 // the host needs longer to enqueue them one by one than the GPU needs to run them. A wing (dist/accel/):
-// the caller opts in by running its step through it; it reaches the process group only through its CUDA
-// graph seams (ProcessGroup::collective_stream, TakeCapturedCollectives, WatchReplay), and DDP through
-// its public accessors.
+// the caller opts in by running its step through it; it reaches the process group only through its seams
+// (ProcessGroup::collective_stream, WatchReplay, and an observer of the collectives issued while the step
+// is recorded: collective_observer.h), and DDP through its public accessors.
 //
 //   GraphedStep step(device, [&] { return TrainStep(static_inputs, static_labels); }, ddp.get(), {&optimizer});
 //   for (...) {
@@ -79,6 +79,7 @@ class Optimizer;
 namespace tinyddp::dist {
 
 class DistributedDataParallel;
+class CapturedCollectives;  // graphed_step.cc: the observer that lists what a capture recorded
 
 struct GraphedStepOptions {
   /// Eager steps before the capture; at least 1 (the first step makes the optimizer's state). With DDP
@@ -178,6 +179,7 @@ class GraphedStep {
   std::vector<LrSource> warmup_lrs_;      // after the last eager warm-up step
   std::vector<LrSource> captured_lrs_;    // as the captured step left them
   std::string stale_after_replay_;       // the rate moved at the capture: replay once, then this reason
+  std::shared_ptr<CapturedCollectives> capture_log_;  // attached to DDP's group at the first capture
   std::vector<std::string> collectives_;
   std::string watch_description_;
   std::shared_ptr<Work> last_watch_;     // the last replay, as the watchdog holds it

@@ -22,10 +22,15 @@ namespace tinyddp::dist {
 
 class JobRecords : public JobObserver {
  public:
+  static constexpr int kKeptJobs = 5;
+
   /// For the job this process is about to start. Its directory, chosen when the first round starts:
-  /// $TINYDDP_FLIGHT_RECORDER_DIR when the user set it (kept afterwards), else a fresh one under $TMPDIR
-  /// (removed once the job has succeeded). None when none can be made: workers then keep their records
-  /// in memory and dump to the default directory. Cheap until then, so a worker may build one unused.
+  /// $TINYDDP_FLIGHT_RECORDER_DIR when the user set it (kept for good), else a fresh
+  /// job-<date>-<time>-<pid>-XXXXXX in the default directory ($TMPDIR/tinyddp-flight-recorder), which is
+  /// removed when the job succeeds or no rank got as far as a collective; of the failed jobs' folders
+  /// there, the newest kKeptJobs are kept, older ones removed as a new job starts (unless their launcher
+  /// still runs). None when none can be made: workers then keep their records in memory and dump to the
+  /// default directory. Cheap until then, so a worker may build one unused.
   static std::shared_ptr<JobRecords> ForThisJob();
 
   /// TINYDDP_FLIGHT_RECORDER_DIR for every worker of round `round` (an elastic job's restarts each get a
@@ -33,11 +38,11 @@ class JobRecords : public JobObserver {
   std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int round) override;
 
   /// After round `round` failed: prints the verdict on stderr, each line starting with `prefix`
-  /// ("launch: "), and where the files are. `ranks_here`: this node's ranks; with several nodes the
+  /// ("launch: "), and where the files are; "no collective was issued" when this node's ranks wrote none. `ranks_here`: this node's ranks; with several nodes the
   /// others' files are on their machines (unless the directory is shared), and they are not blamed here.
   void FailedRound(int round, const std::string& prefix, const std::vector<int>& ranks_here) override;
 
-  /// After the job: removes a directory made here if the job succeeded.
+  /// After each round: removes a directory made here once the job has succeeded, or while it holds no records.
   void Finish(bool job_succeeded) override;
 
   std::string RoundDir(int round) const;

@@ -21,42 +21,58 @@ std::string ShardMemory::ToString() const {
   const int64_t even = (parameters + world - 1) / world;
   return absl::StrFormat(
       "this rank steps %d of %d parameters (ceil(P/%d) = %d, + %d padding over all ranks); optimizer state %d "
-      "bytes (unsharded, as in plain DDP: %d); master weights %d bytes",
+      "bytes (unsharded, as in plain DDP: %d); master weights %d bytes%s",
       shard_elements, parameters, world, even, padding_elements, optimizer_state_bytes,
-      unsharded_optimizer_state_bytes, master_weight_bytes);
+      unsharded_optimizer_state_bytes, master_weight_bytes,
+      stage == 2 ? absl::StrFormat("; gradients %d bytes (blocks and staging; plain DDP: %d)", gradient_bytes,
+                                   4 * parameters)
+                 : "");
 }
 
 absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> ZeroRedundancyOptimizer::Attach(
-    DistributedDataParallel& ddp, OptimizerFactory factory) {
+    DistributedDataParallel& ddp, OptimizerFactory factory, std::shared_ptr<GradientShards> gradients) {
   TINYDDP_CHECK_OP(factory != nullptr, kOp, "empty optimizer factory");
-  // ZeRO-1 cuts each flat bucket into padded blocks and steps a bucket's parameters together.
   const DdpOptions& options = ddp.options();
   const char* path = ddp.reducer().num_buckets() > 0 ? ddp.BucketPath(0) : "";
-  const char* refused = !options.gradient_as_bucket_view ? "gradient_as_bucket_view is off (no flat buckets)"
-                        : options.find_unused_parameters ? "find_unused_parameters is on"
-                        : !options.comm_hook.padded_numel || std::strstr(path, "reduce_scatter") == nullptr
-                            ? "its comm hook is not ZeRO-1's (the buckets are not padded and reduce-scattered)"
-                        : !ddp.fused_optimizers().empty() ? "it already steps fused optimizers"
+  const char* refused = nullptr;
+  if (gradients == nullptr) {
+    // ZeRO-1 cuts each flat bucket into padded blocks and steps a bucket's parameters together.
+    refused = !options.gradient_as_bucket_view ? "gradient_as_bucket_view is off (no flat buckets)"
+              : !options.comm_hook.padded_numel || std::strstr(path, "reduce_scatter") == nullptr ||
+                      std::strstr(path, "to shards") != nullptr
+                  ? "its comm hook is not ZeRO-1's (the buckets are not padded and reduce-scattered)"
+                  : nullptr;
+  } else {
+    // ZeRO-2 keeps blocks of its own and no flat buckets.
+    refused = options.gradient_as_bucket_view ? "gradient_as_bucket_view is on (ZeRO-2 keeps no flat buckets)"
+              : std::strstr(path, "to shards") == nullptr ? "its comm hook is not ZeRO-2's (GradientShards::Hook)"
                                                           : nullptr;
+  }
+  if (refused == nullptr && options.find_unused_parameters) refused = "find_unused_parameters is on";
+  if (refused == nullptr && !ddp.fused_optimizers().empty()) refused = "it already steps fused optimizers";
   if (refused != nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "ZeRO-1 cannot attach to this DistributedDataParallel: ", refused, "; hint: create it with "
-        "DdpOptions::comm_hook = zero::ReduceScatterHook(pg), gradient_as_bucket_view=true and "
-        "find_unused_parameters=false, and register no fused optimizer (ZeRO-1 is the optimizer)"));
+        "ZeRO-", gradients ? 2 : 1, " cannot attach to this DistributedDataParallel: ", refused, "; hint: create it with ",
+        gradients ? "DdpOptions::comm_hook = shards->Hook(), gradient_as_bucket_view=false"
+                  : "DdpOptions::comm_hook = zero::ReduceScatterHook(pg), gradient_as_bucket_view=true",
+        " and find_unused_parameters=false, and register no fused optimizer (ZeRO is the optimizer)"));
   }
-  std::unique_ptr<ZeroRedundancyOptimizer> zero(new ZeroRedundancyOptimizer(ddp, std::move(factory)));
+  if (gradients) gradients->Bind(ddp.reducer());  // the hook drops these parameters' gradients
+  std::unique_ptr<ZeroRedundancyOptimizer> zero(new ZeroRedundancyOptimizer(ddp, std::move(factory), std::move(gradients)));
   ZeroRedundancyOptimizer* self = zero.get();
   ddp.SetBucketReducedCallback([self](int bucket) { return self->OnBucketReduced(bucket); });
   return zero;
 }
 
-ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(DistributedDataParallel& ddp, OptimizerFactory factory)
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(DistributedDataParallel& ddp, OptimizerFactory factory,
+                                                 std::shared_ptr<GradientShards> gradients)
     : ddp_(ddp),
       reducer_(ddp.reducer()),
       pg_(ddp.process_group()),
       module_(ddp.module()),
       params_(ddp.module().NamedParameters()),
-      factory_(std::move(factory)) {
+      factory_(std::move(factory)),
+      gradients_(std::move(gradients)) {
   Build();
 }
 
@@ -88,16 +104,26 @@ void ZeroRedundancyOptimizer::Build() {
       s.params.push_back(ParamSpan{index, s.numel, p.numel()});
       s.numel += p.numel();
     }
-    // The gradient bucket, padded by the reducer to whole blocks (ReduceScatterHook's padded_numel).
-    const Tensor& grads = reducer_.BucketBuffer(b);
-    TINYDDP_CHECK_OP(grads.defined() && grads.numel() % world == 0 && grads.numel() >= s.numel, kOp, "bucket ", b,
-                     " is not a flat buffer padded to whole blocks; hint: ZeRO-1 needs gradient_as_bucket_view and "
-                     "DdpOptions::comm_hook = zero::ReduceScatterHook(pg)");
-    s.shard_numel = grads.numel() / world;
+    // Where this rank's averaged block of the bucket arrives, and so how large a block is: ZeRO-1's block
+    // of the reducer's flat bucket (padded by ReduceScatterHook's padded_numel), or ZeRO-2's own.
+    const Tensor& first = bucket_params[0].data();
+    Tensor grads;  // ZeRO-1: the flat gradient bucket
+    if (gradients_ != nullptr) {
+      s.shard_numel = gradients_->ShardNumel(s.numel, static_cast<int64_t>(DTypeSize(first.dtype())));
+      s.grad_block = gradients_->Block(b, s.numel, first.dtype(), first.device());
+    } else {
+      grads = reducer_.BucketBuffer(b);
+      TINYDDP_CHECK_OP(grads.defined() && grads.numel() % world == 0 && grads.numel() >= s.numel, kOp, "bucket ", b,
+                       " is not a flat buffer padded to whole blocks; hint: ZeRO-1 needs gradient_as_bucket_view and "
+                       "DdpOptions::comm_hook = zero::ReduceScatterHook(pg)");
+      s.shard_numel = grads.numel() / world;
+      s.grad_block = grads.Rows(rank * s.shard_numel, (rank + 1) * s.shard_numel);
+    }
+    const int64_t padded = world * s.shard_numel;
 
     // The parameters move into one flat buffer laid out like their gradients: the all-gather then writes
     // them in place, and block `rank` of it is what this rank's optimizer steps.
-    s.flat = Tensor::Zeros({grads.numel()}, grads.dtype(), grads.device());
+    s.flat = Tensor::Zeros({padded}, first.dtype(), first.device());
     for (size_t i = 0; i < s.params.size(); ++i) {
       const autograd::Variable& p = bucket_params[i];
       Tensor view = s.flat.Rows(s.params[i].offset, s.params[i].offset + s.params[i].numel).View(p.shape());
@@ -106,7 +132,7 @@ void ZeroRedundancyOptimizer::Build() {
     }
     // bf16: the compute copies move into a bfloat16 buffer of the same layout, which the all-gather fills.
     const bool bf16 = has_copy(bucket_params[0]);
-    if (bf16) s.copies = Tensor::Zeros({grads.numel()}, DType::kBFloat16, grads.device());
+    if (bf16) s.copies = Tensor::Zeros({padded}, DType::kBFloat16, first.device());
     for (size_t i = 0; i < s.params.size(); ++i) {
       const autograd::Variable& p = bucket_params[i];
       TINYDDP_CHECK_OP(has_copy(p) == bf16, kOp, "parameters '", params_[s.params[0].index].first, "' and '",
@@ -118,7 +144,6 @@ void ZeroRedundancyOptimizer::Build() {
     }
 
     const int64_t begin = rank * s.shard_numel, end = begin + s.shard_numel;
-    s.grad_block = grads.Rows(begin, end);
     s.master = autograd::Variable(s.flat.Rows(begin, end), /*requires_grad=*/true, absl::StrCat("zero.bucket", b));
     s.master.set_grad(s.grad_block);
     s.optimizer = factory_({s.master});
@@ -212,11 +237,15 @@ void ZeroRedundancyOptimizer::SetLr(double lr) {
 
 ShardMemory ZeroRedundancyOptimizer::Memory() const {
   ShardMemory m;
+  m.stage = gradients_ ? 2 : 1;
   m.world = pg_.size();
-  for (const Shard& s : shards_) {
+  for (size_t b = 0; b < shards_.size(); ++b) {
+    const Shard& s = shards_[b];
     m.parameters += s.numel;
     m.shard_elements += s.shard_numel;
     m.master_weight_bytes += s.shard_numel * static_cast<int64_t>(DTypeSize(s.flat.dtype()));
+    m.parameter_bytes += static_cast<int64_t>(s.flat.nbytes() + (s.copies.defined() ? s.copies.nbytes() : 0));
+    if (!gradients_ && static_cast<int>(b) < reducer_.num_buckets()) m.gradient_bytes += static_cast<int64_t>(reducer_.BucketBuffer(static_cast<int>(b)).nbytes());
     int64_t state = 0;  // bytes of this shard's per-element state (scalars such as Adam's step left out)
     for (const auto& [name, t] : s.optimizer->StateTensors()) {
       if (t.dim() > 0) state += static_cast<int64_t>(t.nbytes());
@@ -225,14 +254,15 @@ ShardMemory ZeroRedundancyOptimizer::Memory() const {
     m.unsharded_optimizer_state_bytes += state / s.shard_numel * s.numel;
   }
   m.padding_elements = m.world * m.shard_elements - m.parameters;
+  if (gradients_) m.gradient_bytes = gradients_->block_bytes() + gradients_->staging_bytes();
   return m;
 }
 
 std::string ZeroRedundancyOptimizer::ShardTable() const {
   const bool bf16 = !shards_.empty() && shards_[0].copies.defined();
   std::string out = absl::StrFormat(
-      "ZeRO-1: each bucket is cut into %d equal blocks; rank r steps block r, then all_gather returns the %s:\n",
-      pg_.size(), bf16 ? "bfloat16 compute copies" : "parameters");
+      "ZeRO-%d: each bucket is cut into %d equal blocks; rank r %ssteps block r, then all_gather returns the %s:\n",
+      gradients_ ? 2 : 1, pg_.size(), gradients_ ? "keeps only its block of the gradients, " : "", bf16 ? "bfloat16 compute copies" : "parameters");
   if (std::string(pg_.backend_name()) == "nccl") {
     absl::StrAppend(&out, "  (reduce_scatter and all_gather run NCCL's kernels: the copy engines only all-reduce)\n");
   }

@@ -50,6 +50,12 @@
 // parameters are then current in this rank's blocks only; ConsolidatedStateTensors (checkpoints) and the
 // re-sharding all-gather them first.
 //
+// ZeRO-2 (gradient_shards.h) is the same optimizer over other gradients: Attach(ddp, factory, shards) with
+// DDP in the coalesced layout and GradientShards::Hook() as its comm hook. The hook keeps only this rank's
+// averaged block of each bucket (the parameters' own gradients are dropped as each bucket is staged), and
+// each shard's optimizer reads its block from there; the rest (flat parameters, step, all-gather,
+// checkpoints, bf16) is unchanged.
+//
 // Checkpoints stay those of plain DDP: ConsolidatedStateTensors gathers the shards into the full
 // per-parameter state an nn::Optimizer over all parameters would hold (PyTorch's names, "state.3.exp_avg"),
 // and LoadConsolidatedStateTensors takes its own blocks out of such a state, so a checkpoint written at N
@@ -69,7 +75,9 @@
 #include "autograd/variable.h"
 #include "dist/ddp/ddp.h"
 #include "dist/ddp/reducer.h"
+#include "dist/parallel/zero/gradient_shards.h"
 #include "dist/parallel/zero/shard_layout.h"
+#include "dist/parallel/zero/shard_state.h"
 #include "dist/process_group/process_group.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
@@ -80,8 +88,9 @@ namespace tinyddp::dist::zero {
 /// Builds an optimizer over the given parameters (DistributedDataParallel::OptimizerFactory).
 using OptimizerFactory = DistributedDataParallel::OptimizerFactory;
 
-/// What one rank holds for the optimizer under ZeRO-1 (the same on every rank).
+/// What one rank holds for the optimizer under ZeRO-1 or -2 (the same on every rank).
 struct ShardMemory {
+  int stage = 1;  // 1, or 2 with GradientShards
   int world = 1;
   /// P: elements of the parameters DDP reduces (those that require grad).
   int64_t parameters = 0;
@@ -96,6 +105,11 @@ struct ShardMemory {
   /// The master weights this rank steps (its blocks). Under float32 they are the rank's block of the
   /// parameters themselves, updated in place.
   int64_t master_weight_bytes = 0;
+  /// The parameters' flat buffers (all of the model, padded), and under bf16 their compute copies.
+  int64_t parameter_bytes = 0;
+  /// Gradients: ZeRO-1 the padded buckets (all of them); ZeRO-2 this rank's blocks plus the two staging
+  /// buffers (GradientShards).
+  int64_t gradient_bytes = 0;
 
   /// "this rank steps 203,530 of 407,050 parameters (+ 10 padding over 2 ranks); optimizer state
   ///  1,628,240 bytes (unsharded: 3,256,400); master weights 814,120 bytes".
@@ -114,8 +128,10 @@ class ZeroRedundancyOptimizer {
   /// is on, or it already steps fused optimizers or another bucket callback.
   /// Preconditions: `factory` returns a non-null optimizer whose update is elementwise (SGD, Adam(W));
   /// the result is destroyed before `ddp` (destroying it detaches it; DDP then steps nothing).
-  static absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> Attach(DistributedDataParallel& ddp,
-                                                                         OptimizerFactory factory);
+  /// ZeRO-2: with `gradients`, the DDP must use gradients->Hook() in the coalesced layout
+  /// (gradient_as_bucket_view = false) instead, and each shard steps with its block of `gradients`.
+  static absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> Attach(
+      DistributedDataParallel& ddp, OptimizerFactory factory, std::shared_ptr<GradientShards> gradients = nullptr);
   ~ZeroRedundancyOptimizer();
   ZeroRedundancyOptimizer(const ZeroRedundancyOptimizer&) = delete;
   ZeroRedundancyOptimizer& operator=(const ZeroRedundancyOptimizer&) = delete;
@@ -145,7 +161,8 @@ class ZeroRedundancyOptimizer {
   absl::Status LoadConsolidatedStateTensors(const nn::TensorMap& state);
 
  private:
-  ZeroRedundancyOptimizer(DistributedDataParallel& ddp, OptimizerFactory factory);
+  ZeroRedundancyOptimizer(DistributedDataParallel& ddp, OptimizerFactory factory,
+                          std::shared_ptr<GradientShards> gradients);
 
   // One bucket's shard.
   struct Shard {
@@ -154,7 +171,7 @@ class ZeroRedundancyOptimizer {
     int64_t shard_numel = 0;         // one block
     Tensor flat;                     // [world * shard_numel]: the parameters (views into it), padding at the end
     Tensor copies;                   // bf16: the same layout in bfloat16, the compute copies (views); else undefined
-    Tensor grad_block;               // this rank's block of the reducer's gradient bucket
+    Tensor grad_block;               // this rank's averaged block: of the reducer's bucket, or ZeRO-2's
     autograd::Variable master;       // this rank's block of `flat`, as a leaf with grad = grad_block
     std::unique_ptr<nn::Optimizer> optimizer;  // over {master}
     std::shared_ptr<Work> gather;    // the all-gather in flight, until the end of backward
@@ -176,6 +193,9 @@ class ZeroRedundancyOptimizer {
   absl::StatusOr<nn::TensorMap> GatherState();
   // Cuts `state` (validated) into this rank's blocks and loads them into the shards' optimizers.
   absl::Status ScatterState(const nn::TensorMap& state);
+  // The shards and the parameters as shard_state.h moves them.
+  std::vector<ShardedState> States() const;
+  std::vector<ParamInfo> Params() const;
 
   DistributedDataParallel& ddp_;
   const Reducer& reducer_;  // ddp_'s
@@ -183,6 +203,7 @@ class ZeroRedundancyOptimizer {
   nn::Module& module_;      // ddp_'s
   std::vector<std::pair<std::string, autograd::Variable>> params_;  // module_.NamedParameters()
   OptimizerFactory factory_;
+  std::shared_ptr<GradientShards> gradients_;  // ZeRO-2; null under ZeRO-1
   std::vector<Shard> shards_;
   int64_t generation_ = -1;  // the reducer layout shards_ follow
   double lr_ = -1;           // < 0: the factory's own

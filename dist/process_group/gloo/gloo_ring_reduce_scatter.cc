@@ -1,8 +1,10 @@
-// The ring: n-1 steps of "send my running sum right, receive one from the left, add my own block".
+// The ring: n-1 steps of "send my running sum left, receive one from the right, add my own block".
 #include "dist/process_group/gloo/gloo_ring_reduce_scatter.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "dist/process_group/host_reduce.h"
 #include "gloo/common/error.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
@@ -18,28 +20,28 @@ int Mod(int a, int n) { return ((a % n) + n) % n; }
 
 }  // namespace
 
-void RingReduceScatter(const std::shared_ptr<gloo::Context>& context, const RingReduceScatterArgs& args,
-                       std::vector<uint8_t>& scratch) {
-  const int n = context->size;
-  const int rank = context->rank;
-  const size_t block_bytes = args.block_elements * args.element_size;
-  const uint8_t* input = static_cast<const uint8_t*>(args.input);
-  auto block = [&](int b) { return input + static_cast<size_t>(b) * block_bytes; };
+void RingReduceScatter(gloo::Context& context, const Tensor& input, const Tensor& output, ReduceOp op, uint32_t tag,
+                       std::chrono::milliseconds timeout, std::vector<uint8_t>& scratch) {
+  const int n = context.size;
+  const int rank = context.rank;
+  const size_t block_bytes = output.nbytes();
+  const uint8_t* blocks = static_cast<const uint8_t*>(input.data_ptr());
+  auto block = [&](int b) { return blocks + static_cast<size_t>(b) * block_bytes; };
   if (n == 1) {
-    if (args.output != block(0)) std::memcpy(args.output, block(0), block_bytes);
+    if (output.data_ptr() != block(0)) std::memcpy(output.data_ptr(), block(0), block_bytes);
     return;
   }
   // Two staging blocks: `sending` holds the running sum travelling left, `arriving` the one from the right.
   if (scratch.size() < 2 * block_bytes) scratch.resize(2 * block_bytes);
   uint8_t* sending = scratch.data();
   uint8_t* arriving = scratch.data() + block_bytes;
-  auto send_buf = context->createUnboundBuffer(sending, block_bytes);
-  auto recv_buf = context->createUnboundBuffer(arriving, block_bytes);
+  auto send_buf = context.createUnboundBuffer(sending, block_bytes);
+  auto recv_buf = context.createUnboundBuffer(arriving, block_bytes);
   // Gloo's ring all_reduce sends to rank - 1 and receives from rank + 1; so do we (see the header).
   const int left = Mod(rank - 1, n);
   const int right = Mod(rank + 1, n);
-  const uint64_t slot = gloo::Slot::build(kRingReduceScatterSlotPrefix, args.tag);
-  const auto deadline = std::chrono::steady_clock::now() + args.timeout;
+  const uint64_t slot = gloo::Slot::build(kRingReduceScatterSlotPrefix, tag);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto remaining = [&] {
     auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     // Gloo reads 0 as "no timeout"; an exhausted budget must still time out, so wait 1 ms at least.
@@ -56,9 +58,8 @@ void RingReduceScatter(const std::shared_ptr<gloo::Context>& context, const Ring
     if (!recv_buf->waitRecv(remaining()) || !send_buf->waitSend(remaining())) {
       throw gloo::IoException("ring reduce-scatter: a send or receive was aborted");
     }
-    const int b = Mod(rank + s + 2, n);
-    void* into = (s == n - 2) ? args.output : static_cast<void*>(sending);
-    args.reduce(into, arriving, block(b), args.block_elements);
+    void* into = (s == n - 2) ? output.data_ptr() : static_cast<void*>(sending);
+    GetHostReduceFn(output.dtype(), op)(into, arriving, block(Mod(rank + s + 2, n)), output.numel());
   }
 }
 

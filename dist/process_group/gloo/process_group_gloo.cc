@@ -14,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dist/process_group/gloo/gloo_ring_reduce_scatter.h"
-#include "dist/process_group/gloo/gloo_store_adapter.h"
 #include "dist/process_group/host_reduce.h"
 #include "dist/store/prefix_store.h"
 #include "gloo/allgather.h"
@@ -25,21 +24,44 @@
 #include "gloo/common/logging.h"
 #include "gloo/reduce.h"
 #include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/store.h"
 #include "gloo/transport/tcp/device.h"
 
 namespace tinyddp::dist {
 
 namespace {
 
-bool IsLoopback(const std::string& host) {
-  return host == "localhost" || absl::StartsWith(host, "127.") || host == "::1";
-}
+// Lets Gloo's rendezvous (connectFullMesh) find its peers through our Store, the job's TCPStore. Gloo's
+// store reports failures by throwing: a failed Status becomes a gloo::IoException carrying its message,
+// which CatchGloo turns back into a Status. Every wait is bounded by `store`'s timeout, whatever Gloo
+// passes: 0 (gloo::kNoTimeout) would mean forever, and Create shortens the context's timeout for Gloo's
+// connection setup only. Gloo's keys are short ("rank_0"): `store` is a PrefixStore private to one group.
+class StoreForGloo : public gloo::rendezvous::Store {
+ public:
+  explicit StoreForGloo(std::shared_ptr<dist::Store> store) : store_(std::move(store)) {}
 
-// Gloo reports every timeout as an IoException; its messages are the only way to tell them apart.
-bool LooksLikeTimeout(const std::string& message) {
-  const std::string m = absl::AsciiStrToLower(message);
-  return absl::StrContains(m, "timed out") || absl::StrContains(m, "timeout");
-}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    Check("set", key, store_->Set(key, Bytes(data.begin(), data.end())));
+  }
+  std::vector<char> get(const std::string& key) override {
+    absl::StatusOr<Bytes> value = store_->Get(key);
+    Check("get", key, value.status());
+    return std::vector<char>(value->begin(), value->end());
+  }
+  // Gloo's wait with a timeout calls this one.
+  void wait(const std::vector<std::string>& keys) override {
+    Check("wait", keys.empty() ? std::string() : keys.front(), store_->Wait(keys));
+  }
+
+ private:
+  static void Check(const char* what, const std::string& key, const absl::Status& status) {
+    if (status.ok()) return;
+    throw gloo::IoException(
+        absl::StrCat("Gloo rendezvous: store ", what, "(\"", key, "\") failed: ", status.ToString()));
+  }
+
+  std::shared_ptr<dist::Store> store_;
+};
 
 // Runs `fn` (which calls into Gloo) and converts whatever Gloo throws into a Status about `what`.
 template <typename F>
@@ -48,7 +70,9 @@ absl::Status CatchGloo(const std::string& what, std::chrono::milliseconds timeou
     fn();
     return absl::OkStatus();
   } catch (const gloo::IoException& e) {
-    if (LooksLikeTimeout(e.what())) {
+    // Gloo reports every timeout as an IoException; its messages are the only way to tell them apart.
+    const std::string message = absl::AsciiStrToLower(e.what());
+    if (absl::StrContains(message, "timed out") || absl::StrContains(message, "timeout")) {
       return absl::DeadlineExceededError(absl::StrCat(
           what, " timed out after ", timeout.count(),
           " ms: another rank did not join it in time (it may be stuck, slower, have crashed, or be "
@@ -65,15 +89,18 @@ absl::Status CatchGloo(const std::string& what, std::chrono::milliseconds timeou
   }
 }
 
-}  // namespace
-
-std::string DefaultGlooHostname() {
+// Where Gloo listens: 127.0.0.1 when MASTER_ADDR is unset or a loopback address (a one-machine job), else
+// this machine's host name (which must resolve to an address the peers reach).
+std::string GlooHostname() {
   const char* master = std::getenv("MASTER_ADDR");
-  if (master == nullptr || *master == '\0' || IsLoopback(master)) return "127.0.0.1";
+  const std::string addr = master == nullptr ? "" : master;
+  if (addr.empty() || addr == "localhost" || absl::StartsWith(addr, "127.") || addr == "::1") return "127.0.0.1";
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "127.0.0.1";
   return name;
 }
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::shared_ptr<Store> store, int rank,
                                                                            int size, GlooOptions options) {
@@ -81,15 +108,12 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::
     return absl::InvalidArgumentError(
         absl::StrCat("ProcessGroupGloo::Create: rank ", rank, " is not in [0, ", size, ")"));
   }
-  gloo::transport::tcp::attr attr;
-  if (options.interface.empty()) {
-    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-    if (ifname != nullptr) options.interface = ifname;
-  }
-  if (!options.interface.empty()) {
-    attr.iface = options.interface;
+  gloo::transport::tcp::attr attr;  // GLOO_SOCKET_IFNAME picks the network interface, as in PyTorch
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  if (ifname != nullptr && *ifname != '\0') {
+    attr.iface = ifname;
   } else {
-    attr.hostname = options.hostname.empty() ? DefaultGlooHostname() : options.hostname;
+    attr.hostname = GlooHostname();
   }
   const std::string where = attr.iface.empty() ? "host " + attr.hostname : "interface " + attr.iface;
 
@@ -104,7 +128,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::
   // Gloo waits five times its context timeout for a pair to connect ("a longer timeout when waiting for
   // initial connect"), so a rank that froze between publishing its address and connecting would cost the
   // others 5x the job's timeout. A fifth of it during the rendezvous keeps that wait at the timeout; the
-  // store waits of the rendezvous use the adapter's own (the full timeout), and every collective passes
+  // store waits of the rendezvous use the full timeout (StoreForGloo), and every collective passes
   // its own budget, so nothing else sees the shortened value.
   context->setTimeout(std::max(options.timeout / 5, std::chrono::milliseconds(1)));
   // Each group this process creates rendezvouses under its own keys: a second group over the same store (a
@@ -112,9 +136,11 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::
   // Every rank creates its groups in the same order, so the n-th group has the same number everywhere.
   static std::atomic<int64_t> groups_created{0};
   const std::string prefix = absl::StrCat(options.store_prefix, "/", groups_created.fetch_add(1));
-  GlooStoreAdapter adapter(std::make_shared<PrefixStore>(prefix, std::move(store)), options.timeout);
+  auto group_store = std::make_shared<PrefixStore>(prefix, std::move(store));
+  group_store->set_timeout(options.timeout);
+  StoreForGloo gloo_store(std::move(group_store));
   s = CatchGloo(absl::StrCat("Gloo rendezvous of rank ", rank, "/", size), options.timeout,
-                [&] { context->connectFullMesh(adapter, device); });
+                [&] { context->connectFullMesh(gloo_store, device); });
   RETURN_IF_ERROR(s);
   context->setTimeout(options.timeout);
   return std::unique_ptr<ProcessGroupGloo>(new ProcessGroupGloo(rank, size, options.timeout, std::move(context)));
@@ -210,16 +236,17 @@ std::shared_ptr<Work> ProcessGroupGloo::RunAllReduce(std::vector<Tensor> tensors
     size_t total = 0;
     for (const Tensor& t : tensors) total += t.numel();
     // One tensor is reduced where it lies; several are packed into one buffer so they cost one ring.
-    void* data = tensors[0].data_ptr();
-    if (tensors.size() > 1) {
-      if (scratch_.size() < total * esize) scratch_.resize(total * esize);
-      size_t offset = 0;
+    const bool packed = tensors.size() > 1;
+    auto copy = [&](bool unpack) {
+      uint8_t* at = scratch_.data();
       for (const Tensor& t : tensors) {
-        std::memcpy(scratch_.data() + offset, t.data_ptr(), t.nbytes());
-        offset += t.nbytes();
+        unpack ? std::memcpy(t.data_ptr(), at, t.nbytes()) : std::memcpy(at, t.data_ptr(), t.nbytes());
+        at += t.nbytes();
       }
-      data = scratch_.data();
-    }
+    };
+    if (packed && scratch_.size() < total * esize) scratch_.resize(total * esize);
+    if (packed) copy(/*unpack=*/false);
+    void* data = packed ? scratch_.data() : tensors[0].data_ptr();
     VisitCollectiveDType(dtype, [&](auto type) {
       using T = decltype(type);
       gloo::AllreduceOptions opts(context_);
@@ -230,13 +257,7 @@ std::shared_ptr<Work> ProcessGroupGloo::RunAllReduce(std::vector<Tensor> tensors
       gloo::allreduce(opts);
     });
     if (op == ReduceOp::kAvg) DivideInPlace(data, total, dtype, size());
-    if (tensors.size() > 1) {
-      size_t offset = 0;
-      for (const Tensor& t : tensors) {
-        std::memcpy(t.data_ptr(), scratch_.data() + offset, t.nbytes());
-        offset += t.nbytes();
-      }
-    }
+    if (packed) copy(/*unpack=*/true);
   });
 }
 
@@ -276,15 +297,7 @@ std::shared_ptr<Work> ProcessGroupGloo::RunAllGather(const Tensor& output, const
 std::shared_ptr<Work> ProcessGroupGloo::RunReduceScatter(const Tensor& output, const Tensor& input,
                                                          const Call& call) {
   return Enqueue(call, [this, output, input, op = call.op](uint32_t tag, std::chrono::milliseconds budget) {
-    RingReduceScatterArgs args;
-    args.input = input.data_ptr();
-    args.output = output.data_ptr();
-    args.block_elements = output.numel();
-    args.element_size = DTypeSize(output.dtype());
-    args.reduce = GetHostReduceFn(output.dtype(), op);
-    args.tag = tag;
-    args.timeout = budget;
-    RingReduceScatter(context_, args, scratch_);
+    RingReduceScatter(*context_, input, output, op, tag, budget, scratch_);
     if (op == ReduceOp::kAvg) DivideInPlace(output.data_ptr(), output.numel(), output.dtype(), size());
   });
 }

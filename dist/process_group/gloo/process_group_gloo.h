@@ -1,22 +1,19 @@
-// ProcessGroupGloo: collectives on CPU tensors over TCP, with Gloo (the engine behind PyTorch's "gloo"
+// ProcessGroupGloo: collectives on CPU tensors over TCP with Gloo (the engine behind PyTorch's "gloo"
 // backend). Used when a process has no GPU: CPU training, tests, and the laptop run of every example.
 //
-// How it is put together:
-//   * transport   gloo::transport::tcp, one listening address per rank (loopback for one machine).
-//   * rendezvous  gloo::rendezvous::Context::connectFullMesh exchanges those addresses through our Store
-//                 (GlooStoreAdapter over a PrefixStore), then opens one TCP connection per pair of ranks.
-//   * algorithms  Gloo's own: ring allreduce, broadcast, allgather, reduce, barrier; reduce-scatter is our
-//                 ring on Gloo's primitives (gloo_ring_reduce_scatter.h). Reductions: host_reduce.h.
-//   * asynchrony  one worker thread runs the collectives in the order they were issued, which is also
-//                 the order every other rank runs them; the caller gets a Work at once.
-// Timeouts: one value (GlooOptions::timeout) bounds the rendezvous through the store, Gloo's connection
-// setup, and every collective, counted from when the collective was issued (so a queue of collectives
-// behind a stuck one fails together, at the stuck one's deadline, not one timeout after another).
-// Errors: Gloo throws; everything is caught on the worker thread and turned into the Work's status.
-// A timeout is DeadlineExceeded naming the collective and the timeout. After any transport error Gloo's
-// connections are in an unknown state, so the group refuses later collectives (FailedPrecondition
-// quoting the first error); make a new group to continue. The first error is told to the group's
-// observers (collective_observer.h: an attached flight recorder dumps and the error says where).
+//   * transport   gloo::transport::tcp, listening on GLOO_SOCKET_IFNAME's interface, else on loopback for
+//                 one machine (MASTER_ADDR unset or loopback), else on this host's name.
+//   * rendezvous  connectFullMesh swaps those addresses through our Store, then connects every pair of ranks.
+//   * algorithms  Gloo's ring allreduce, broadcast, allgather, reduce, barrier; reduce-scatter is our ring
+//                 on Gloo's primitives (gloo_ring_reduce_scatter.h). Reductions: host_reduce.h.
+//   * asynchrony  one worker thread runs the collectives in issue order, which is every rank's order; the
+//                 caller gets a Work at once.
+// One timeout (GlooOptions::timeout) bounds the rendezvous, Gloo's connection setup and every collective,
+// counted from when it was issued: a queue behind a stuck collective fails with it, at its deadline, not one
+// timeout after another. Gloo throws; the worker turns that into the Work's status (a timeout is
+// DeadlineExceeded naming the collective). After a transport error Gloo's connections are in an unknown
+// state, so the group refuses later collectives (FailedPrecondition quoting the first error, which the
+// group's observers hear of: collective_observer.h); make a new group to continue.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_GLOO_PROCESS_GROUP_GLOO_H_
 #define TINYDDP_DIST_PROCESS_GROUP_GLOO_PROCESS_GROUP_GLOO_H_
 
@@ -44,17 +41,9 @@ namespace tinyddp::dist {
 struct GlooOptions {
   /// Bound on every collective (Gloo's context timeout) and on the rendezvous.
   std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;
-  /// Network interface to listen on ("eth0"); default: $GLOO_SOCKET_IFNAME, as in PyTorch.
-  std::string interface;
-  /// Host name or address to listen on when no interface is given; default: DefaultGlooHostname().
-  std::string hostname;
   /// Key prefix in the store, distinct for each group sharing one store.
   std::string store_prefix = "gloo";
 };
-
-/// Where Gloo listens unless told otherwise: 127.0.0.1 when MASTER_ADDR is unset or a loopback address
-/// (a one-machine job), else this machine's host name (which must resolve to an address peers reach).
-std::string DefaultGlooHostname();
 
 class ProcessGroupGloo : public ProcessGroup {
  public:

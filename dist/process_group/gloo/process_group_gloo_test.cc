@@ -1,5 +1,6 @@
 // ProcessGroupGloo on 2, 3 and 4 real processes over loopback TCP: every collective x op x dtype x size
-// against locally computed results, Work semantics, timeouts, argument errors, and the debug check.
+// against locally computed results, Work semantics, timeouts and argument errors (the debug check:
+// dist/observe/debug_check/).
 #include "dist/process_group/gloo/process_group_gloo.h"
 
 #include <algorithm>
@@ -14,9 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dist/process_group/collective_observer.h"
-#include "dist/process_group/debug_check.h"
 #include "dist/store/hash_store.h"
-#include "dist/store/prefix_store.h"
 #include "dist/testing/collective_checks.h"
 #include "dist/testing/multi_process.h"
 #include "gtest/gtest.h"
@@ -324,35 +323,6 @@ TEST(ProcessGroupGloo, RendezvousFailsWithDeadlineExceededWhenARankNeverArrives)
   ASSERT_FALSE(pg.ok());
   EXPECT_EQ(pg.status().code(), absl::StatusCode::kDeadlineExceeded) << pg.status();
   EXPECT_PRED2(Contains, std::string(pg.status().message()), "rendezvous of rank 0/2");
-}
-
-// --- TINYDDP_DISTRIBUTED_DEBUG=DETAIL ----------------------------------------------------------------
-
-TEST(CollectiveFingerprintCheck, MismatchedCollectivesAreReportedOnBothRanksWithBothCalls) {
-  RunOnRanks(2, [](const RankContext& ctx) {
-    auto pg = Connect(ctx);
-    ASSERT_NE(pg, nullptr);
-    pg->EnableDebugCheck(std::make_unique<CollectiveFingerprintCheck>(
-        std::make_shared<PrefixStore>("debug", ctx.store), ctx.rank, ctx.world_size, std::chrono::seconds(60)));
-    // Matching calls pass the check and run.
-    Tensor ok = testing::MakeTensor({1.0 + ctx.rank, 2}, DType::kFloat32, Device::CPU());
-    ASSERT_TRUE(pg->AllReduce(ok)->Wait().ok());
-    EXPECT_EQ(testing::ReadTensor(ok), (std::vector<double>{3, 4}));
-
-    // Collective #1: rank 0 all-reduces 1000 floats while rank 1 broadcasts 10.
-    absl::Status s;
-    if (ctx.rank == 0) {
-      s = pg->AllReduce(Tensor::Zeros({1000}))->Wait();
-    } else {
-      s = pg->Broadcast(Tensor::Zeros({10}))->Wait();
-    }
-    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-    const std::string m(s.message());
-    EXPECT_PRED2(Contains, m, "collective #1");
-    EXPECT_PRED2(Contains, m, "AllReduce(float32 [1000], SUM)");
-    EXPECT_PRED2(Contains, m, "Broadcast(float32 [10], root=0)");
-    EXPECT_PRED2(Contains, m, absl::StrCat("rank ", ctx.rank, " called"));
-  });
 }
 
 }  // namespace

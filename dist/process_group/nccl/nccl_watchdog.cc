@@ -27,12 +27,10 @@ std::string NcclError(ncclResult_t r, ncclComm_t comm) {
                       ". Set NCCL_DEBUG=INFO to see NCCL's view.");
 }
 
-NcclWatchdog::NcclWatchdog(Group group, NcclCommunicator* nccl) : group_(std::move(group)), nccl_(nccl) {
+NcclWatchdog::NcclWatchdog(ProcessGroupNCCL* group, NcclCommunicator* nccl) : group_(group), nccl_(nccl) {
   in_flight_.reserve(256);
   thread_ = std::thread([this] { Loop(); });
 }
-
-NcclWatchdog::~NcclWatchdog() { Stop(); }
 
 // --- For the launching thread --------------------------------------------------------------------------
 
@@ -43,14 +41,11 @@ absl::Status NcclWatchdog::broken() {
 
 void NcclWatchdog::Watch(std::shared_ptr<WorkNCCL> work) {
   std::lock_guard<std::mutex> lock(works_mu_);
-  // The watchdog may have failed the group while this call was enqueued: this Work, which it did not
-  // see, fails too (before its kernels are aborted, so Wait can never read an aborted end as success).
-  if (!broken_.ok()) {
-    work->Fail(absl::AbortedError(
-        absl::StrCat(work->description(), " was aborted with the communicator: ", broken_.message())));
-  }
-  // Tight loops of small collectives outpace the watchdog's period; reaping here as well keeps the
-  // list (and the events its Works hold) bounded. Amortised: one sweep per kReapEvery launches.
+  // Failed while this call was enqueued: it fails too, before its kernels are aborted (so Wait can never
+  // read an aborted end as success).
+  if (!broken_.ok()) work->Fail(FailureOf(*work, broken_, nullptr));
+  // Tight loops of small collectives outpace the watchdog's period: one sweep per kReapEvery launches
+  // keeps the list (and the events its Works hold) bounded.
   if (in_flight_.size() >= kReapEvery) ReapFinishedLocked();
   in_flight_.push_back(std::move(work));
 }
@@ -61,22 +56,10 @@ void NcclWatchdog::RequestAbort(const absl::Status& why) {
   cv_.notify_all();
 }
 
-void NcclWatchdog::Captured(std::string description) {
-  std::lock_guard<std::mutex> lock(works_mu_);
-  captured_.push_back(std::move(description));
-}
-
-std::vector<std::string> NcclWatchdog::TakeCaptured() {
-  std::lock_guard<std::mutex> lock(works_mu_);
-  std::vector<std::string> taken;
-  taken.swap(captured_);
-  return taken;
-}
-
 // --- The thread ----------------------------------------------------------------------------------------
 
 void NcclWatchdog::Loop() {
-  const auto timeout = group_.timeout;
+  const auto timeout = group_->timeout();
   const auto period =
       std::min<std::chrono::milliseconds>(std::chrono::milliseconds(100), timeout / 10 + std::chrono::milliseconds(1));
   for (;;) {
@@ -89,8 +72,7 @@ void NcclWatchdog::Loop() {
       if (stopping_) return;
       ReapFinishedLocked();
       if (!abort_request_.ok()) {
-        failure = abort_request_;
-        abort_request_ = absl::OkStatus();
+        failure = std::exchange(abort_request_, absl::OkStatus());
       } else if (broken_.ok() && !in_flight_.empty() && Clock::now() - in_flight_.front()->enqueued_at() > timeout) {
         // The oldest unfinished Work decides about the timeout.
         late = in_flight_.front();
@@ -107,7 +89,7 @@ void NcclWatchdog::Loop() {
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(nccl_->comm, &async);
       if (async != ncclSuccess && async != ncclInProgress) {
-        failure = absl::UnavailableError(absl::StrCat("NCCL reported an asynchronous error on rank ", group_.rank,
+        failure = absl::UnavailableError(absl::StrCat("NCCL reported an asynchronous error on rank ", group_->rank(),
                                                       ": ", NcclError(async, nccl_->comm), " (a peer may have died)"));
         reason = "error";
       }
@@ -117,18 +99,17 @@ void NcclWatchdog::Loop() {
 }
 
 void NcclWatchdog::ReapFinishedLocked() {
-  // Finished Works let go of their tensors (and, once the caller drops its handle, of their events). The
-  // NCCL stream runs its collectives in order, so the first unfinished one has started once the stream
+  // The NCCL stream runs its collectives in order, so the first unfinished one has started once the stream
   // reached its start event (approximate for external calls, which end on streams of their own).
   size_t kept = 0;
   bool earlier_finished = true;
   for (auto& w : in_flight_) {
     if (w->GpuFinished()) {
-      group_.ended(w->seq(), w->FailureSoFar());
+      group_->NotifyEnded(w->seq(), w->Failure());
       w->ReleaseTensors();
       continue;
     }
-    if (earlier_finished && w->StartReached()) group_.started(w->seq());
+    if (earlier_finished && w->StartReached()) group_->NotifyStarted(w->seq());
     earlier_finished = false;
     in_flight_[kept++] = std::move(w);
   }
@@ -137,25 +118,29 @@ void NcclWatchdog::ReapFinishedLocked() {
 
 // --- The abort -----------------------------------------------------------------------------------------
 
-std::vector<std::shared_ptr<WorkNCCL>> NcclWatchdog::MarkInFlightFailedLocked(const absl::Status& status,
-                                                                              const WorkNCCL* culprit) {
-  if (broken_.ok()) broken_ = status;
+std::vector<std::shared_ptr<ExternalAllReduce>> NcclWatchdog::FailInFlight(const absl::Status& cause,
+                                                                            const WorkNCCL* culprit,
+                                                                            const char* reason, absl::Status* status) {
+  // The observers see the Works end first, then hear of the failure (a flight recorder dumps, so its dump
+  // shows them failed, and says where it is); the Works then fail with that text appended.
   std::vector<std::shared_ptr<WorkNCCL>> victims;
-  for (auto& w : in_flight_) {
-    if (w->GpuFinished()) continue;
-    group_.ended(w->seq(), FailureOf(*w, status, culprit));  // recorded before the waiter wakes and looks
-    victims.push_back(w);
+  {
+    std::lock_guard<std::mutex> lock(works_mu_);
+    if (broken_.ok()) broken_ = cause;
+    for (auto& w : in_flight_) {
+      if (w->GpuFinished()) continue;
+      group_->NotifyEnded(w->seq(), FailureOf(*w, cause, culprit));  // recorded before the waiter wakes and looks
+      victims.push_back(w);
+    }
   }
-  return victims;
-}
-
-std::vector<std::shared_ptr<ExternalAllReduce>> NcclWatchdog::FailLocked(
-    const std::vector<std::shared_ptr<WorkNCCL>>& victims, const absl::Status& status, const WorkNCCL* culprit) {
-  // Fail the Works first: aborting lets their kernels exit, and an end event that completes after an
-  // abort must never read as success (WorkNCCL::Wait checks the failure after seeing the event).
+  *status = reason != nullptr ? group_->NoteFailure(cause, reason) : cause;
+  // Fail the Works before any abort: aborting lets their kernels exit, and an end event that completes
+  // after an abort must never read as success (WorkNCCL::Wait checks the failure after seeing the event).
+  std::lock_guard<std::mutex> lock(works_mu_);
+  if (broken_ == cause) broken_ = *status;  // later calls quote it, with where the dump is
   std::vector<std::shared_ptr<ExternalAllReduce>> externals;
   for (const auto& w : victims) {
-    w->Fail(FailureOf(*w, status, culprit));
+    w->Fail(FailureOf(*w, *status, culprit));
     const std::shared_ptr<ExternalAllReduce>& e = w->external();
     if (e != nullptr && std::find(externals.begin(), externals.end(), e) == externals.end()) externals.push_back(e);
   }
@@ -163,25 +148,13 @@ std::vector<std::shared_ptr<ExternalAllReduce>> NcclWatchdog::FailLocked(
 }
 
 void NcclWatchdog::Abort(const absl::Status& cause, const WorkNCCL* culprit, const char* reason) {
-  // The observers see the Works ended first, then hear of the failure (a flight recorder dumps, so its dump
-  // shows them failed, and says where it is); the Works then fail with that text appended.
-  std::vector<std::shared_ptr<WorkNCCL>> victims;
-  {
-    std::lock_guard<std::mutex> lock(works_mu_);
-    victims = MarkInFlightFailedLocked(cause, culprit);
-  }
-  const absl::Status status = group_.note_failure(cause, reason);
-  std::vector<std::shared_ptr<ExternalAllReduce>> externals;
-  {
-    std::lock_guard<std::mutex> lock(works_mu_);
-    if (broken_ == cause) broken_ = status;  // later calls quote it, with where the dump is
-    externals = FailLocked(victims, status, culprit);
-  }
+  absl::Status status;
+  const std::vector<std::shared_ptr<ExternalAllReduce>> externals = FailInFlight(cause, culprit, reason, &status);
   // Every waiter has its error now. Freeing the communicator needs the launching thread out of NCCL.
   std::unique_lock<std::timed_mutex> launch(nccl_->launch_mu, std::defer_lock);
   if (!launch.try_lock_for(kLaunchLockWait)) {
     ExitOnCollectiveFailure(
-        absl::StrCat("ProcessGroupNCCL watchdog (rank ", group_.rank, ")"),
+        absl::StrCat("ProcessGroupNCCL watchdog (rank ", group_->rank(), ")"),
         absl::Status(status.code(),
                      absl::StrCat(status.message(), "\nThe thread issuing collectives has been inside an NCCL/CUDA call "
                                   "for over ", kLaunchLockWait.count() / 1000, " s (its launch queue is full behind the "
@@ -203,17 +176,18 @@ void NcclWatchdog::AbortCommunicatorLocked(const std::vector<std::shared_ptr<Ext
 // --- Teardown ------------------------------------------------------------------------------------------
 
 void NcclWatchdog::Stop() {
-  if (stopped_) return;
-  stopped_ = true;
+  if (std::exchange(stopped_, true)) return;
+  auto first_unfinished = [this]() -> std::shared_ptr<WorkNCCL> {  // requires works_mu_
+    auto it = std::find_if(in_flight_.begin(), in_flight_.end(), [](const auto& w) { return !w->IsCompleted(); });
+    return it == in_flight_.end() ? nullptr : *it;
+  };
   // Let collectives in flight finish (bounded), so destroying the communicator cannot cut one short.
-  const auto deadline = Clock::now() + group_.timeout;
-  for (bool busy = true; busy && Clock::now() < deadline;) {
+  for (const auto deadline = Clock::now() + group_->timeout(); Clock::now() < deadline;) {
     {
       std::lock_guard<std::mutex> lock(works_mu_);
-      busy = false;
-      for (auto& w : in_flight_) busy = busy || !w->IsCompleted();
+      if (first_unfinished() == nullptr) break;
     }
-    if (busy) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   {
     std::lock_guard<std::mutex> lock(works_mu_);
@@ -222,19 +196,17 @@ void NcclWatchdog::Stop() {
   cv_.notify_all();
   thread_.join();
   std::lock_guard<std::timed_mutex> launch(nccl_->launch_mu);
-  std::vector<std::shared_ptr<ExternalAllReduce>> externals;
+  std::shared_ptr<WorkNCCL> unfinished;
   {
     std::lock_guard<std::mutex> lock(works_mu_);
-    std::shared_ptr<WorkNCCL> unfinished;
-    for (auto& w : in_flight_) {
-      if (!unfinished && !w->IsCompleted()) unfinished = w;
-    }
-    if (unfinished) {
-      // Cut short after all: fail it (and release external calls, so that their streams drain).
-      const absl::Status status = absl::AbortedError(
-          absl::StrCat(unfinished->description(), " was still in flight when its group was destroyed"));
-      externals = FailLocked(MarkInFlightFailedLocked(status, unfinished.get()), status, unfinished.get());
-    }
+    unfinished = first_unfinished();
+  }
+  std::vector<std::shared_ptr<ExternalAllReduce>> externals;
+  if (unfinished != nullptr) {  // cut short after all: fail it, and release external calls (their streams drain)
+    const absl::Status status = absl::AbortedError(
+        absl::StrCat(unfinished->description(), " was still in flight when its group was destroyed"));
+    absl::Status same;
+    externals = FailInFlight(status, unfinished.get(), /*reason=*/nullptr, &same);
   }
   // A group that failed (or whose last launch asked for an abort the watchdog had no time to make) is
   // aborted, never finalized: finalizing waits for collectives that will never complete.

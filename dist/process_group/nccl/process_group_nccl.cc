@@ -1,16 +1,15 @@
-// ProcessGroupNCCL: communicator setup through the store (in stages), the collective path (start event,
-// stream wait, the NCCL call, end event) shared by every collective, NCCL's and external ones, one short
-// function per collective, and the acceleration seams (external all_reduces, CUDA graphs). What happens to
-// a Work once enqueued (the watchdog, the abort) is in nccl_watchdog.cc.
+// ProcessGroupNCCL: communicator setup through the store, the collective path (start event, stream wait,
+// the NCCL call, end event) shared by NCCL's and external calls, one short function per collective, and
+// WatchReplay. What happens to a Work once enqueued (the watchdog, the abort) is in nccl_watchdog.cc.
 #include "dist/process_group/nccl/process_group_nccl.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -27,8 +26,6 @@ namespace tinyddp::dist {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 ncclDataType_t ToNccl(DType dtype) {
   switch (dtype) {
     case DType::kFloat32: return ncclFloat32;
@@ -41,28 +38,11 @@ ncclDataType_t ToNccl(DType dtype) {
 }
 
 ncclRedOp_t ToNccl(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kAvg: return ncclAvg;
-    case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kMin: return ncclMin;
-    case ReduceOp::kProduct: return ncclProd;
-  }
-  return ncclSum;
+  static constexpr ncclRedOp_t kOps[] = {ncclSum, ncclAvg, ncclMax, ncclMin, ncclProd};  // ReduceOp's order
+  return kOps[static_cast<int>(op)];
 }
 
-// A non-blocking communicator may answer ncclInProgress; it must then be polled until it settles before
-// the next call. Returns the settled result, or ncclInProgress if `deadline` passed first.
-ncclResult_t Settle(ncclResult_t r, ncclComm_t comm, Clock::time_point deadline) {
-  while (r == ncclInProgress) {
-    if (Clock::now() >= deadline) return ncclInProgress;
-    std::this_thread::yield();
-    if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) return ncclSystemError;
-  }
-  return r;
-}
-
-// The current stream of `device`: where the caller queued the work this collective must follow.
+// The current stream of `device`: where the caller queued the work a collective must follow.
 cudaStream_t CurrentStream(int device) { return static_cast<cudaStream_t>(cuda::Stream::Current(device).handle()); }
 
 // Whether `stream` is recording a CUDA graph: then a call is recorded, not run (the header's "CUDA graphs").
@@ -75,30 +55,8 @@ bool Capturing(cudaStream_t stream) {
   return capture != cudaStreamCaptureStatusNone;
 }
 
-absl::Status ExternalUnderCapture(const std::string& what) {
-  return absl::FailedPreconditionError(absl::StrCat(what, ": an external all_reduce cannot be recorded into a CUDA "
-                                                    "graph (its implementation synchronises outside the stream); use "
-                                                    "the group's AllReduce inside a graph"));
-}
+// --- Setup: the device, rank 0's ncclUniqueId through the store, every rank joins ----------------------
 
-// An external call may leave the NCCL stream before it has finished (the copy engines drain on a stream of
-// their own): anything else run on `stream` comes after its end, as the stream's order promises. The next
-// call of the same implementation orders itself (it may start while the previous one drains). Not in a
-// capture: an event of eager work cannot be waited on inside a graph; a graph is replayed on the caller's
-// stream, which SynchronizeStream already ordered after that call.
-cudaError_t WaitForLastExternal(cudaStream_t stream, const std::shared_ptr<WorkNCCL>& last_external,
-                                const ExternalAllReduce* next) {
-  if (last_external == nullptr || last_external->external().get() == next) return cudaSuccess;
-  return cudaStreamWaitEvent(stream, last_external->end_event(), 0);
-}
-
-}  // namespace
-
-// --- Setup and teardown ------------------------------------------------------------------------------
-
-namespace {
-
-// Stage 1: the GPU of this rank, made current.
 absl::StatusOr<int> ChooseDevice(int rank, int size, const NcclOptions& options) {
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat("ProcessGroupNCCL::Create: rank ", rank, " is not in [0, ", size, ")"));
@@ -116,7 +74,6 @@ absl::StatusOr<int> ChooseDevice(int rank, int size, const NcclOptions& options)
   return device;
 }
 
-// Stage 2: rank 0 creates the communicator's identity; the store carries it to everyone else.
 absl::StatusOr<ncclUniqueId> ShareUniqueId(Store& keys, int rank, std::chrono::milliseconds timeout) {
   ncclUniqueId id;
   if (rank == 0) {
@@ -137,7 +94,6 @@ absl::StatusOr<ncclUniqueId> ShareUniqueId(Store& keys, int rank, std::chrono::m
   return id;
 }
 
-// Stage 3: every rank joins the communicator.
 // A BLOCKING communicator: in non-blocking mode every collective may answer ncclInProgress and has to be
 // polled until NCCL's own thread has enqueued it, which costs ~30 us per call (measured on 2x H200: 55 us
 // for an 8-byte all_reduce instead of PyTorch's ~25 us). Setup is still bounded: it runs on a helper
@@ -145,50 +101,37 @@ absl::StatusOr<ncclUniqueId> ShareUniqueId(Store& keys, int rank, std::chrono::m
 // collectives are bounded by the watchdog, which aborts the communicator (ncclCommAbort unblocks them).
 absl::StatusOr<ncclComm_t> JoinCommunicator(const ncclUniqueId& id, int rank, int size, int device,
                                             std::chrono::milliseconds timeout) {
-  struct InitResult {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    ncclResult_t r = ncclInProgress;
-    ncclComm_t comm = nullptr;
-  };
-  auto init = std::make_shared<InitResult>();
   // Connect every channel during setup (NCCL otherwise connects lazily inside the first collective, where a
   // blocking communicator would block the host until every peer joins, out of the watchdog's reach).
   // A value the user set wins.
   setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
-  std::thread([init, size, id, rank, device] {
+  struct Joined {
+    ncclResult_t r = ncclInProgress;
+    ncclComm_t comm = nullptr;
+  };
+  auto promise = std::make_shared<std::promise<Joined>>();  // shared: the thread may outlive this call
+  std::future<Joined> future = promise->get_future();
+  std::thread([promise, size, id, rank, device] {
     cudaSetDevice(device);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 1;
-    ncclComm_t c = nullptr;
-    ncclResult_t res = ncclCommInitRankConfig(&c, size, id, rank, &config);
-    std::lock_guard<std::mutex> lock(init->mu);
-    init->r = res;
-    init->comm = c;
-    init->done = true;
-    init->cv.notify_all();
+    Joined joined;
+    joined.r = ncclCommInitRankConfig(&joined.comm, size, id, rank, &config);
+    promise->set_value(joined);
   }).detach();
-  ncclResult_t r = ncclInProgress;
-  ncclComm_t comm = nullptr;
-  {
-    std::unique_lock<std::mutex> lock(init->mu);
-    if (init->cv.wait_for(lock, timeout, [&] { return init->done; })) {
-      r = init->r;
-      comm = init->comm;
-    }
-  }
-  if (r == ncclInProgress) {
+  Joined joined;
+  if (future.wait_for(timeout) == std::future_status::ready) joined = future.get();
+  if (joined.r == ncclInProgress) {
     return absl::DeadlineExceededError(absl::StrCat(
         "NCCL communicator setup of rank ", rank, "/", size, " did not finish within ", timeout.count(),
         " ms: a rank did not join, or the ranks cannot reach each other (NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME)"));
   }
-  if (r != ncclSuccess) {
-    if (comm != nullptr) ncclCommAbort(comm);
+  if (joined.r != ncclSuccess) {
+    if (joined.comm != nullptr) ncclCommAbort(joined.comm);
     return absl::UnavailableError(absl::StrCat("ncclCommInitRankConfig (rank ", rank, "/", size,
-                                               ") failed: ", NcclError(r, nullptr)));
+                                               ") failed: ", NcclError(joined.r, nullptr)));
   }
-  return comm;
+  return joined.comm;
 }
 
 }  // namespace
@@ -198,15 +141,13 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
   ASSIGN_OR_RETURN(const int device, ChooseDevice(rank, size, options));
   // Each group this process creates gets its own keys: a second group over the same store (a test that
   // trains twice, a new group after an abort) must never read the previous group's stale id. Every rank
-  // creates its groups in the same order, so the n-th group has the same number everywhere (as c10d's
-  // group counter).
+  // creates its groups in the same order, so the n-th group has the same number everywhere.
   static std::atomic<int64_t> groups_created{0};
   auto keys = std::make_shared<PrefixStore>(absl::StrCat(options.store_prefix, "/", groups_created.fetch_add(1)),
                                             std::move(store));
   ASSIGN_OR_RETURN(const ncclUniqueId id, ShareUniqueId(*keys, rank, options.timeout));
-  ASSIGN_OR_RETURN(ncclComm_t comm, JoinCommunicator(id, rank, size, device, options.timeout));
   auto nccl = std::make_unique<NcclCommunicator>();
-  nccl->comm = comm;
+  ASSIGN_OR_RETURN(nccl->comm, JoinCommunicator(id, rank, size, device, options.timeout));
   return std::unique_ptr<ProcessGroupNCCL>(
       new ProcessGroupNCCL(rank, size, options.timeout, device, std::move(nccl), std::move(keys)));
 }
@@ -214,7 +155,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
 ProcessGroupNCCL::ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device,
                                    std::unique_ptr<NcclCommunicator> nccl, std::shared_ptr<Store> store)
     : ProcessGroup(rank, size, timeout), device_(device), events_(std::make_shared<CudaEventPool>(device)),
-      store_(std::move(store)), nccl_(std::move(nccl)) {
+      nccl_(std::move(nccl)) {
+  set_store(std::move(store));
   // The highest priority the device offers: when compute and communication kernels both wait to run,
   // communication goes first, so the all-reduce of early buckets is never starved by backward kernels.
   int least = 0, greatest = 0;
@@ -222,14 +164,7 @@ ProcessGroupNCCL::ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds
   nccl_stream_ = cuda::Stream::Create(device_, greatest);
   cudaMalloc(&barrier_buffer_, sizeof(float));
   cudaMemset(barrier_buffer_, 0, sizeof(float));
-  watchdog_ = std::make_unique<NcclWatchdog>(
-      NcclWatchdog::Group{.rank = rank,
-                          .timeout = timeout,
-                          .started = [this](int64_t seq) { NotifyStarted(seq); },
-                          .ended = [this](int64_t seq, const absl::Status& status) { NotifyEnded(seq, status); },
-                          .note_failure = [this](const absl::Status& status,
-                                                 absl::string_view reason) { return NoteFailure(status, reason); }},
-      nccl_.get());
+  watchdog_ = std::make_unique<NcclWatchdog>(this, nccl_.get());
 }
 
 ProcessGroupNCCL::~ProcessGroupNCCL() {
@@ -237,12 +172,8 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
   // finalized here, so destroying it cannot cut a collective short.
   watchdog_->Stop();
   if (ncclComm_t comm = nccl_->comm; comm != nullptr) {
-    ncclResult_t r = Settle(ncclCommFinalize(comm), comm, Clock::now() + timeout());
-    if (r == ncclSuccess) {
-      ncclCommDestroy(comm);
-    } else {
-      ncclCommAbort(comm);
-    }
+    if (ncclCommFinalize(comm) == ncclSuccess) ncclCommDestroy(comm);
+    else ncclCommAbort(comm);
     nccl_->comm = nullptr;
   }
   last_external_.reset();
@@ -265,38 +196,31 @@ absl::Status ProcessGroupNCCL::CheckTensor(const Tensor& tensor) const {
   return absl::OkStatus();
 }
 
-// --- The collective path --------------------------------------------------------------------------
-//
-// An all_reduce: RunAllReduce names the NCCL calls, Launch settles NCCL's answer and records the end event,
-// LaunchOnStream orders the NCCL stream after the caller's and hands the Work to the watchdog.
+// --- The collective path: RunAllReduce names the NCCL calls, LaunchNccl checks NCCL's answer, Launch does
+// steps 1-3 around them and hands the Work to the watchdog. ---------------------------------------------
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors, const Call& call) {
   const ncclRedOp_t op = ToNccl(call.op);
-  std::vector<Tensor> keep = tensors;
-  return Launch(call, std::move(keep), [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
+  return LaunchNccl(call, tensors, [&](ncclComm_t comm, cudaStream_t stream) {
     if (tensors.size() == 1) {
       const Tensor& t = tensors[0];
-      return static_cast<int>(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), ToNccl(t.dtype()), op, comm, stream));
+      return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), ToNccl(t.dtype()), op, comm, stream);
     }
     // Coalesced: one group, so NCCL fuses the launches instead of running one kernel per tensor.
     ncclGroupStart();
     for (const Tensor& t : tensors) {
-      if (t.numel() == 0) continue;
-      ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), ToNccl(t.dtype()), op, comm, stream);
+      if (t.numel() > 0) ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), ToNccl(t.dtype()), op, comm, stream);
     }
-    return static_cast<int>(ncclGroupEnd());
+    return ncclGroupEnd();
   });
 }
 
 template <typename Issue>
-std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Tensor> tensors, Issue&& issue) {
-  return LaunchOnStream(call, std::move(tensors), nullptr, [&](cudaStream_t stream, cudaEvent_t end) {
-    // 2. The NCCL call(s). A blocking communicator answers at once; Settle only guards against one that does not.
+std::shared_ptr<Work> ProcessGroupNCCL::LaunchNccl(const Call& call, std::vector<Tensor> tensors, Issue&& issue) {
+  return Launch(call, std::move(tensors), nullptr, [&](cudaStream_t stream, cudaEvent_t end) {
+    // 2. The NCCL call(s). The communicator is blocking (JoinCommunicator): its answer is final.
     ncclComm_t comm = nccl_->comm;
-    const ncclResult_t r = Settle(static_cast<ncclResult_t>(issue(comm, stream, end)), comm, Clock::now() + timeout());
-    if (r == ncclInProgress) {
-      return absl::DeadlineExceededError(absl::StrCat("NCCL did not accept the call within ", timeout().count(), " ms"));
-    }
+    const ncclResult_t r = issue(comm, stream);
     if (r == ncclInvalidArgument || r == ncclInvalidUsage) {
       return absl::InvalidArgumentError(absl::StrCat("NCCL refused it: ", NcclError(r, comm)));
     }
@@ -310,57 +234,57 @@ std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Ten
 }
 
 template <typename Enqueue>
-std::shared_ptr<Work> ProcessGroupNCCL::LaunchOnStream(const Call& call, std::vector<Tensor> tensors,
-                                                       std::shared_ptr<ExternalAllReduce> external,
-                                                       Enqueue&& enqueue) {
+std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Tensor> tensors,
+                                               std::shared_ptr<ExternalAllReduce> external, Enqueue&& enqueue) {
   std::lock_guard<std::timed_mutex> launch(nccl_->launch_mu);
-  if (absl::Status s = RefuseIfBroken(call.description); !s.ok()) return EndNow(call, std::move(s));
+  const char* refusal = "not run: this nccl process group was aborted earlier (create a new group)";
+  if (absl::Status s = RefuseIfBroken(call.description, refusal); !s.ok()) return EndNow(call, std::move(s));
   DeviceScope scope(device_);
   cudaStream_t compute = CurrentStream(device_);
   const bool captured = Capturing(compute);
-  if (captured && external != nullptr) return EndNow(call, ExternalUnderCapture(call.description));
+  if (captured && external != nullptr) {
+    return EndNow(call, absl::FailedPreconditionError(absl::StrCat(
+                            call.description, ": an external all_reduce cannot be recorded into a CUDA graph (its "
+                            "implementation synchronises outside the stream); use the group's AllReduce inside a "
+                            "graph")));
+  }
   auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors), compute,
-                                         external, call.seq);
-  if (captured) work->MarkCaptured();
+                                         external, call.seq, captured);
   cudaStream_t stream = static_cast<cudaStream_t>(nccl_stream_.handle());
-  // 1. The NCCL stream waits for everything queued on the caller's stream so far.
+  // 1. The NCCL stream waits for everything queued on the caller's stream so far, and for the end of the last
+  // call if it was external (its implementation may have left this stream before it ended) unless this one
+  // is of the same implementation, which orders its own calls. Not in a capture: the graph is replayed on the
+  // caller's stream, which SynchronizeStream already ordered after that call.
   cudaError_t err = cudaEventRecord(work->start_event(), compute);
   if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, work->start_event(), 0);
-  if (err == cudaSuccess && !captured) err = WaitForLastExternal(stream, last_external_, external.get());
+  if (err == cudaSuccess && !captured && last_external_ != nullptr && last_external_->external() != external) {
+    err = cudaStreamWaitEvent(stream, last_external_->end_event(), 0);
+  }
   if (err != cudaSuccess) {
     return EndNow(call, absl::InternalError(absl::StrCat(call.description, ": CUDA error while enqueueing: ",
                                                          cudaGetErrorString(err))));
   }
   // 2-3. The collective and its end event.
-  if (absl::Status s = enqueue(stream, work->end_event()); !s.ok()) return FailedEnqueue(call, std::move(s));
-  if (captured) {
-    watchdog_->Captured(call.description);  // the graph holds it; each replay is watched (WatchReplay)
-    return work;
-  }
+  if (absl::Status s = enqueue(stream, work->end_event()); !s.ok()) return EndNow(call, std::move(s), true);
+  if (captured) return work;  // the graph holds it; each replay is watched instead (WatchReplay)
   last_external_ = external != nullptr ? work : nullptr;
   watchdog_->Watch(work);
   return work;
 }
 
-// --- The collective path's small steps ---------------------------------------------------------------
-
-absl::Status ProcessGroupNCCL::RefuseIfBroken(const std::string& what) {
+absl::Status ProcessGroupNCCL::RefuseIfBroken(const std::string& what, const char* refusal) {
   const absl::Status broken = watchdog_->broken();
   if (broken.ok()) return broken;
-  return absl::FailedPreconditionError(absl::StrCat(
-      what, " not run: this nccl process group was aborted earlier (create a new group). The cause: ",
-      broken.message()));
+  return absl::FailedPreconditionError(absl::StrCat(what, " ", refusal, ". The cause: ", broken.message()));
 }
 
-std::shared_ptr<Work> ProcessGroupNCCL::FailedEnqueue(const Call& call, absl::Status status) {
-  status = absl::Status(status.code(), absl::StrCat(call.description, ": ", status.message()));
-  // InvalidArgument: nothing was enqueued. Anything else may have left a collective half-issued, which
-  // only an abort can undo: the watchdog does it (it alone frees the communicator).
-  if (status.code() != absl::StatusCode::kInvalidArgument) watchdog_->RequestAbort(status);
-  return EndNow(call, std::move(status));
-}
-
-std::shared_ptr<Work> ProcessGroupNCCL::EndNow(const Call& call, absl::Status status) {
+std::shared_ptr<Work> ProcessGroupNCCL::EndNow(const Call& call, absl::Status status, bool enqueue_failed) {
+  if (enqueue_failed) {
+    status = absl::Status(status.code(), absl::StrCat(call.description, ": ", status.message()));
+    // Only an abort can undo a collective left half-issued; the watchdog makes it (it alone frees the
+    // communicator). InvalidArgument: nothing was enqueued.
+    if (!absl::IsInvalidArgument(status)) watchdog_->RequestAbort(status);
+  }
   NotifyEnded(call.seq, status);
   return CompletionWork::Done(std::move(status), call.description, timeout());
 }
@@ -368,16 +292,15 @@ std::shared_ptr<Work> ProcessGroupNCCL::EndNow(const Call& call, absl::Status st
 // --- The other collectives ---------------------------------------------------------------------------
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunBroadcast(const Tensor& tensor, const Call& call) {
-  return Launch(call, {tensor}, [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
-    return static_cast<int>(
-        ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), ToNccl(tensor.dtype()), call.root, comm, stream));
+  return LaunchNccl(call, {tensor}, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), ToNccl(tensor.dtype()), call.root,
+                         comm, stream);
   });
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunAllGather(const Tensor& output, const Tensor& input, const Call& call) {
-  return Launch(call, {output, input}, [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
-    return static_cast<int>(
-        ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), ToNccl(input.dtype()), comm, stream));
+  return LaunchNccl(call, {output, input}, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), ToNccl(input.dtype()), comm, stream);
   });
 }
 
@@ -388,28 +311,28 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunReduceScatter(const Tensor& output, c
   // issue 1950; in-place calls such as AllReduce hide it, as x * 1 == x). SUM on one rank is NCCL's plain
   // copy, so it is asked for instead: the same answer from any NCCL.
   const ReduceOp op = size() == 1 ? ReduceOp::kSum : call.op;
-  return Launch(call, {output, input}, [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
-    return static_cast<int>(ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(),
-                                              ToNccl(output.dtype()), ToNccl(op), comm, stream));
+  return LaunchNccl(call, {output, input}, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), ToNccl(output.dtype()), ToNccl(op),
+                             comm, stream);
   });
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunReduce(const Tensor& tensor, const Call& call) {
   // In place: NCCL writes the receive buffer on the root only, so other ranks' tensors stay unchanged.
-  return Launch(call, {tensor}, [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
-    return static_cast<int>(ncclReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), ToNccl(tensor.dtype()),
-                                       ToNccl(call.op), call.root, comm, stream));
+  return LaunchNccl(call, {tensor}, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), ToNccl(tensor.dtype()), ToNccl(call.op),
+                      call.root, comm, stream);
   });
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunBarrier(const Call& call) {
   // NCCL has no barrier; a one-element all-reduce completes only once every rank has joined it.
-  return Launch(call, {}, [&](ncclComm_t comm, cudaStream_t stream, cudaEvent_t) {
-    return static_cast<int>(ncclAllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm, stream));
+  return LaunchNccl(call, {}, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm, stream);
   });
 }
 
-// --- Acceleration seams -----------------------------------------------------------------------------
+// --- Seams for wings -----------------------------------------------------------------------------------
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduceExternal(std::shared_ptr<ExternalAllReduce> impl,
                                                              std::vector<Tensor> tensors, const Call& call) {
@@ -422,29 +345,24 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduceExternal(std::shared_ptr<Ext
     }
   }
   ExternalAllReduce* raw = impl.get();
-  return LaunchOnStream(call, tensors, std::move(impl), [&](cudaStream_t stream, cudaEvent_t end) {
+  return Launch(call, tensors, std::move(impl), [&](cudaStream_t stream, cudaEvent_t end) {
     return raw->Enqueue(tensors, call.op, stream, end);
   });
 }
 
-std::vector<std::string> ProcessGroupNCCL::TakeCapturedCollectives() { return watchdog_->TakeCaptured(); }
-
 std::shared_ptr<Work> ProcessGroupNCCL::WatchReplay(std::string description) {
   std::lock_guard<std::timed_mutex> launch(nccl_->launch_mu);
-  if (const absl::Status broken = watchdog_->broken(); !broken.ok()) {
-    return CompletionWork::Done(
-        absl::FailedPreconditionError(absl::StrCat(description, " not watched: this nccl process group was "
-                                                   "aborted earlier. The cause: ", broken.message())),
-        description, timeout());
+  if (absl::Status s = RefuseIfBroken(description, "not watched: this nccl process group was aborted earlier");
+      !s.ok()) {
+    return CompletionWork::Done(std::move(s), description, timeout());
   }
   DeviceScope scope(device_);
   cudaStream_t compute = CurrentStream(device_);
   // Numbered and told to the observers like a collective (the collectives inside were numbered when the
-  // graph was recorded), so a replay that never ends shows in a flight recorder as the call a rank was
-  // stuck in.
+  // graph was recorded), so a flight recorder shows a replay that never ends as the call a rank was stuck in.
   const int64_t seq = NumberBackendWork("Replay", "a CUDA graph of the training step");
   auto work = std::make_shared<WorkNCCL>(description, timeout(), device_, events_, std::vector<Tensor>{}, compute,
-                                         /*external=*/nullptr, seq);
+                                         /*external=*/nullptr, seq, /*captured=*/false);
   // The end event behind the replay: the Work is "the replay has finished", timed from now.
   if (const cudaError_t err = cudaEventRecord(work->end_event(), compute); err != cudaSuccess) {
     return EndNow({.description = description, .seq = seq},
@@ -452,10 +370,6 @@ std::shared_ptr<Work> ProcessGroupNCCL::WatchReplay(std::string description) {
   }
   watchdog_->Watch(work);
   return work;
-}
-
-std::shared_ptr<Store> ProcessGroupNCCL::SubStore(const std::string& purpose) {
-  return std::make_shared<PrefixStore>(absl::StrCat(purpose, "/", sub_stores_++), store_);
 }
 
 }  // namespace tinyddp::dist

@@ -9,27 +9,24 @@
 
 namespace tinyddp::dist {
 
-// --- CudaEventPool ---------------------------------------------------------------------------------
-
 CudaEventPool::~CudaEventPool() {
   DeviceScope scope(device_);
   for (cudaEvent_t e : free_) cudaEventDestroy(e);
 }
 
 cudaEvent_t CudaEventPool::Get() {
+  cudaEvent_t e = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!free_.empty()) {
-      cudaEvent_t e = free_.back();
+      e = free_.back();
       free_.pop_back();
       return e;
     }
   }
   DeviceScope scope(device_);
-  cudaEvent_t e = nullptr;
   // Ordering only: timing makes every record more expensive and we never read elapsed times here.
-  if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return nullptr;
-  return e;
+  return cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess ? e : nullptr;
 }
 
 void CudaEventPool::Put(cudaEvent_t event) {
@@ -38,21 +35,12 @@ void CudaEventPool::Put(cudaEvent_t event) {
   free_.push_back(event);
 }
 
-// --- WorkNCCL --------------------------------------------------------------------------------------
-
 WorkNCCL::WorkNCCL(std::string description, std::chrono::milliseconds default_timeout, int device,
                    std::shared_ptr<CudaEventPool> pool, std::vector<Tensor> tensors, cudaStream_t caller_stream,
-                   std::shared_ptr<ExternalAllReduce> external, int64_t seq)
-    : Work(std::move(description), default_timeout),
-      device_(device),
-      pool_(std::move(pool)),
-      start_(pool_->Get()),
-      end_(pool_->Get()),
-      enqueued_at_(Clock::now()),
-      caller_stream_(caller_stream),
-      external_(std::move(external)),
-      seq_(seq),
-      tensors_(std::move(tensors)) {}
+                   std::shared_ptr<ExternalAllReduce> external, int64_t seq, bool captured)
+    : Work(std::move(description), default_timeout), device_(device), pool_(std::move(pool)),
+      start_(pool_->Get()), end_(pool_->Get()), enqueued_at_(Clock::now()), caller_stream_(caller_stream),
+      external_(std::move(external)), seq_(seq), captured_(captured), tensors_(std::move(tensors)) {}
 
 WorkNCCL::~WorkNCCL() {
   // Nobody can wait on these recordings any more (this Work was the only handle to them).
@@ -71,7 +59,7 @@ void WorkNCCL::Fail(absl::Status status) {
 }
 
 void WorkNCCL::ReleaseTensors() {
-  std::vector<Tensor> drop;
+  std::vector<Tensor> drop;  // destroyed after the lock is released
   std::lock_guard<std::mutex> lock(mu_);
   drop.swap(tensors_);
 }
@@ -113,11 +101,8 @@ absl::Status WorkNCCL::Wait(std::chrono::milliseconds timeout) {
           "once it exceeds the group's timeout)"));
     }
     // Small collectives finish in tens of microseconds: spin first, then back off to sleeping.
-    if (spins < 2000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    if (spins < 2000) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 
 namespace tinyddp::dist::internal {
@@ -20,15 +21,15 @@ constexpr size_t kMissingKeysShown = 10;
 
 // A key as error text: quoted, and cut short if it is itself the problem.
 std::string Quoted(const std::string& key) {
-  constexpr size_t kShown = 64;
-  if (key.size() <= kShown) return absl::StrCat("'", key, "'");
-  return absl::StrCat("'", key.substr(0, kShown), "...'");
+  return absl::StrCat("'", key.substr(0, 64), key.size() > 64 ? "...'" : "'");
 }
 
 // What one entry counts against the table's limit (store.h, kDefaultStoreMaxBytes).
 uint64_t EntryBytes(const std::string& key, const Bytes& value) {
   return key.size() + value.size() + kStoreEntryOverheadBytes;
 }
+
+absl::Status Closed() { return absl::CancelledError("the store was shut down while this call was waiting"); }
 
 }  // namespace
 
@@ -38,13 +39,6 @@ std::chrono::milliseconds ClampTimeout(std::chrono::milliseconds timeout) {
 
 KvTable::Clock::time_point DeadlineAfter(std::chrono::milliseconds timeout) {
   return KvTable::Clock::now() + ClampTimeout(timeout);
-}
-
-std::string FormatDuration(std::chrono::milliseconds d) {
-  const int64_t ms = d.count();
-  if (ms % 1000 == 0) return absl::StrCat(ms / 1000, "s");
-  if (ms < 1000) return absl::StrCat(ms, "ms");
-  return absl::StrCat(static_cast<double>(ms) / 1000.0, "s");
 }
 
 std::string FormatBytes(uint64_t n) {
@@ -77,10 +71,6 @@ absl::Status CheckWaitKeys(const std::vector<std::string>& keys) {
   }
   for (const auto& k : keys) RETURN_IF_ERROR(CheckKey(k));
   return absl::OkStatus();
-}
-
-absl::Status KvTable::ClosedError() const {
-  return absl::CancelledError("the store was shut down while this call was waiting");
 }
 
 absl::Status KvTable::PutLocked(const std::string& key, Bytes value) {
@@ -117,7 +107,7 @@ absl::Status KvTable::AwaitLocked(std::unique_lock<std::mutex>& lock, const std:
   absl::Status result;
   while (me.missing > 0) {
     if (closed_) {
-      result = ClosedError();
+      result = Closed();
       break;
     }
     const auto now = Clock::now();
@@ -155,18 +145,19 @@ absl::Status KvTable::Set(const std::string& key, Bytes value) {
   return PutLocked(key, std::move(value));
 }
 
-absl::StatusOr<Bytes> KvTable::Get(const std::string& key, Clock::time_point deadline,
-                                   std::chrono::milliseconds timeout_for_message, const AbandonedFn& abandoned) {
+absl::StatusOr<Bytes> KvTable::Get(const std::string& key, std::chrono::milliseconds timeout,
+                                   const AbandonedFn& abandoned) {
   RETURN_IF_ERROR(CheckKey(key));
+  const Clock::time_point deadline = DeadlineAfter(timeout);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {  // a loop: the key may be deleted again between the wake-up and here
-    if (closed_) return ClosedError();
+    if (closed_) return Closed();
     auto it = values_.find(key);
     if (it != values_.end()) return it->second;
     absl::Status s = AwaitLocked(lock, {key}, deadline, abandoned);
     if (absl::IsDeadlineExceeded(s)) {
       return absl::DeadlineExceededError(absl::StrCat("store: key ", Quoted(key), " was not set within ",
-                                                      FormatDuration(ClampTimeout(timeout_for_message)),
+                                                      absl::FormatDuration(absl::FromChrono(ClampTimeout(timeout))),
                                                       " (did every rank start? is one rank stuck or dead?)"));
     }
     RETURN_IF_ERROR(s);
@@ -207,12 +198,12 @@ absl::StatusOr<Bytes> KvTable::CompareSet(const std::string& key, const Bytes& e
   return it->second;
 }
 
-absl::Status KvTable::Wait(const std::vector<std::string>& keys, Clock::time_point deadline,
-                           std::chrono::milliseconds timeout_for_message, const AbandonedFn& abandoned) {
+absl::Status KvTable::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
+                           const AbandonedFn& abandoned) {
   RETURN_IF_ERROR(CheckWaitKeys(keys));
   std::unique_lock<std::mutex> lock(mu_);
-  if (closed_) return ClosedError();
-  absl::Status s = AwaitLocked(lock, keys, deadline, abandoned);
+  if (closed_) return Closed();
+  absl::Status s = AwaitLocked(lock, keys, DeadlineAfter(timeout), abandoned);
   if (!absl::IsDeadlineExceeded(s)) return s;
   std::vector<std::string> missing;
   size_t more = 0;
@@ -225,7 +216,7 @@ absl::Status KvTable::Wait(const std::vector<std::string>& keys, Clock::time_poi
     }
   }
   return absl::DeadlineExceededError(
-      absl::StrCat("store: Wait timed out after ", FormatDuration(ClampTimeout(timeout_for_message)),
+      absl::StrCat("store: Wait timed out after ", absl::FormatDuration(absl::FromChrono(ClampTimeout(timeout))),
                    "; still missing key", missing.size() + more > 1 ? "s " : " ", absl::StrJoin(missing, ", "),
                    more > 0 ? absl::StrCat(" and ", more, " more") : "",
                    " (did every rank start? is one rank stuck or dead?)"));

@@ -42,16 +42,17 @@ class KvTable {
 
   /// Sets key to value and wakes the waiters it completes. (By value: the server moves its copy in.)
   absl::Status Set(const std::string& key, Bytes value);
-  /// Waits until `deadline` for key. DeadlineExceeded names the key and `timeout_for_message`.
-  absl::StatusOr<Bytes> Get(const std::string& key, Clock::time_point deadline,
-                            std::chrono::milliseconds timeout_for_message, const AbandonedFn& abandoned = nullptr);
+  /// Waits up to `timeout` (ClampTimeout) for key; DeadlineExceeded names the key and the timeout.
+  absl::StatusOr<Bytes> Get(const std::string& key, std::chrono::milliseconds timeout,
+                            const AbandonedFn& abandoned = nullptr);
   /// Adds delta to the decimal integer at key (missing = 0). InvalidArgument if the value is not an integer.
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta);
   /// Store::CompareSet's semantics.
   absl::StatusOr<Bytes> CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired);
-  /// Waits until every key exists; DeadlineExceeded lists (the first few of) the keys still missing.
-  absl::Status Wait(const std::vector<std::string>& keys, Clock::time_point deadline,
-                    std::chrono::milliseconds timeout_for_message, const AbandonedFn& abandoned = nullptr);
+  /// Waits up to `timeout` until every key exists; DeadlineExceeded lists (the first few of) the keys
+  /// still missing.
+  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
+                    const AbandonedFn& abandoned = nullptr);
   absl::StatusOr<bool> Delete(const std::string& key);
   int64_t NumKeys();
   /// Wakes all waiters and makes every later blocking call fail with Cancelled.
@@ -70,7 +71,6 @@ class KvTable {
   /// Returns OK, DeadlineExceeded (without a message: the caller writes it) or Cancelled.
   absl::Status AwaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
                            Clock::time_point deadline, const AbandonedFn& abandoned);
-  absl::Status ClosedError() const;
 
   std::mutex mu_;
   std::unordered_map<std::string, Bytes> values_;
@@ -92,8 +92,6 @@ std::chrono::milliseconds ClampTimeout(std::chrono::milliseconds timeout);
 /// Converts a user timeout into a deadline, ClampTimeout first (so milliseconds::max() cannot overflow).
 KvTable::Clock::time_point DeadlineAfter(std::chrono::milliseconds timeout);
 
-/// "300s", "1.5s", "250ms": for error messages.
-std::string FormatDuration(std::chrono::milliseconds d);
 /// "16 MiB", "4 KiB", "4097 bytes": for error messages.
 std::string FormatBytes(uint64_t n);
 

@@ -15,9 +15,11 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "dist/store/internal/kv_table.h"
 
@@ -43,6 +45,9 @@ absl::Status WaitReady(int fd, short events, SteadyTime deadline, const char* wh
   }
 }
 
+// A send or recv that failed only for now: interrupted, or nothing to move yet (poll again).
+bool Retry(int err) { return err == EINTR || err == EAGAIN || err == EWOULDBLOCK; }
+
 void SetNoDelay(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -51,7 +56,7 @@ void SetNoDelay(int fd) {
 // One non-blocking connect attempt to one address, bounded by `deadline`. Returns errno on failure.
 int TryConnect(const addrinfo* ai, SteadyTime deadline, Socket* out) {
   Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
-  if (!s.valid()) return errno;
+  if (s.fd() < 0) return errno;
   int flags = ::fcntl(s.fd(), F_GETFL, 0);
   ::fcntl(s.fd(), F_SETFL, flags | O_NONBLOCK);
   if (::connect(s.fd(), ai->ai_addr, ai->ai_addrlen) != 0) {
@@ -72,7 +77,7 @@ int TryConnect(const addrinfo* ai, SteadyTime deadline, Socket* out) {
 // A new socket bound to `addr`, in *out; returns 0 or the errno of what failed.
 int BindTo(const sockaddr* addr, socklen_t len, bool dual_stack, Socket* out) {
   Socket s(::socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!s.valid()) return errno;
+  if (s.fd() < 0) return errno;
   int one = 1, zero = 0;
   // SO_REUSEADDR lets a restarted job reuse a port in TIME_WAIT; a live listener still gets EADDRINUSE.
   ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -84,20 +89,28 @@ int BindTo(const sockaddr* addr, socklen_t len, bool dual_stack, Socket* out) {
   return 0;
 }
 
+// Reads exactly n bytes before `deadline`; a closed connection is Unavailable ("peer closed").
+absl::Status RecvAll(int fd, void* data, size_t n, SteadyTime deadline) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    RETURN_IF_ERROR(WaitReady(fd, POLLIN, deadline, "receive"));
+    const ssize_t got = ::recv(fd, p, n, MSG_DONTWAIT);
+    if (got == 0) return absl::UnavailableError("peer closed the connection");
+    if (got < 0 && !Retry(errno)) return absl::UnavailableError(absl::StrCat("receive failed: ", ErrnoText(errno)));
+    if (got > 0) {
+      p += got;
+      n -= static_cast<size_t>(got);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string ErrnoText(int err) {
   std::string text = std::strerror(err);
   if (!text.empty()) text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
   return text;
-}
-
-Socket& Socket::operator=(Socket&& other) noexcept {
-  if (this != &other) {
-    Close();
-    fd_ = other.Release();
-  }
-  return *this;
 }
 
 void Socket::Close() {
@@ -166,26 +179,19 @@ absl::StatusOr<Socket> ConnectWithRetry(const std::string& host, int port, std::
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    addrinfo* list = nullptr;
-    const std::string port_text = std::to_string(port);
-    int gai = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &list);
+    addrinfo* found = nullptr;
+    int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, &::freeaddrinfo);
     if (gai == EAI_NONAME) {
       return absl::InvalidArgumentError(
           absl::StrCat("could not resolve host '", host, "': ", gai_strerror(gai), "; check MASTER_ADDR"));
     }
-    if (gai != 0) {
-      last_error = absl::StrCat("resolving '", host, "': ", gai_strerror(gai));
-    } else {
-      for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
-        Socket s;
-        int err = TryConnect(ai, deadline, &s);
-        if (err == 0) {
-          ::freeaddrinfo(list);
-          return s;
-        }
-        last_error = ErrnoText(err);
-      }
-      ::freeaddrinfo(list);
+    if (gai != 0) last_error = absl::StrCat("resolving '", host, "': ", gai_strerror(gai));
+    for (addrinfo* ai = gai == 0 ? found : nullptr; ai != nullptr; ai = ai->ai_next) {
+      Socket s;
+      int err = TryConnect(ai, deadline, &s);
+      if (err == 0) return s;
+      last_error = ErrnoText(err);
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
@@ -193,41 +199,19 @@ absl::StatusOr<Socket> ConnectWithRetry(const std::string& host, int port, std::
     backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(1));
   }
   return absl::UnavailableError(absl::StrCat("could not connect to ", host, ":", port, " within ",
-                                             FormatDuration(timeout), ": ", last_error));
+                                             absl::FormatDuration(absl::FromChrono(timeout)), ": ", last_error));
 }
 
-absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline) {
+absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline, int flags) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
-    ssize_t sent = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    RETURN_IF_ERROR(WaitReady(fd, POLLOUT, deadline, "send"));
+    const ssize_t sent = ::send(fd, p, n, flags | MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0 && !Retry(errno)) return absl::UnavailableError(absl::StrCat("send failed: ", ErrnoText(errno)));
     if (sent > 0) {
       p += sent;
       n -= static_cast<size_t>(sent);
-      continue;
     }
-    if (sent < 0 && errno == EINTR) continue;
-    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      RETURN_IF_ERROR(WaitReady(fd, POLLOUT, deadline, "send"));
-      continue;
-    }
-    return absl::UnavailableError(absl::StrCat("send failed: ", ErrnoText(errno)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status RecvAll(int fd, void* data, size_t n, SteadyTime deadline) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    RETURN_IF_ERROR(WaitReady(fd, POLLIN, deadline, "receive"));
-    ssize_t got = ::recv(fd, p, n, MSG_DONTWAIT);
-    if (got > 0) {
-      p += got;
-      n -= static_cast<size_t>(got);
-      continue;
-    }
-    if (got == 0) return absl::UnavailableError("peer closed the connection");
-    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-    return absl::UnavailableError(absl::StrCat("receive failed: ", ErrnoText(errno)));
   }
   return absl::OkStatus();
 }
@@ -236,15 +220,8 @@ absl::Status SendFrame(int fd, const Bytes& body, SteadyTime deadline) {
   uint8_t header[4];
   const uint32_t len = static_cast<uint32_t>(body.size());
   for (int i = 0; i < 4; ++i) header[i] = static_cast<uint8_t>(len >> (8 * i));
-  // A small frame goes out in one send (one packet with TCP_NODELAY, not a 4-byte one and the rest).
-  constexpr size_t kCopyBelow = 512;  // small: every connection thread touches this much stack
-  if (body.size() < kCopyBelow) {
-    uint8_t buf[4 + kCopyBelow];
-    std::memcpy(buf, header, 4);
-    if (!body.empty()) std::memcpy(buf + 4, body.data(), body.size());
-    return SendAll(fd, buf, 4 + body.size(), deadline);
-  }
-  RETURN_IF_ERROR(SendAll(fd, header, 4, deadline));
+  // MSG_MORE: the header waits for the body, so a small frame leaves as one packet despite TCP_NODELAY.
+  RETURN_IF_ERROR(SendAll(fd, header, 4, deadline, body.empty() ? 0 : MSG_MORE));
   return SendAll(fd, body.data(), body.size(), deadline);
 }
 

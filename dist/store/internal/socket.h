@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -17,24 +18,19 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 /// A deadline meaning "wait until the peer or a shutdown() ends the wait".
 inline constexpr SteadyTime kNoDeadline = SteadyTime::max();
 
-/// An owned file descriptor of a socket; closes it on destruction. Move-only.
+/// An owned file descriptor of a socket (-1 for none); closes it on destruction. Move-only.
 class Socket {
  public:
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
-  Socket(Socket&& other) noexcept : fd_(other.Release()) {}
-  Socket& operator=(Socket&& other) noexcept;
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
+  Socket(Socket&& other) noexcept { std::swap(fd_, other.fd_); }
+  Socket& operator=(Socket&& other) noexcept {  // our old descriptor closes with `other`
+    std::swap(fd_, other.fd_);
+    return *this;
+  }
   ~Socket() { Close(); }
 
   int fd() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int Release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
   void Close();
 
  private:
@@ -53,10 +49,9 @@ inline absl::StatusOr<Socket> Listen(int port, int* bound_port) { return Listen(
 /// (10 ms doubling to 1 s) until `timeout`. The error names host, port, timeout and the last errno.
 absl::StatusOr<Socket> ConnectWithRetry(const std::string& host, int port, std::chrono::milliseconds timeout);
 
-/// Writes all n bytes before `deadline`. Never raises SIGPIPE (a dead peer is an error, not a signal).
-absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline);
-/// Reads exactly n bytes before `deadline`; a closed connection is Unavailable ("peer closed").
-absl::Status RecvAll(int fd, void* data, size_t n, SteadyTime deadline);
+/// Writes all n bytes before `deadline`, with send()'s `flags` (MSG_MORE: more follows at once). Never
+/// raises SIGPIPE (a dead peer is an error, not a signal).
+absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline, int flags = 0);
 
 /// One frame = 4-byte little-endian length + body.
 absl::Status SendFrame(int fd, const Bytes& body, SteadyTime deadline);

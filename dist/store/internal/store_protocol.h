@@ -1,11 +1,12 @@
-// The TCPStore wire protocol: one request frame, one response frame per call (frames: socket.h).
+// The TCPStore wire protocol: a handshake opens every connection, then one request frame and one response
+// frame per call (frames: socket.h).
 //
 //   request  = op:u8, then the op's fields, in this order, and nothing after them
 //   response = code:u8 (absl::StatusCode), then the result if code is OK, else message:string
 //   string   = length:u32 little-endian, then the bytes;   i64 = 8 bytes little-endian
 //
 //   op          fields                               result
-//   kHello      magic, client nonce                  server nonce       the handshake (handshake.h):
+//   kHello      magic, client nonce                  server nonce       the handshake (below):
 //   kProof      client MAC                           server MAC         first on every connection
 //   kSet        key, value                           -
 //   kGet        key, timeout_ms:i64                  value              (waits server-side)
@@ -19,6 +20,22 @@
 // frame before using it, refuses a Wait count over kMaxStoreWaitKeys before allocating for it, and
 // rejects trailing bytes, so the accepted encoding is canonical (Encode(Parse(b)) == b; the fuzz test
 // store_protocol_fuzz_test.cc holds it to that).
+//
+// The handshake: each side proves that it knows the job secret (store_secret.h) without sending it,
+// and a recorded handshake is worth nothing on another connection (docs/security.md says more).
+//
+//   client                                                      server
+//   1. hello      kHello: magic, Nc (32 random bytes)         ->
+//   2. challenge                                              <-  OK, Ns (32 random bytes)
+//   3. proof      kProof: HMAC(K, "<magic> client" Nc Ns)     ->
+//   4. answer                                                 <-  OK, HMAC(K, "<magic> server" Nc Ns)
+//
+// K = PBKDF2-HMAC-SHA256(secret) (OpenSSL's): stretching makes guessing a weak secret from a captured
+// handshake slow. The other side's fresh nonce stops a replay; the role in the MAC stops one side's proof
+// being sent back to it as the other's. MACs are compared in constant time. Without a secret a side sends
+// an empty MAC: a server without one admits anyone, a client without one trusts any server, and a client
+// with one refuses a server whose MAC is missing or wrong. Only the start of a connection is authenticated:
+// requests then travel in the clear, unsigned.
 #ifndef TINYDDP_DIST_STORE_INTERNAL_STORE_PROTOCOL_H_
 #define TINYDDP_DIST_STORE_INTERNAL_STORE_PROTOCOL_H_
 
@@ -28,6 +45,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "dist/store/internal/socket.h"
 #include "dist/store/store.h"
 
 namespace tinyddp::dist::internal {
@@ -54,26 +72,25 @@ struct StoreRequest {
   Bytes value;                    // kSet; kCompareSet: desired; kHello: the nonce; kProof: the MAC
   Bytes expected;                 // kCompareSet
   int64_t number = 0;             // kGet, kWait: timeout in ms; kAdd: delta
-
-  bool operator==(const StoreRequest& other) const;
 };
 
 /// The request's body. Precondition: keys.size() fits in u32 (the client checks kMaxStoreWaitKeys).
 Bytes EncodeRequest(const StoreRequest& request);
 /// Decodes a request body from an untrusted peer. A malformed body is InvalidArgument, never a crash.
-absl::StatusOr<StoreRequest> ParseRequest(const Bytes& body);
+absl::StatusOr<StoreRequest> ParseRequest(Bytes body);
 
 /// Appends fields to a message body.
 class MessageWriter {
  public:
-  MessageWriter& U8(uint8_t v);
-  MessageWriter& U32(uint32_t v);
-  MessageWriter& I64(int64_t v);
+  MessageWriter& U8(uint8_t v) { return Int(v, 1); }
+  MessageWriter& U32(uint32_t v) { return Int(v, 4); }
+  MessageWriter& I64(int64_t v) { return Int(static_cast<uint64_t>(v), 8); }
   MessageWriter& Str(const std::string& s) { return Raw(s.data(), s.size()); }
   MessageWriter& Blob(const Bytes& b) { return Raw(b.data(), b.size()); }
   Bytes Take() { return std::move(buf_); }
 
  private:
+  MessageWriter& Int(uint64_t v, int bytes);  // little-endian
   MessageWriter& Raw(const void* data, size_t n);
   Bytes buf_;
 };
@@ -81,7 +98,7 @@ class MessageWriter {
 /// Reads fields back; a short or malformed body is InvalidArgument, never a crash.
 class MessageReader {
  public:
-  explicit MessageReader(const Bytes& body) : body_(body) {}
+  explicit MessageReader(Bytes body) : body_(std::move(body)) {}
   absl::StatusOr<uint8_t> U8();
   absl::StatusOr<uint32_t> U32();
   absl::StatusOr<int64_t> I64();
@@ -91,7 +108,8 @@ class MessageReader {
 
  private:
   absl::Status Need(size_t n) const;
-  const Bytes& body_;
+  absl::StatusOr<uint64_t> Int(int bytes);  // little-endian
+  Bytes body_;
   size_t pos_ = 0;
 };
 
@@ -102,6 +120,21 @@ Bytes ErrorResponse(const absl::Status& status);
 /// Splits a response: a non-OK code becomes that absl::Status; OK leaves `reader` at the result.
 /// A code that is not an absl::StatusCode is reported as Unknown, never trusted.
 absl::Status ReadResponseStatus(MessageReader& reader);
+
+/// The key both sides MAC with, derived from the job secret; "" for no secret. The first derivation of
+/// a secret takes about 60 ms (100,000 rounds); the process then remembers it.
+std::string DeriveStoreKey(const std::string& secret);
+
+/// The client's half of the handshake: sends 1 and 3, checks 4. OK once the server has proved that it
+/// knows `key` (any server, when `key` is ""). The server's refusals come back as it sent them
+/// (Unauthenticated, PermissionDenied, FailedPrecondition; ResourceExhausted when it is full); a server
+/// that fails to prove itself is PermissionDenied.
+absl::Status ClientHandshake(int fd, const std::string& key, SteadyTime deadline);
+
+/// The server's half: reads 1, sends 2, reads and checks 3, and returns 4 for the caller to send once it
+/// has admitted the connection. Errors: Unavailable or DeadlineExceeded when the peer hung up or went
+/// quiet (nothing to answer); anything else says why the client is refused, for the caller to send it.
+absl::StatusOr<Bytes> ServerHandshake(int fd, const std::string& key, SteadyTime deadline);
 
 }  // namespace tinyddp::dist::internal
 

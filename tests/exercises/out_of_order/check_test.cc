@@ -18,7 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
-#include "dist/process_group/debug_check.h"
+#include "dist/observe/debug_check/debug_check.h"
 #include "dist/process_group/gloo/process_group_gloo.h"
 #include "dist/store/prefix_store.h"
 #include "dist/testing/multi_process.h"
@@ -43,7 +43,7 @@ std::unique_ptr<dist::ProcessGroupGloo> Group(const RankContext& ctx, bool debug
   auto pg = dist::ProcessGroupGloo::Create(ctx.store, ctx.rank, ctx.world_size);
   EXPECT_TRUE(pg.ok()) << pg.status();
   if (debug_check) {
-    (*pg)->EnableDebugCheck(std::make_unique<dist::CollectiveFingerprintCheck>(
+    (*pg)->AddObserver(std::make_shared<dist::CollectiveFingerprintCheck>(
         std::make_shared<dist::PrefixStore>("debug", ctx.store), ctx.rank, ctx.world_size, std::chrono::seconds(60)));
   }
   return std::move(*pg);

@@ -1,7 +1,7 @@
 // Exercise 3: make AllReduceBuckets (out_of_order.h) launch the buckets in a rank-dependent order, then run
 //   ./bazelw test //tests/exercises/out_of_order:check
 // As given it launches them in the same order on every rank, like DDP: correct, and so the check fails.
-// Then read what TINYDDP_DISTRIBUTED_DEBUG=DETAIL reported (dist/process_group/debug_check.h) in the test
+// Then read what TINYDDP_DISTRIBUTED_DEBUG=DETAIL reported (dist/observe/debug_check/debug_check.h) in the test
 // log, and what happened without it.
 #include "tests/exercises/out_of_order/out_of_order.h"
 

@@ -1,7 +1,8 @@
 // The fingerprint exchange: one Set, one Wait for the other ranks' keys, one Get per rank.
-#include "dist/process_group/debug_check.h"
+#include "dist/observe/debug_check/debug_check.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -27,7 +28,10 @@ bool CollectiveFingerprintCheck::RequestedByEnvironment() {
   return v != nullptr && absl::EqualsIgnoreCase(v, "DETAIL");
 }
 
-absl::Status CollectiveFingerprintCheck::Check(int64_t seq, const std::string& fingerprint) {
+absl::Status CollectiveFingerprintCheck::Admit(const CollectiveInfo& info) {
+  const int64_t seq = info.seq;
+  const std::string fingerprint =
+      absl::StrCat(info.op, "(", info.signature, ")", info.via.empty() ? "" : absl::StrCat(" via ", info.via));
   if (absl::Status s = store_->Set(Key(seq, rank_), fingerprint); !s.ok()) {
     return absl::UnavailableError(absl::StrCat("debug check of collective #", seq, ": cannot publish ",
                                                fingerprint, " to the store: ", s.message()));
@@ -71,6 +75,18 @@ absl::Status CollectiveFingerprintCheck::Check(int64_t seq, const std::string& f
   // Every rank has published #seq, so every rank has finished reading #seq-1: our old key can go.
   if (seq > 0) (void)store_->Delete(Key(seq - 1, rank_));
   return absl::OkStatus();
+}
+
+void AttachDebugCheck(ProcessGroup& group) {
+  if (!CollectiveFingerprintCheck::RequestedByEnvironment()) return;
+  std::shared_ptr<Store> store = group.SubStore("debug");
+  if (store == nullptr) {
+    std::fprintf(stderr, "TINYDDP_DISTRIBUTED_DEBUG=DETAIL: group %s has no store to compare calls in; not checked\n",
+                 group.group_name().c_str());
+    return;
+  }
+  group.AddObserver(
+      std::make_shared<CollectiveFingerprintCheck>(std::move(store), group.rank(), group.size(), group.timeout()));
 }
 
 }  // namespace tinyddp::dist

@@ -1,0 +1,91 @@
+// GradientShards: ZeRO stage 2's gradients (docs/zero.md), a piece of the ZeRO wing (dist/parallel/zero/).
+// ZeRO-1 reduce-scatters each DDP bucket but keeps the whole bucket: N-1 of its N blocks hold this rank's
+// own gradients, which nobody reads after the reduce-scatter. ZeRO-2 keeps only what the rank's optimizer
+// needs, its averaged block of each bucket, so gradient memory per rank falls from 4P to 4P/N (+ padding)
+// plus what is in flight.
+//
+// Where it attaches: DDP's comm hook, in the coalesced layout (DdpOptions::gradient_as_bucket_view = false),
+// where the reducer makes no flat buckets and hands the hook the gradients autograd made. The hook
+//   1. copies the bucket's gradients into a staging buffer (one of two, reused bucket after bucket: a
+//      bucket waits for the reduce-scatter that last used its buffer, two buckets earlier),
+//   2. drops the parameters' gradients (.grad becomes undefined: their memory returns to the allocator),
+//   3. reduce-scatters the staging buffer into this rank's block of the bucket, which it keeps (Block()),
+//      with the blocks of shard_layout.h, so the sums are ZeRO-1's and DDP's bit for bit.
+// ZeroRedundancyOptimizer::Attach(ddp, factory, shards) then steps each block as ZeRO-1 does. What is alive
+// at once: the blocks (4P/N), the two staging buffers (two buckets), and the fresh gradients of the bucket
+// autograd is filling (up to one more bucket): "1/N plus a bucket or three in flight", bounded by the
+// bucket cap (DdpOptions::bucket_cap_bytes), not by the model.
+//
+// What .grad holds: DeepSpeed's ZeRO-2 sets param.grad to None after copying it into its reduction
+// buffer and keeps the averaged partition in flat buffers of its own (safe_get_full_grad gathers one);
+// FSDP2 gives each parameter a sharded DTensor .grad. tinyddp does as DeepSpeed: after backward the
+// parameters have no gradient (a clipping or logging pass must read the blocks, Block(), or gather them);
+// this rank's averaged gradients are its blocks.
+//
+// Why a copy: the reducer's view layout would let autograd write straight into a bucket, but then every
+// bucket needs its own buffer until its reduce-scatter has read it (the whole gradient again). Writing into
+// a shared staging buffer instead would need a hook *before* a gradient is written, to wait for the
+// buffer's previous reduce-scatter; autograd offers hooks after (engine.h). DeepSpeed copies too (its
+// "IPG" bucket). The copy is one pass over each gradient, on the compute stream.
+// Streams: the copies run on the current (compute) stream; before reusing a staging buffer the hook orders
+// the compute stream after its reduce-scatter (an event wait on GPU; on CPU the thread waits for Gloo).
+// Not thread-safe: the training thread.
+#ifndef TINYDDP_DIST_PARALLEL_ZERO_GRADIENT_SHARDS_H_
+#define TINYDDP_DIST_PARALLEL_ZERO_GRADIENT_SHARDS_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dist/ddp/comm_hooks.h"
+#include "dist/ddp/reducer.h"
+#include "dist/parallel/zero/shard_layout.h"
+#include "dist/process_group/process_group.h"
+#include "tensor/tensor.h"
+
+namespace tinyddp::dist::zero {
+
+class GradientShards : public std::enable_shared_from_this<GradientShards> {
+ public:
+  /// For buckets reduced over `pg` (its size and rank fix the blocks; Gloo's chunks or NCCL's aligned
+  /// blocks, as ZeRO-1's: BlockSizeFor).
+  static std::shared_ptr<GradientShards> Create(const ProcessGroup& pg);
+  static std::shared_ptr<GradientShards> Create(const ProcessGroup& pg, BlockSize size);
+
+  /// The comm hook for DdpOptions::comm_hook, with DdpOptions::gradient_as_bucket_view = false: each bucket
+  /// staged, its gradients dropped, reduce-scattered into Block(). Path "NCCL reduce_scatter to shards" or
+  /// "Gloo reduce_scatter to shards". It holds this object.
+  CommHook Hook();
+  /// Gives the hook the parameters whose gradients it drops (ZeroRedundancyOptimizer::Attach does this).
+  /// Precondition: before the first backward; `reducer` outlives this object's use.
+  void Bind(const Reducer& reducer) { reducer_ = &reducer; }
+
+  /// Elements of one rank's block of a bucket of `numel` elements of `element_size` bytes.
+  int64_t ShardNumel(int64_t numel, int64_t element_size) const;
+  /// This rank's averaged gradient block of bucket `bucket`, [ShardNumel(numel, dtype size)]: made (zeros)
+  /// the first time it is asked for at that size, and kept; the hook reduce-scatters into it.
+  const Tensor& Block(int bucket, int64_t numel, DType dtype, Device device);
+
+  /// Bytes of the blocks this rank keeps, and of the two staging buffers.
+  int64_t block_bytes() const;
+  int64_t staging_bytes() const;
+  int world() const { return world_; }
+
+ private:
+  GradientShards(int world, int rank, BlockSize size) : world_(world), rank_(rank), size_(size) {}
+  CommFuture Run(ProcessGroup& pg, GradBucket& bucket);
+
+  const int world_, rank_;
+  const BlockSize size_;
+  const Reducer* reducer_ = nullptr;
+  std::vector<Tensor> blocks_;  // by bucket index
+  struct Staging {
+    Tensor buffer;                    // grown to the largest padded bucket staged in it
+    std::shared_ptr<Work> in_flight;  // the reduce-scatter reading it, until the next bucket needs it
+  };
+  Staging staging_[2];  // bucket b uses staging_[b % 2]
+};
+
+}  // namespace tinyddp::dist::zero
+
+#endif  // TINYDDP_DIST_PARALLEL_ZERO_GRADIENT_SHARDS_H_
