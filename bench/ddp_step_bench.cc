@@ -12,9 +12,12 @@
 //          hook, dist/accel/copy_engine: on two GPUs of one machine the large buckets take the copy engines)
 //          --fused_optimizer=true|false (DDP only, default true: one SGD per bucket stepped inside backward as
 //          each bucket's average arrives, DistributedDataParallel::RegisterFusedOptimizer)
-//          --zero=0|1 (--ddp=full only, default 0; 1: ZeRO-1, docs/zero.md: each bucket reduce-scattered, each
-//          rank steps its 1/N of the SGD (its momentum only), the parameters all-gathered, all inside backward;
-//          needs the fused optimizer)
+//          --zero=0|1|2|3 (--ddp=full only, default 0; docs/zero.md. 1: ZeRO-1, each bucket reduce-scattered,
+//          each rank steps its 1/N of the SGD (its momentum only), the parameters all-gathered, all inside
+//          backward; needs the fused optimizer. 2: ZeRO-2, the same keeping only this rank's block of each
+//          bucket's gradients (coalesced buckets, staged). 3: ZeRO-3, no DDP: every layer sharded, gathered
+//          for its forward and backward, its gradient reduce-scattered, fp32 only. 1-3 print a table of what
+//          each rank holds: parameters, gradients, optimizer state, and the host allocator's peak)
 //          --precision=fp32|bf16 (bf16: bfloat16 compute copies and activations, float32 master weights,
 //          gradients, momentum and loss; nn/precision.h, docs/mixed_precision.md)
 //          --cuda_graph (the whole step - zero_grad, forward, backward with DDP's all_reduces, optimizer -
@@ -86,6 +89,9 @@
 #include "dist/launch/spawn.h"
 #include "dist/observe/trace/trace.h"
 #include "dist/observe/trace/traced_comm_hook.h"
+#include "dist/parallel/zero/fully_sharded.h"
+#include "dist/parallel/zero/gradient_shards.h"
+#include "dist/parallel/zero/memory_table.h"
 #include "dist/parallel/zero/reduce_scatter_hook.h"
 #include "dist/parallel/zero/zero_optimizer.h"
 #include "nlohmann/json.hpp"
@@ -162,8 +168,8 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.cuda_graph = !has || v == "true";
     } else if (kv[0] == "--cuda_graph_dot" && has && !v.empty()) {
       o.cuda_graph_dot = v;
-    } else if (kv[0] == "--zero" && has && (v == "0" || v == "1")) {
-      o.zero = v == "1" ? 1 : 0;
+    } else if (kv[0] == "--zero" && has && v.size() == 1 && v[0] >= '0' && v[0] <= '3') {
+      o.zero = v[0] - '0';
     } else if (kv[0] == "--hook" && has && (v == "allreduce" || v == "bf16")) {
       o.bf16_hook = v == "bf16";
     } else if (kv[0] == "--precision" && has) {
@@ -189,10 +195,15 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
   if (o.ddp != "full" && (o.bf16_hook || !o.bucket_view)) {
     return absl::InvalidArgumentError("--hook and --bucket_view=false are settings of --ddp=full only");
   }
-  if (o.zero == 1 && (o.no_ddp || o.ddp != "full" || !o.fused_optimizer || !o.bucket_view || o.bf16_hook)) {
+  if (o.zero >= 1 && (o.no_ddp || o.ddp != "full" || !o.fused_optimizer || o.bf16_hook)) {
     return absl::InvalidArgumentError(
-        "--zero=1 shards DDP's fused optimizer over flat buckets with its own reduce-scatter: it needs --ddp=full "
-        "and cannot be combined with --no_ddp, --fused_optimizer=false, --bucket_view=false or --hook=bf16");
+        "--zero shards the optimizer (and steps it inside backward) with its own reduce-scatter: it needs --ddp=full "
+        "and cannot be combined with --no_ddp, --fused_optimizer=false or --hook=bf16");
+  }
+  if (o.zero == 1 && !o.bucket_view) return absl::InvalidArgumentError("--zero=1 needs flat buckets (--bucket_view)");
+  if (o.zero == 2) o.bucket_view = false;  // ZeRO-2 stages coalesced buckets and keeps no flat ones
+  if (o.zero == 3 && o.precision != nn::Precision::kFloat32) {
+    return absl::InvalidArgumentError("--zero=3 under --precision=bf16 is not implemented");
   }
   return o;
 }
@@ -245,6 +256,7 @@ struct Measured {
   std::string paths;                     // full DDP: how many buckets each path carries
   int64_t params = 0;
   int64_t state_bytes = 0;   // optimizer state one rank holds
+  dist::zero::RankMemory held;  // parameters, gradients, state between steps, and the peak over the warm-up
   int64_t device_bytes = 0;  // GPU: device bytes in live tensors after the warm-up
   bool replayed = false;     // --cuda_graph: the timed steps were replays of one recorded step
   std::string mode_detail;   // --cuda_graph: GraphedStep::ModeName (why eager, when it is)
@@ -274,6 +286,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
                                  dist::DdpOptions ddp_options, bool traced, bool print_table) {
   const int rank = pg ? pg->rank() : 0;
   // --- Model, optimizer, data: all on the device before the clock starts. ---
+  const int64_t memory_baseline = dist::zero::StartPeak(device);  // the memory table's peak is above this
   nn::MlpOptions mo;
   mo.device = device;
   mo.seed = 0;
@@ -283,7 +296,16 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   if (traced) tracer = std::make_unique<dist::Tracer>(rank, device);
   std::unique_ptr<dist::DistributedDataParallel> ddp;  // --ddp=full: the production DDP
   std::unique_ptr<dist::ladder::DataParallel> rung;    // --ddp=naive|flat|bucketed: a teaching rung instead
-  if (pg && o.ddp == "full") {
+  std::unique_ptr<dist::zero::FullyShardedDataParallel> fsdp;  // --zero=3: instead of DDP
+  std::shared_ptr<dist::zero::GradientShards> shards;          // --zero=2: the comm hook's blocks
+  if (o.zero == 2) {
+    shards = dist::zero::GradientShards::Create(*pg);
+    ddp_options.comm_hook = shards->Hook();
+    ddp_options.gradient_as_bucket_view = false;
+  }
+  if (pg && o.zero == 3) {
+    // Made below, with the optimizer factory.
+  } else if (pg && o.ddp == "full") {
     // Traced: each bucket's collective recorded by wrapping the hook (forward_backward records the rest).
     if (tracer) ddp_options.comm_hook = dist::TracedCommHook(ddp_options.comm_hook, tracer.get());
     ASSIGN_OR_RETURN(ddp, dist::DistributedDataParallel::Create(*model, pg, ddp_options));
@@ -293,6 +315,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   // The bytes of each all_reduce (or bucket) of one step, in order.
   auto all_reduce_bytes = [&]() {
     if (rung) return rung->AllReduceBytes();
+    if (fsdp) return fsdp->UnitBytes();
     std::vector<int64_t> bytes;
     for (int b = 0; ddp && b < ddp->reducer().num_buckets(); ++b) bytes.push_back(ddp->reducer().BucketBytes(b));
     return bytes;
@@ -302,16 +325,18 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   so.momentum = 0.9;
   nn::SGD optimizer(model->Parameters(), so);
   optimizer.SetComputeCopies(model->ComputeCopies());  // bf16: the step writes them; fp32: there are none
-  const bool fused = ddp && o.fused_optimizer;
-  std::unique_ptr<dist::zero::ZeroRedundancyOptimizer> zero;  // --zero=1: the fused optimizer, sharded
+  const bool fused = (ddp && o.fused_optimizer) || o.zero == 3;
+  std::unique_ptr<dist::zero::ZeroRedundancyOptimizer> zero;  // --zero=1|2: the fused optimizer, sharded
   if (fused) {
     auto factory = [so, model](std::vector<autograd::Variable> params) -> std::unique_ptr<nn::Optimizer> {
       auto sgd = std::make_unique<nn::SGD>(std::move(params), so);
       sgd->SetComputeCopies(model->ComputeCopies());  // this bucket's parameters' copies
       return sgd;
     };
-    if (o.zero) {
-      ASSIGN_OR_RETURN(zero, dist::zero::ZeroRedundancyOptimizer::Attach(*ddp, factory));
+    if (o.zero == 3) {
+      ASSIGN_OR_RETURN(fsdp, dist::zero::FullyShardedDataParallel::Create(model, pg, factory));
+    } else if (o.zero) {
+      ASSIGN_OR_RETURN(zero, dist::zero::ZeroRedundancyOptimizer::Attach(*ddp, factory, shards));
     } else {
       ddp->RegisterFusedOptimizer(factory);
     }
@@ -332,7 +357,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
       logits = rung->Forward(input);  // every rung records its own "forward" span
     } else {
       dist::Tracer::Span f = dist::Tracer::MaybeScope(trace, "forward");
-      logits = ddp ? ddp->Forward(input) : model->Forward(input);
+      logits = ddp ? ddp->Forward(input) : fsdp ? fsdp->Forward(input) : model->Forward(input);
     }
     autograd::Variable loss = autograd::CrossEntropy(logits, y);
     {
@@ -342,6 +367,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     // naive, flat: all the communication; bucketed: the wait; full: DDP's status (a bucket's failed all_reduce)
     if (rung) RETURN_IF_ERROR(rung->FinishBackward());
     if (ddp) RETURN_IF_ERROR(ddp->status());
+    if (fsdp) RETURN_IF_ERROR(fsdp->status());
     return loss.data();
   };
   auto eager_step = [&]() -> absl::StatusOr<Tensor> {
@@ -366,7 +392,8 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     if (pg && o.ddp != "full") {
       go.eager_reason = absl::StrCat("--ddp=", o.ddp, " waits for its all_reduces on the host; --ddp=full records");
     } else if (o.zero != 0) {
-      go.eager_reason = "ZeRO-1 under a CUDA graph is not implemented (its sharded optimizers are not recorded)";
+      go.eager_reason = absl::StrCat("ZeRO-", o.zero, " under a CUDA graph is not implemented (its sharded steps are "
+                                     "not recorded)");
     }
     graphed = std::make_unique<dist::GraphedStep>(device, eager_step, ddp.get(),
                                                   std::vector<const nn::Optimizer*>{&optimizer}, std::move(go));
@@ -380,18 +407,22 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   while (graphed && !graphed->replaying() && graphed->eager_reason().empty()) RETURN_IF_ERROR(step());
   if (pg) RETURN_IF_ERROR(pg->Barrier()->Wait());
   if (device.is_cuda()) cuda::Stream::Current(device.index).Synchronize();
-  if ((ddp || rung) && rank == 0 && print_table) {
-    const std::string table =
-        rung ? rung->Describe() : absl::StrCat(ddp->BucketTable(), zero ? zero->ShardTable() : "");
+  if ((ddp || rung || fsdp) && rank == 0 && print_table) {
+    const std::string table = rung   ? rung->Describe()
+                              : fsdp ? fsdp->ShardTable()
+                                     : absl::StrCat(ddp->BucketTable(), zero ? zero->ShardTable() : "");
     std::printf("%s\n", std::string(absl::StripTrailingAsciiWhitespace(table)).c_str());
     std::fflush(stdout);
   }
 
   Measured m;
   // What one rank holds, measured after the warm-up (the state exists, the buckets are rebuilt).
-  m.state_bytes = zero ? zero->Memory().optimizer_state_bytes
-                       : 4 * model->NumParameters();  // one float of momentum each
-  m.device_bytes = device.is_cuda() ? cuda::GetAllocatorStats(device.index).allocated_bytes : 0;
+  m.held = fsdp ? dist::zero::HeldBy(*fsdp)
+           : zero ? dist::zero::HeldBy(*zero)
+           : ddp  ? dist::zero::HeldBy(*ddp, optimizer)
+                  : dist::zero::RankMemory{};
+  m.state_bytes = zero || fsdp ? m.held.optimizer_state : 4 * model->NumParameters();  // one float of momentum each
+  dist::zero::StartPeak(device);  // the peak of the timed steps (host; a GPU's counts since the start)
   StepTimer timer(device);
   std::vector<double> synced;
   for (int i = 0; i < o.steps; ++i) {
@@ -404,6 +435,15 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   timer.Start();
   for (int i = 0; i < o.steps; ++i) RETURN_IF_ERROR(step());
   m.burst_ms = timer.StopMs() / o.steps;
+  m.held.peak = dist::zero::PeakAbove(device, memory_baseline);
+  if (pg && (ddp || fsdp) && print_table) {  // collective: every rank's figures, one table on rank 0
+    ASSIGN_OR_RETURN(const std::string held,
+                     dist::zero::GatherMemoryTable(*pg, m.held, absl::StrCat(
+                         "# memory per rank, --zero=", o.zero, ", bytes: tensors held after the warm-up; peak: the "
+                         "most live tensor bytes at once in the timed steps, above what was live before the model "
+                         "(allocator)")));
+    if (rank == 0) std::printf("%s", held.c_str());
+  }
   m.cpu_ms = (ProcessCpuMs() - cpu_start_ms) / o.steps;
   std::sort(synced.begin(), synced.end());
   m.median_ms = synced[synced.size() / 2];
@@ -415,7 +455,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     for (int i = 0; i < o.steps; ++i) optimizer.Step();  // on the last backward's gradients
     m.optimizer_ms = timer.StopMs() / o.steps;
   }
-  m.params = model->NumParameters();
+  m.params = fsdp ? fsdp->Memory().parameters : model->NumParameters();
   m.collectives = static_cast<int>(all_reduce_bytes().size());
   if (ddp) m.paths = PathCounts(*ddp);
   if (graphed) {
@@ -491,12 +531,13 @@ int Run(const Options& o) {
   ddp_options.bucket_cap_bytes = static_cast<int64_t>(o.bucket_cap_mb * dist::kMiB);
   ddp_options.first_bucket_bytes = static_cast<int64_t>(o.first_bucket_mb * dist::kMiB);
   ddp_options.gradient_as_bucket_view = o.bucket_view;
-  if (o.zero) ddp_options.comm_hook = dist::zero::ReduceScatterHook(*pg);  // ZeRO-1: padded, reduce-scattered
+  if (o.zero == 1) ddp_options.comm_hook = dist::zero::ReduceScatterHook(*pg);  // ZeRO-1: padded, reduce-scattered
   if (o.bf16_hook) ddp_options.comm_hook = dist::Bf16CompressHook();
   // --hook=allreduce over NCCL: the copy-engine hook, which sends the large float32 buckets of two GPUs to the
   // copy engines and the others to NCCL's all_reduce (collective setup; the bucket table names each path).
   std::shared_ptr<dist::CopyEngineHook> copy_engines;
-  if (pg && o.ddp == "full" && !ddp_options.comm_hook.run && std::string(pg->backend_name()) == "nccl") {
+  if (pg && o.ddp == "full" && o.zero == 0 && !ddp_options.comm_hook.run &&
+      std::string(pg->backend_name()) == "nccl") {
     absl::StatusOr<std::shared_ptr<dist::CopyEngineHook>> made = dist::CopyEngineHook::Create(*pg);
     if (!made.ok()) return Fail("copy engines", made.status());
     copy_engines = *made;
@@ -546,23 +587,31 @@ int Run(const Options& o) {
     const bool full = pg && o.ddp == "full";
     const bool fused = full && o.fused_optimizer;
     std::string what = "";
-    if (full) {
+    if (full && o.zero == 3) {  // no DDP: a layer's all-gathers and its reduce-scatter
+      what = absl::StrCat(" zero=3 layers=", m->collectives, " all_gather+reduce_scatter per layer");
+    } else if (full) {
       what = absl::StrCat(" buckets=", m->collectives, o.bucket_view ? " layout=views" : " layout=coalesced",
-                          fused ? " fused_optimizer" : "", o.zero ? " zero=1" : "", o.bf16_hook ? " hook=bf16" : "",
+                          fused ? " fused_optimizer" : "", o.zero ? absl::StrCat(" zero=", o.zero) : "",
+                          o.bf16_hook ? " hook=bf16" : "",
                           " all_reduce=", m->paths);
     } else if (pg) {
       what = absl::StrCat(" all_reduces=", m->collectives);
     }
     const std::string exposed =
         m->exposed_ms >= 0 ? absl::StrFormat(", comm %.3f ms, exposed %.3f ms", m->comm_ms, m->exposed_ms) : "";
-    const std::string label = !pg ? (device.is_cuda() ? "1-GPU" : "1-CPU") : full ? "DDP" : "DDP(" + o.ddp + ")";
+    const std::string label = !pg         ? (device.is_cuda() ? "1-GPU" : "1-CPU")
+                              : o.zero == 3 ? "FSDP"
+                              : full        ? "DDP"
+                                            : "DDP(" + o.ddp + ")";
     std::printf("tinyddp %s %s mode=%s dims=%s batch=%lld world=%d backend=%s%s: median %.3f ms/step (synced), "
                 "burst %.3f ms/step, CPU %.3f ms/step%s\n",
                 label.c_str(), nn::PrecisionName(o.precision), m->replayed ? "cuda_graph" : "eager", dims.c_str(),
                 static_cast<long long>(o.batch), world, backend, what.c_str(), m->median_ms, m->burst_ms, m->cpu_ms,
                 exposed.c_str());
     if (o.cuda_graph) std::printf("  mode: %s\n", m->mode_detail.c_str());
-    std::printf("  per rank: optimizer state %lld bytes%s\n", static_cast<long long>(m->state_bytes),
+    std::printf("  per rank: parameters %lld bytes, gradients %lld bytes, optimizer state %lld bytes, peak %lld "
+                "bytes%s\n", static_cast<long long>(m->held.parameters), static_cast<long long>(m->held.gradients),
+                static_cast<long long>(m->state_bytes), static_cast<long long>(m->held.peak),
                 device.is_cuda() ? absl::StrCat(", device memory in live tensors ", m->device_bytes, " bytes").c_str()
                                  : "");
     double gemm_flop = 0;  // forward, dW, and dX except the first layer's (the input needs no gradient)
@@ -594,6 +643,9 @@ int Run(const Options& o) {
                           {"fused_optimizer", fused},
                           {"zero", o.zero},
                           {"optimizer_state_bytes_per_rank", m->state_bytes},
+                          {"parameter_bytes_per_rank", m->held.parameters},
+                          {"gradient_bytes_per_rank", m->held.gradients},
+                          {"peak_bytes_per_rank", m->held.peak},
                           {"device_allocated_bytes", m->device_bytes},
                           {"hook", o.bf16_hook ? "bf16" : "allreduce"},
                           {"all_reduce", m->paths},

@@ -56,8 +56,11 @@
 #include "dist/observe/flight_recorder/recorder.h"  // AttachFlightRecorder: every rank's last collectives
 #include "dist/observe/trace/trace.h"              // Tracer (--trace)
 #include "dist/observe/trace/traced_comm_hook.h"   // TracedCommHook: each bucket's collective in the trace
+#include "dist/parallel/zero/fully_sharded.h"     // ZeRO-3 (--zero=3): every layer sharded, gathered when used
+#include "dist/parallel/zero/gradient_shards.h"   // ZeRO-2 (--zero=2): only this rank's block of the gradients
+#include "dist/parallel/zero/memory_table.h"      // StartPeak: what each rank holds, one table (MemoryTable)
 #include "dist/parallel/zero/reduce_scatter_hook.h" // ZeRO-1 (--zero=1): buckets reduce-scattered
-#include "dist/parallel/zero/zero_optimizer.h"     // ZeRO-1: the sharded optimizer, memory, consolidated state
+#include "dist/parallel/zero/zero_optimizer.h"     // ZeRO-1/2: the sharded optimizer, memory, consolidated state
 #include "examples/internal/durable_file.h"        // IsPermanent, kPermanentFailureExitCode: not restarted
 #include "examples/internal/evaluate.h"            // EvaluateShard, AllReduceEvalSums
 #include "examples/internal/loss_window.h"         // LossWindow: step losses on the device, non-finite check
@@ -96,7 +99,8 @@ struct Report {
 void PrintHeader(const TrainOptions& options, const Job& job, const Setup& setup, Progress& progress) {
   progress.Print(absl::StrFormat(
       "ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
-      absl::StrJoin(setup.dims, "-"), setup.model->NumParameters(), job.pg->size(), job.pg->backend_name(),
+      absl::StrJoin(setup.dims, "-"), setup.fsdp ? setup.fsdp->Memory().parameters : setup.model->NumParameters(),
+      job.pg->size(), job.pg->backend_name(),
       job.device.ToString(), options.dataset, setup.datasets.train->Size(), setup.datasets.test->Size()));
   const std::string accumulation =
       options.grad_accum_steps == 1
@@ -108,7 +112,10 @@ void PrintHeader(const TrainOptions& options, const Job& job, const Setup& setup
                                  options.batch_size * job.pg->size(), accumulation, options.optimizer,
                                  setup.schedule->ToString(),
                                  options.precision == "bf16" ? ", bf16 mixed precision" : "", options.ddp,
-                                 options.zero == 1 ? ", optimizer sharded by ZeRO-1" : ""));
+                                 std::vector<std::string>{"", ", optimizer sharded by ZeRO-1",
+                                                          ", optimizer and gradients sharded by ZeRO-2",
+                                                          ", parameters, gradients and optimizer sharded by "
+                                                          "ZeRO-3"}[options.zero]));
   if (job.device.is_cpu()) progress.Print("  " + CpuIsaSummary());  // which CPU kernels run (tensor/cpu_isa.h)
 }
 
@@ -148,8 +155,8 @@ absl::Status LogLoss(const Job& job, LossWindow& window, double lr, TrainingProg
 // combines the sums, and rank 0 prints and records the epoch's line.
 absl::StatusOr<EvalMetrics> EvaluateEpoch(const TrainOptions& options, const Job& job, const Setup& setup,
                                           const TrainingProgress& at, int64_t epoch, bool epoch_done, Report& report) {
-  ASSIGN_OR_RETURN(const EvalSums local,
-                   EvaluateShard(*setup.model, *setup.datasets.test, setup.eval_indices, job.device));
+  nn::Module& model = setup.fsdp ? static_cast<nn::Module&>(*setup.fsdp) : *setup.model;  // ZeRO-3: gathered per layer
+  ASSIGN_OR_RETURN(const EvalSums local, EvaluateShard(model, *setup.datasets.test, setup.eval_indices, job.device));
   ASSIGN_OR_RETURN(const EvalMetrics eval, AllReduceEvalSums(*job.pg, job.device, local));
   const double train_loss = at.epoch_loss_count > 0 ? at.epoch_loss_sum / at.epoch_loss_count : std::nan("");
   if (report.lead) {
@@ -172,9 +179,12 @@ absl::Status CheckpointOnEveryRank(const TrainOptions& options, const Job& job, 
   if (options.checkpoint_dir.empty()) return absl::OkStatus();
   // ZeRO-1: every rank gathers the shards into the unsharded optimizer (collective), which is saved as
   // plain DDP's is, so the checkpoint resumes at any number of ranks, with or without ZeRO.
+  // ZeRO-3 also gathers the model's parameters first (they are freed again by the next forward).
   dist::zero::ZeroRedundancyOptimizer* zero = setup.zero.get();
-  if (zero != nullptr) {
-    ASSIGN_OR_RETURN(const nn::TensorMap full, zero->ConsolidatedStateTensors());
+  if (setup.fsdp) RETURN_IF_ERROR(setup.fsdp->GatherFullParameters());
+  if (zero != nullptr || setup.fsdp) {
+    ASSIGN_OR_RETURN(const nn::TensorMap full,
+                     zero ? zero->ConsolidatedStateTensors() : setup.fsdp->ConsolidatedStateTensors());
     RETURN_IF_ERROR(setup.optimizer->LoadStateTensors(full));
   }
   absl::Status saved_ok;
@@ -185,7 +195,8 @@ absl::Status CheckpointOnEveryRank(const TrainOptions& options, const Job& job, 
     if (saved.ok()) report.progress.Print(absl::StrCat("  checkpoint: ", *saved));
     saved_ok = saved.status();
   }
-  if (zero != nullptr) RETURN_IF_ERROR(setup.optimizer->LoadStateTensors({}));  // the shards hold it
+  if (zero != nullptr || setup.fsdp) RETURN_IF_ERROR(setup.optimizer->LoadStateTensors({}));  // the shards hold it
+  if (setup.fsdp) setup.fsdp->ReleaseFullParameters();
   return AgreeOnStatus(job, saved_ok, "writing the checkpoint");
 }
 
@@ -251,6 +262,7 @@ void SetLearningRate(Setup& setup, int64_t step) {
     setup.optimizer->set_lr(setup.schedule->LrAt(step));
   }
   if (setup.zero) setup.zero->SetLr(setup.optimizer->lr());
+  if (setup.fsdp) setup.fsdp->SetLr(setup.optimizer->lr());
 }
 
 // loss.backward(), traced. `share`: the seed of the backward, this micro-batch's share of the step's
@@ -266,9 +278,9 @@ absl::Status Backward(Setup& setup, const Variable& loss, int64_t step, double s
   return FinishBackward(setup);
 }
 
-// optimizer.step(), traced. Under ZeRO-1 each rank's shard already stepped inside Backward.
+// optimizer.step(), traced. Under ZeRO each rank's shard already stepped inside Backward.
 void OptimizerStep(Setup& setup, int64_t step) {
-  if (setup.zero) return;
+  if (setup.zero || setup.fsdp) return;
   dist::Tracer::Span span = dist::Tracer::MaybeScope(setup.tracer.get(), "optimizer", step);
   setup.optimizer->Step();
 }
@@ -344,7 +356,7 @@ void SetUpCudaGraph(const TrainOptions& options, const Job& job, const TrainingP
     graph_options.eager_reason = "--grad_accum_steps runs several micro-batches per step; a graph replays one";
   } else if (options.zero != 0) {
     graph_options.eager_reason =
-        "ZeRO-1 under a CUDA graph is not implemented (its sharded optimizers are not recorded)";
+        absl::StrCat("ZeRO-", options.zero, " under a CUDA graph is not implemented (its sharded steps are not recorded)");
   }
   auto graphed = std::make_unique<dist::GraphedStep>(
       job.device,
@@ -447,6 +459,10 @@ absl::Status Train(const TrainOptions& options, const Job& job) {
     ddp_options.comm_hook = dist::Bf16CompressHook();
   } else if (options.zero == 1) {
     ddp_options.comm_hook = dist::zero::ReduceScatterHook(*job.pg);  // ZeRO-1: buckets padded, reduce-scattered
+  } else if (options.zero == 2) {  // ZeRO-2: buckets staged, reduce-scattered, only this rank's block kept
+    setup.gradient_shards = dist::zero::GradientShards::Create(*job.pg);
+    ddp_options.comm_hook = setup.gradient_shards->Hook();
+    ddp_options.gradient_as_bucket_view = false;
   } else if (options.ddp == "full" && std::string(job.pg->backend_name()) == "nccl") {
     // On GPUs: the copy-engine hook, which sends the large buckets of two GPUs of one machine to their copy
     // engines and every other bucket to NCCL's all_reduce (a collective setup; the bucket table says which).
@@ -454,7 +470,9 @@ absl::Status Train(const TrainOptions& options, const Job& job) {
     ddp_options.comm_hook = setup.copy_engines->AsCommHook();
   }
   if (!options.trace.empty()) setup.tracer = std::make_unique<dist::Tracer>(job.pg->rank(), job.device);
-  if (options.ddp == "full") {
+  if (options.zero == 3) {
+    RETURN_IF_ERROR(ShardModel(options, job, setup));  // ZeRO-3 replaces DDP: every layer sharded
+  } else if (options.ddp == "full") {
     // --trace: each bucket's collective recorded by wrapping the hook (forward: DdpForward records it).
     if (setup.tracer) ddp_options.comm_hook = dist::TracedCommHook(ddp_options.comm_hook, setup.tracer.get());
     ASSIGN_OR_RETURN(setup.ddp, dist::DistributedDataParallel::Create(*setup.model, job.pg, ddp_options));
@@ -462,7 +480,7 @@ absl::Status Train(const TrainOptions& options, const Job& job) {
     ASSIGN_OR_RETURN(setup.rung, dist::ladder::CreateDataParallel(options.ddp, *setup.model, job.pg, ddp_options,
                                                                   setup.tracer.get()));
   }
-  if (options.zero == 1) RETURN_IF_ERROR(ShardOptimizer(options, setup));  // sharded, attached to setup.ddp
+  if (options.zero == 1 || options.zero == 2) RETURN_IF_ERROR(ShardOptimizer(options, setup));  // attached to ddp
 
   ASSIGN_OR_RETURN(report.metrics, OpenMetrics(options, job, at));
   if (lead) PrintHeader(options, job, setup, report.progress);
@@ -474,11 +492,12 @@ absl::Status Train(const TrainOptions& options, const Job& job) {
   // 4. The loop: epochs of steps, the loss logged every --log_every steps (and checked: a NaN stops
   //    the run); after each epoch, evaluate and checkpoint, and every --checkpoint_every steps too.
   //    --max_steps may stop it mid-epoch. A step trains on --grad_accum_steps batches.
+  dist::zero::StartPeak(job.device);  // the memory table's peak: the steps', not the setup's
   LossWindow window(job.device, std::min(options.log_every, steps_per_epoch),
                     /*check_finite=*/!options.allow_nonfinite);
   bool stop = options.max_steps > 0 && at.global_step >= options.max_steps;
   EvalMetrics last_eval;
-  bool zero_reported = false;
+  bool memory_reported = false;
   for (int64_t epoch = at.epoch; epoch < options.epochs && !stop; ++epoch) {
     StartEpoch(options, job, epoch, setup, at, report);
     const auto loop_start = std::chrono::steady_clock::now();
@@ -487,9 +506,13 @@ absl::Status Train(const TrainOptions& options, const Job& job) {
       ASSIGN_OR_RETURN(const std::optional<Tensor> loss, StepOnNextBatch(options, setup, at.global_step, report));
       if (!loss) break;  // the end of the epoch
       window.Add(*loss, at.global_step);
-      if (lead && setup.zero && !zero_reported) {  // after the first step: its state exists
-        zero_reported = true;
-        report.progress.Print(absl::StrCat("ZeRO-1 memory per rank: ", setup.zero->Memory().ToString()));
+      if (!memory_reported) {  // after the first step, once: the state exists. Collective.
+        memory_reported = true;
+        if (lead && setup.zero) {
+          report.progress.Print(absl::StrCat("ZeRO-", options.zero, " memory per rank: ", setup.zero->Memory().ToString()));
+        }
+        ASSIGN_OR_RETURN(const std::string table, MemoryTable(options, job, setup));
+        if (lead && !table.empty()) report.progress.Print(std::string(absl::StripTrailingAsciiWhitespace(table)));
       }
       ++at.global_step;
       ++at.batch_in_epoch;

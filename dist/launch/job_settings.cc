@@ -46,8 +46,9 @@ std::string CompareJobSettings(const std::string& record_a, int node_a, const st
     const auto [name_b, value_b] = Setting(b, i);
     if (name_a == name_b && value_a == value_b) continue;
     const std::string name = name_a.empty() ? name_b : name_a;
-    return absl::StrCat("the launchers disagree on ", name, name == "--timeout" ? " (launch's, else the program's, else TINYDDP_TIMEOUT)" : "",
-                        ": node ", node_a, " has ", value_a, ", node ", node_b, " has ", value_b,
+    return absl::StrCat("the launchers disagree on ", name,
+                        name == "--timeout" ? " (launch's, else the program's, else TINYDDP_TIMEOUT)" : "", ": node ",
+                        node_a, " has ", value_a, ", node ", node_b, " has ", value_b,
                         "; start every node's launch with the same --nnodes, --nproc_per_node, --max_restarts, "
                         "--timeout and program");
   }
@@ -61,8 +62,8 @@ absl::Status MeetOtherLaunchers(Store& store, const LaunchOptions& o, int nproc,
   auto owner = store.CompareSet(absl::StrCat("tinyddp/launch/node/", o.node_rank), {}, Bytes(id.begin(), id.end()));
   RETURN_IF_ERROR(owner);
   if (std::string(owner->begin(), owner->end()) != id) {
-    return absl::FailedPreconditionError(absl::StrCat("two launchers claim --node_rank=", o.node_rank, " (the other is ",
-                                                      std::string(owner->begin(), owner->end()),
+    return absl::FailedPreconditionError(absl::StrCat("two launchers claim --node_rank=", o.node_rank,
+                                                      " (the other is ", std::string(owner->begin(), owner->end()),
                                                       "); give each machine its own node_rank"));
   }
   const std::string mine = JobSettingsRecord(o, nproc);
@@ -88,9 +89,10 @@ absl::Status MeetOtherLaunchers(Store& store, const LaunchOptions& o, int nproc,
         RETURN_IF_ERROR(conclude(""));  // the outcome is a difference elsewhere: every launcher stops
       }
       if (std::chrono::steady_clock::now() >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "node ", node, "'s launcher did not join within ", FormatTimeout(timeout), "; start `launch --node_rank=I` on each of the ",
-            o.nnodes, " machines with the same --master_addr/--master_port"));
+        return absl::DeadlineExceededError(absl::StrCat("node ", node, "'s launcher did not join within ",
+                                                        FormatTimeout(timeout),
+                                                        "; start `launch --node_rank=I` on each of the ", o.nnodes,
+                                                        " machines with the same --master_addr/--master_port"));
       }
     }
   };
@@ -106,7 +108,8 @@ absl::Status MeetOtherLaunchers(Store& store, const LaunchOptions& o, int nproc,
   if (absl::IsDeadlineExceeded(decided)) {
     return absl::DeadlineExceededError(absl::StrCat("not every node's launcher joined within ", FormatTimeout(timeout),
                                                     " (node 0 is still waiting for one); start `launch --node_rank=I` "
-                                                    "on each of the ", o.nnodes, " machines"));
+                                                    "on each of the ",
+                                                    o.nnodes, " machines"));
   }
   RETURN_IF_ERROR(decided);
   return conclude("");

@@ -34,14 +34,17 @@ TEST(CompareJobSettings, NamesTheFirstDifferenceWithBothValues) {
   const std::string nnodes = differing([](LaunchOptions& o) { o.nnodes = 3; });
   EXPECT_EQ(nnodes.rfind("the launchers disagree on --nnodes: node 0 has 2, node 1 has 3; start every node's", 0), 0u)
       << nnodes;
-  EXPECT_NE(differing([](LaunchOptions&) {}, 8).find("--nproc_per_node: node 0 has 4, node 1 has 8"), std::string::npos);
+  EXPECT_NE(differing([](LaunchOptions&) {}, 8).find("--nproc_per_node: node 0 has 4, node 1 has 8"),
+            std::string::npos);
   EXPECT_NE(differing([](LaunchOptions& o) { o.max_restarts = 0; }).find("--max_restarts: node 0 has 1, node 1 has 0"),
             std::string::npos);
-  EXPECT_NE(differing([](LaunchOptions& o) { o.timeout = std::chrono::minutes(5); })
-                .find("--timeout (launch's, else the program's, else TINYDDP_TIMEOUT): node 0 has 20s, node 1 has 5m"),
+  EXPECT_NE(differing([](LaunchOptions& o) {
+              o.timeout = std::chrono::minutes(5);
+            }).find("--timeout (launch's, else the program's, else TINYDDP_TIMEOUT): node 0 has 20s, node 1 has 5m"),
             std::string::npos);
-  EXPECT_NE(differing([](LaunchOptions& o) { o.program[1] = "--epochs=4"; })
-                .find("the program: node 0 has ddp_mlp --epochs=3, node 1 has ddp_mlp --epochs=4"),
+  EXPECT_NE(differing([](LaunchOptions& o) {
+              o.program[1] = "--epochs=4";
+            }).find("the program: node 0 has ddp_mlp --epochs=3, node 1 has ddp_mlp --epochs=4"),
             std::string::npos);
 }
 

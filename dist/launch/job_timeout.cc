@@ -32,22 +32,17 @@ absl::StatusOr<std::chrono::milliseconds> ParseTimeout(absl::string_view text, a
 absl::StatusOr<std::chrono::milliseconds> ResolveJobTimeout(absl::string_view flag_value,
                                                             absl::string_view flag_name) {
   const char* env = std::getenv(kTimeoutEnv);
-  const bool env_set = env != nullptr && *env != '\0';
-  if (!flag_value.empty()) {
-    // A launcher hands its timeout to its workers in TINYDDP_TIMEOUT: say when the program's flag differs.
-    absl::StatusOr<std::chrono::milliseconds> flag = ParseTimeout(flag_value, flag_name), given = flag;
-    if (env_set && flag.ok()) given = ParseTimeout(env, kTimeoutEnv);
-    const char* local_rank = std::getenv("LOCAL_RANK");
-    if (given.ok() && *given != *flag && (local_rank == nullptr || absl::string_view(local_rank) == "0")) {
-      std::fprintf(stderr, "%s\n", absl::StrCat(flag_name, "=", flag_value, " differs from ", kTimeoutEnv, "=", env,
-                                                " (the launcher's): this process waits ", FormatTimeout(*flag),
-                                                ", its launcher ", FormatTimeout(*given), "; give both one timeout")
-                                       .c_str());
-    }
-    return flag;
+  if (flag_value.empty()) return env != nullptr && *env != '\0' ? ParseTimeout(env, kTimeoutEnv) : kDefaultJobTimeout;
+  // A launcher hands its timeout to its workers in TINYDDP_TIMEOUT: say (once per machine) if the flag differs.
+  absl::StatusOr<std::chrono::milliseconds> flag = ParseTimeout(flag_value, flag_name);
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  if (flag.ok() && env != nullptr && ParseTimeout(env, kTimeoutEnv).value_or(*flag) != *flag &&
+      (local_rank == nullptr || absl::string_view(local_rank) == "0")) {
+    std::fprintf(stderr, "%.*s=%.*s differs from %s=%s (the launcher's): give both one timeout\n",
+                 static_cast<int>(flag_name.size()), flag_name.data(), static_cast<int>(flag_value.size()),
+                 flag_value.data(), kTimeoutEnv, env);
   }
-  if (env_set) return ParseTimeout(env, kTimeoutEnv);
-  return kDefaultJobTimeout;
+  return flag;
 }
 
 std::string FormatTimeout(std::chrono::milliseconds timeout) {

@@ -5,7 +5,7 @@
 //
 // A program's --timeout flag wins; otherwise TINYDDP_TIMEOUT (for any program: the demos, your own);
 // otherwise 300 s, PyTorch's default for Gloo. Values are seconds ("30") or Abseil durations ("30s",
-// "2m", "1h30m", "500ms"). `launch --timeout=...` hands its value to the workers as TINYDDP_TIMEOUT.
+// "2m", "1h30m", "500ms"). `launch` hands its timeout to the workers as TINYDDP_TIMEOUT.
 //
 // Read by dist/init.h (InitOptions::timeout), the launcher and ddp_mlp's flags; sits in dist/launch/
 // because the launcher may not depend on the process groups that init.h pulls in.
@@ -30,8 +30,8 @@ inline constexpr std::chrono::milliseconds kMaxJobTimeout = std::chrono::hours(2
 /// kMaxJobTimeout.
 absl::StatusOr<std::chrono::milliseconds> ParseTimeout(absl::string_view text, absl::string_view source);
 
-/// The job's timeout: `flag_value` when not empty (parsed as from `flag_name`), else $TINYDDP_TIMEOUT
-/// when set and not empty, else kDefaultJobTimeout.
+/// The job's timeout: `flag_value` when not empty (parsed as from `flag_name`; a different $TINYDDP_TIMEOUT,
+/// a launcher's, is reported on stderr), else $TINYDDP_TIMEOUT when set and not empty, else kDefaultJobTimeout.
 absl::StatusOr<std::chrono::milliseconds> ResolveJobTimeout(absl::string_view flag_value = "",
                                                             absl::string_view flag_name = "--timeout");
 

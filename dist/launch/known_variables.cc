@@ -1,4 +1,4 @@
-// Known variables: see known_variables.h. The closest name is the one fewest single-letter edits away.
+// Known variables: see known_variables.h. The closest name is the one fewest one-letter edits away.
 #include "dist/launch/known_variables.h"
 
 #include <algorithm>
@@ -13,7 +13,8 @@ extern char** environ;
 namespace tinyddp::dist {
 namespace {
 
-// The list. The last line's are set for workers, by the sample job scripts or by tests, not by users.
+// The list: a new variable joins it here. The second line's are set for workers, by the sample job
+// scripts (examples/cluster/) or by tests.
 constexpr absl::string_view kKnown[] = {
     "TINYDDP_NPROC", "TINYDDP_TIMEOUT", "TINYDDP_FAULT", "TINYDDP_STORE_SECRET", "TINYDDP_STORE_MAX_BYTES",
     "TINYDDP_DISTRIBUTED_DEBUG", "TINYDDP_FLIGHT_RECORDER_DIR", "TINYDDP_COPY_ENGINE_ALLREDUCE",
@@ -21,13 +22,12 @@ constexpr absl::string_view kKnown[] = {
     "TINYDDP_RESTART_COUNT", "TINYDDP_ERROR_FILE", "TINYDDP_LAUNCHER_STORE", "TINYDDP_TEST_RANKS_CALL",
     "TINYDDP_STORE_SERVER_CHILD", "TINYDDP_STORE_SERVER_CHILD_SECRET", "TINYDDP_STORE_SERVER_CHILD_SPARE_FDS"};
 
-// Levenshtein distance: insertions, deletions and substitutions, one row at a time.
+// Levenshtein distance (insertions, deletions, substitutions), one row of the table at a time.
 size_t EditDistance(absl::string_view a, absl::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
+    size_t diagonal = row[0]++;
     for (size_t j = 1; j <= b.size(); ++j) {
       const size_t above = row[j];
       row[j] = std::min({above + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
@@ -41,23 +41,18 @@ size_t EditDistance(absl::string_view a, absl::string_view b) {
 
 std::string UnknownVariableWarning(absl::string_view name) {
   if (!absl::StartsWith(name, "TINYDDP_")) return "";
-  absl::string_view closest;
-  size_t best = name.size();
+  absl::string_view closest = kKnown[0];
   for (absl::string_view known : kKnown) {
-    const size_t distance = EditDistance(name, known);
-    if (distance == 0) return "";
-    if (distance < best) {
-      best = distance;
-      closest = known;
-    }
+    if (known == name) return "";
+    if (EditDistance(name, known) < EditDistance(name, closest)) closest = known;
   }
   return absl::StrCat(name, " is not a tinyddp variable",
-                      best <= 3 ? absl::StrCat("; did you mean ", closest, "?")
-                                : " (docs/troubleshooting.md lists them)");
+                      EditDistance(name, closest) <= 3 ? absl::StrCat("; did you mean ", closest, "?")
+                                                       : " (docs/troubleshooting.md lists them)");
 }
 
 void WarnAboutUnknownVariables(const char* prefix) {
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+  for (char** entry = environ; *entry != nullptr; ++entry) {
     const absl::string_view variable(*entry);
     const std::string warning = UnknownVariableWarning(variable.substr(0, variable.find('=')));
     if (!warning.empty()) std::fprintf(stderr, "%s%s\n", prefix, warning.c_str());

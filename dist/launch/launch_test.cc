@@ -134,7 +134,8 @@ WrappedJob StartWrappedWriter(bool leave_group, const std::string& after = "wait
   const std::string command =
       absl::StrCat("'", t::SelfPath(), "' --as_writer ", job.dir, leave_group ? " setsid" : "", " & ", after);
   job.launcher = Launch(job.dir, "launch", {"--nproc_per_node=1", "--grace_seconds=1", "/bin/sh", "-c", command});
-  if (t::WaitForFile(job.dir + "/writer.pid", 30s)) (void)absl::SimpleAtoi(t::ReadFile(job.dir + "/writer.pid"), &job.writer);
+  if (t::WaitForFile(job.dir + "/writer.pid", 30s))
+    (void)absl::SimpleAtoi(t::ReadFile(job.dir + "/writer.pid"), &job.writer);
   return job;
 }
 
@@ -143,7 +144,8 @@ void ExpectWriterStops(const WrappedJob& job, const std::string& how) {
   ASSERT_GT(job.writer, 0) << job.launcher.Err();
   const bool ended = EndsWithin(job.writer, 5s);
   EXPECT_TRUE(ended) << "the worker's child (pid " << job.writer << ") still runs 5 s after the launcher " << how
-                     << "\n" << job.launcher.Err();
+                     << "\n"
+                     << job.launcher.Err();
   const size_t size = FileSize(job.dir + "/out");
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(FileSize(job.dir + "/out"), size) << "something still writes after the launcher " << how;
@@ -266,8 +268,9 @@ TEST(LaunchEnvironment, AMisspelledTinyddpVariableIsNamedWithTheClosestOne) {
   const std::string dir = t::MakeTempDir();
   Launched l = Launch(dir, "launch", {"--nproc_per_node=1", "/bin/true"}, {{"TINYDDP_TIMOUT", "20s"}});
   EXPECT_EQ(ExitCode(t::WaitFor(l.pid, 60s)), 0) << l.Err();
-  EXPECT_TRUE(absl::StrContains(l.Err(), "launch: TINYDDP_TIMOUT is not a tinyddp variable; did you mean "
-                                         "TINYDDP_TIMEOUT?\n"))
+  EXPECT_TRUE(absl::StrContains(l.Err(),
+                                "launch: TINYDDP_TIMOUT is not a tinyddp variable; did you mean "
+                                "TINYDDP_TIMEOUT?\n"))
       << l.Err();
 }
 
@@ -279,9 +282,10 @@ TEST(LaunchEnvironment, ARelativeProgramPathIsFoundWhereBazelRunWasTyped) {
   t::WriteFile(typed_in + "/bin/prog", absl::StrCat("#!/bin/sh\necho ran > ", typed_in, "/ran\n"));
   ASSERT_EQ(::chmod((typed_in + "/bin/prog").c_str(), 0755), 0);
   const std::string elsewhere = t::MakeTempDir();
-  const pid_t pid = t::StartProcess(
-      {"/bin/sh", "-c", absl::StrCat("cd '", elsewhere, "' && exec '", LaunchBinary(), "' --nproc_per_node=1 bin/prog")},
-      {{"BUILD_WORKING_DIRECTORY", typed_in}}, t::LauncherVariables(), "", elsewhere + "/err");
+  const pid_t pid =
+      t::StartProcess({"/bin/sh", "-c",
+                       absl::StrCat("cd '", elsewhere, "' && exec '", LaunchBinary(), "' --nproc_per_node=1 bin/prog")},
+                      {{"BUILD_WORKING_DIRECTORY", typed_in}}, t::LauncherVariables(), "", elsewhere + "/err");
   EXPECT_EQ(ExitCode(t::WaitFor(pid, 60s)), 0) << t::ReadFile(elsewhere + "/err");
   EXPECT_EQ(t::ReadFile(typed_in + "/ran"), "ran\n") << t::ReadFile(elsewhere + "/err");
 }
@@ -294,8 +298,8 @@ TEST(LaunchEnvironment, TheLauncherAndItsWorkersAgreeOnOneTimeout) {
   EXPECT_TRUE(absl::StrContains(l.Err(), "timeout 7s (the program's --timeout)")) << l.Err();
   EXPECT_EQ(t::ReadFile(dir + "/timeout"), "7s");
   // Given to both, differently: the worker says so.
-  Launched both = Launch(dir, "both", {"--timeout=1m", "--nproc_per_node=1", t::SelfPath(), "--as_worker=timeout", dir,
-                                       "--timeout=7s"});
+  Launched both = Launch(
+      dir, "both", {"--timeout=1m", "--nproc_per_node=1", t::SelfPath(), "--as_worker=timeout", dir, "--timeout=7s"});
   EXPECT_EQ(ExitCode(t::WaitFor(both.pid, 60s)), 0) << both.Err();
   EXPECT_TRUE(absl::StrContains(both.Err(), "--timeout=7s differs from TINYDDP_TIMEOUT=1m (the launcher's)"))
       << both.Err();

@@ -50,7 +50,7 @@ struct RoundVerdict {
   int failed_nodes = 0;
   int interrupted_nodes = 0;  // a signal stopped them: no restart
   int permanent_nodes = 0;    // their first failure exited with kPermanentFailureExitCode: no restart
-  std::string cause;  // the job's root cause, "node N: rank R ... failed first: ..." ("" when none failed)
+  std::string cause;          // the job's root cause, "node N: rank R ... failed first: ..." ("" when none failed)
 };
 
 // A node's cause for the round, as stored: "<order> <time_us> <text>". Order 0 is an own failure, 1 a

@@ -2,12 +2,15 @@
 //   1. resolves --nproc_per_node, checks that the machine can hold that many workers (worker_limits.h),
 //      hosts the job's TCPStore on node 0 (a free port for one node),
 //   2. with several nodes, meets the other launchers in that store: each node claims its node_rank
-//      and all must agree on the workers per node,
-//   3. starts the workers with their env:// variables through the Supervisor and watches them,
+//      and all must agree on the settings that shape the job (job_settings.h),
+//   3. starts the workers with their env:// variables and the job's timeout through the Supervisor and
+//      watches them; nothing they start outlives the launcher, however it ends (lifeline.h),
 //   4. with several nodes, tells the other launchers when a local worker fails (they stop theirs),
-//      and all agree on how the round went, keeping node 0's store up until every node knows;
+//      and all agree on how the round went, keeping node 0's store up until every node knows; a node
+//      that cannot reach the store after a local failure gives up within seconds, naming that failure;
 //   5. elastic restart (--max_restarts=N, torchrun's): after a failed round, steps 3-4 run again with
-//      TINYDDP_RESTART_COUNT one higher, up to N times. The store stays up; the workers' process groups
+//      TINYDDP_RESTART_COUNT one higher, up to N times, unless a signal stopped it or its first failure was
+//      permanent (kPermanentFailureExitCode, error_file.h). The store stays up; the workers' process groups
 //      rendezvous under keys of their own round (init.h), and a program that checkpoints resumes.
 #ifndef TINYDDP_DIST_LAUNCH_LAUNCHER_H_
 #define TINYDDP_DIST_LAUNCH_LAUNCHER_H_

@@ -93,7 +93,8 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
           : result.permanent && round < options.max_restarts
               ? absl::StrCat(" (not restarting: exit code ", kPermanentFailureExitCode, " means a permanent error)")
               : absl::StrCat(" (no restarts left: --max_restarts=", options.max_restarts, ")");
-      std::fprintf(stderr, "spawn: job failed: %s%s; exiting with %d\n", result.reason.c_str(), note.c_str(), exit_code);
+      std::fprintf(stderr, "spawn: job failed: %s%s; exiting with %d\n", result.reason.c_str(), note.c_str(),
+                   exit_code);
       break;
     }
     std::fprintf(stderr, "spawn: round %d failed: %s; restarting all workers (restart %d of %d, %s=%d)\n", round,

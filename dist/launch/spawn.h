@@ -26,7 +26,7 @@ struct SpawnOptions {
   int nproc = 0;
   int cpu_ranks = 2;
   bool prefix_output = false;  // "[rank N] " before each line the workers print
-  int max_restarts = 0;        // after a failed round, start every worker again this many times
+  int max_restarts = 0;        // after a failed round (not a permanent failure: exit 73), start again this often
   bool one_gpu_each = false;   // the workers use NCCL: refuse more of them than there are GPUs
   bool ignore_worker_limits = false;  // skip the worker_limits.h check (the program's override flag)
   /// How the program spells its worker-count flag and its override flag, for the refusal message

@@ -96,8 +96,9 @@ TEST(SpawnWorkersIfNeeded, DoesNotRestartAPermanentFailure) {
 TEST(SpawnWorkersIfNeeded, NamesAMisspelledTinyddpVariable) {
   const std::string dir = t::MakeTempDir();
   ASSERT_EQ(RunSpawner("ok", dir, {{"TINYDDP_NPORC", "2"}}), 0) << t::ReadFile(dir + "/err");
-  EXPECT_NE(t::ReadFile(dir + "/err").find("spawn: TINYDDP_NPORC is not a tinyddp variable; did you mean TINYDDP_NPROC?"),
-            std::string::npos)
+  EXPECT_NE(
+      t::ReadFile(dir + "/err").find("spawn: TINYDDP_NPORC is not a tinyddp variable; did you mean TINYDDP_NPROC?"),
+      std::string::npos)
       << t::ReadFile(dir + "/err");
 }
 

@@ -124,11 +124,17 @@ MemoryEstimate EstimateRankMemory(const TrainOptions& o, int world_size, bool on
   };
   std::vector<Part> parts;
   if (!on_gpu) {  // on a GPU these live in device memory
-    parts.push_back({"parameters", 4 * params, hidden});
-    parts.push_back({"gradients", 4 * params, hidden});
+    parts.push_back({"parameters", 4 * params, hidden});  // whole even under ZeRO-3, which builds the model first
+    if (o.zero >= 2) {  // ZeRO-2 and -3: each rank keeps 1/world of the gradients (plus buckets in flight)
+      parts.push_back({absl::StrCat("gradients (1/", world_size, ", ZeRO-", o.zero, ")"), 4 * params / world_size,
+                       hidden});
+    } else {
+      parts.push_back({"gradients", 4 * params, hidden});
+    }
     const std::string optimizer = o.optimizer == "adamw" ? "AdamW moments" : "SGD momentum";
-    if (o.zero == 1) {  // ZeRO-1: each rank keeps 1/world of the state
-      parts.push_back({absl::StrCat(optimizer, " (1/", world_size, ", ZeRO-1)"), optimizer_state / world_size, hidden});
+    if (o.zero >= 1) {  // ZeRO-1, -2, -3: each rank keeps 1/world of the state
+      parts.push_back({absl::StrCat(optimizer, " (1/", world_size, ", ZeRO-", o.zero, ")"),
+                       optimizer_state / world_size, hidden});
     } else {
       parts.push_back({optimizer, optimizer_state, hidden});
     }

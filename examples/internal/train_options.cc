@@ -71,8 +71,9 @@ ABSL_FLAG(std::string, comm_hook, kDefaults.comm_hook,
           "full: how a bucket is averaged: allreduce (DDP's default: an all_reduce, over the copy engines for "
           "large buckets of two GPUs) or bf16 (cast to bfloat16 for the wire, half the bytes) (allreduce|bf16)");
 ABSL_FLAG(int64_t, zero, kDefaults.zero,
-          "ZeRO stage: 1 shards the optimizer state over the ranks (reduce-scatter, step 1/N, all-gather; "
-          "docs/zero.md), 0 = plain DDP; --ddp=full only (0|1)");
+          "ZeRO stage (docs/zero.md): 0 = plain DDP; 1 shards the optimizer state over the ranks (reduce-scatter, "
+          "step 1/N, all-gather), 2 also the gradients, 3 also the parameters (each layer gathered for its forward "
+          "and backward); --ddp=full only (0|1|2|3)");
 // Data.
 ABSL_FLAG(std::string, dataset, kDefaults.dataset,
           "synthetic: a learnable generated problem, no files needed (fashion_mnist|synthetic)");
@@ -226,8 +227,16 @@ absl::Status Validate(const TrainOptions& o) {
             absl::StrCat("must be in [1, 1048576], got ", o.batch_size)),
       Check(o.max_steps >= 0, "max_steps", absl::StrCat("must be >= 0 (0 = no limit), got ", o.max_steps)),
       Check(o.seed >= 0, "seed", absl::StrCat("must be >= 0, got ", o.seed)),
-      Check(o.zero == 0 || o.zero == 1, "zero",
-            absl::StrCat("must be 0 (plain DDP) or 1 (ZeRO-1: sharded optimizer state), got ", o.zero)),
+      Check(o.zero >= 0 && o.zero <= 3, "zero",
+            absl::StrCat("must be 0 (plain DDP), 1 (sharded optimizer state), 2 (and gradients) or 3 (and "
+                         "parameters), got ", o.zero)),
+      Check(o.zero == 0 || o.comm_hook == "allreduce", "zero",
+            "reduce-scatters the buckets itself: it cannot be combined with --comm_hook=bf16"),
+      Check(o.zero != 3 || o.grad_accum_steps == 1, "zero",
+            "--zero=3 steps inside every backward, so it cannot accumulate gradients: use --grad_accum_steps=1"),
+      Check(o.zero != 3 || o.precision == "fp32", "zero",
+            "--zero=3 under --precision=bf16 is not implemented: use --precision=fp32, or --zero=1|2"),
+      Check(o.zero != 3 || !o.find_unused_parameters, "zero", "--zero=3 shards every layer: every parameter trains"),
       Check(o.synthetic_examples >= 10, "synthetic_examples",
             absl::StrCat("must be >= 10, got ", o.synthetic_examples)),
       Check(o.synthetic_input_size >= 1, "synthetic_input_size",

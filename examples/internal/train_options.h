@@ -50,7 +50,7 @@ struct TrainOptions {
   int64_t max_steps = 0;    // stop after this many optimizer steps in total (0: no limit)
   int64_t seed = 0;
   bool shuffle = true;
-  int64_t zero = 0;  // ZeRO stage: 1 shards the optimizer state over the ranks (same results as 0)
+  int64_t zero = 0;  // ZeRO stage: 1 shards the optimizer state, 2 also the gradients, 3 also the parameters
 
   // Data parallelism: which DDP of the ladder (docs/ddp_ladder.md), and DDP's own settings.
   std::string ddp = "full";             // naive | flat | bucketed | full (DistributedDataParallel)

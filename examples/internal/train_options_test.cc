@@ -110,7 +110,8 @@ TEST(TrainOptions, BadValuesSayWhichFlagAndWhy) {
       {"--hidden=512,,3", "--hidden=512,,3: expected comma-separated positive integers"},
       {"--hidden=-4", "--hidden=-4: expected comma-separated positive integers"},
       {"--lr", "--lr needs a value (--lr=VALUE)"},
-      {"--zero=2", "--zero: must be 0 (plain DDP) or 1 (ZeRO-1: sharded optimizer state), got 2"},
+      {"--zero=4", "--zero: must be 0 (plain DDP), 1 (sharded optimizer state), 2 (and gradients) or 3 (and "
+                   "parameters), got 4"},
   };
   for (const auto& [arg, want] : cases) {
     absl::StatusOr<TrainOptions> o = ParseTrainOptions({arg}, "");
@@ -175,6 +176,9 @@ TEST(TrainOptions, DdpSettingsTheChosenRungDoesNotHaveAreRefusedNotIgnored) {
       {{"--comm_hook=fp16"}, "--comm_hook=fp16: expected one of allreduce, bf16"},
       {{"--grad_accum_steps=0"}, "--grad_accum_steps: must be in [1, 65536]"},
       {{"--bucket_cap_mb=0"}, "--bucket_cap_mb: must be > 0 MiB"},
+      {{"--zero=3", "--grad_accum_steps=2"}, "--zero=3 steps inside every backward"},
+      {{"--zero=3", "--precision=bf16"}, "--zero=3 under --precision=bf16 is not implemented"},
+      {{"--zero=2", "--comm_hook=bf16"}, "--zero: reduce-scatters the buckets itself"},
   };
   for (const auto& [args, want] : cases) {
     absl::StatusOr<TrainOptions> o = ParseTrainOptions(args, "");

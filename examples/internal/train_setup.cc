@@ -14,6 +14,7 @@
 #include "data/distributed_sampler.h"
 #include "data/fashion_mnist.h"
 #include "data/synthetic.h"
+#include "dist/parallel/zero/memory_table.h"
 #include "examples/internal/evaluate.h"
 #include "examples/internal/startup_checks.h"
 #include "nn/adam.h"
@@ -113,6 +114,7 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
   // --precision=bf16: float32 master weights with bfloat16 compute copies, which the optimizer writes
   // in its own pass over the weights (nn/precision.h; docs/mixed_precision.md).
   const nn::Precision precision = nn::ParsePrecision(o.precision).value();  // checked by ParseTrainOptions
+  s.memory_baseline = dist::zero::StartPeak(job.device);  // the data is loaded; what follows is the model's
   s.model = nn::MLP(s.dims, {.device = job.device, .seed = static_cast<uint64_t>(o.seed), .precision = precision});
   if (!o.init_from.empty()) RETURN_IF_ERROR(nn::LoadModule(*s.model, o.init_from));
   s.optimizer = MakeOptimizer(o, s.model->Parameters());
@@ -173,34 +175,66 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
   return loaded;
 }
 
-// --zero=1: the optimizer becomes ZeRO-1's, sharded over the ranks inside DDP (docs/zero.md). s.optimizer
+// --zero=1|2: the optimizer becomes ZeRO's, sharded over the ranks inside DDP (docs/zero.md). s.optimizer
 // stays as the unsharded vessel checkpoints read and write: here it hands a resumed state to the shards, and
 // it holds no state while training.
 absl::Status ShardOptimizer(const TrainOptions& o, Setup& s) {
   auto factory = [o](std::vector<autograd::Variable> params) { return MakeOptimizer(o, std::move(params)); };
-  ASSIGN_OR_RETURN(s.zero, dist::zero::ZeroRedundancyOptimizer::Attach(*s.ddp, factory));
+  ASSIGN_OR_RETURN(s.zero, dist::zero::ZeroRedundancyOptimizer::Attach(*s.ddp, factory, s.gradient_shards));
   RETURN_IF_ERROR(s.zero->LoadConsolidatedStateTensors(s.optimizer->StateTensors()));
   return s.optimizer->LoadStateTensors({});
+}
+
+// --zero=3: the model sharded layer by layer (it replaces DDP); the vessel hands over a resumed state.
+absl::Status ShardModel(const TrainOptions& o, const Job& job, Setup& s) {
+  auto factory = [o](std::vector<autograd::Variable> params) { return MakeOptimizer(o, std::move(params)); };
+  ASSIGN_OR_RETURN(s.fsdp, dist::zero::FullyShardedDataParallel::Create(s.model, job.pg, factory));
+  RETURN_IF_ERROR(s.fsdp->LoadConsolidatedStateTensors(s.optimizer->StateTensors()));
+  return s.optimizer->LoadStateTensors({});
+}
+
+absl::StatusOr<std::string> MemoryTable(const TrainOptions& o, const Job& job, const Setup& s) {
+  dist::zero::RankMemory mine;
+  if (s.fsdp) {
+    mine = dist::zero::HeldBy(*s.fsdp);
+  } else if (s.zero) {
+    mine = dist::zero::HeldBy(*s.zero);
+  } else if (s.ddp) {
+    mine = dist::zero::HeldBy(*s.ddp, *s.optimizer);
+  } else {
+    return std::string();  // a rung of the ladder: not measured
+  }
+  mine.peak = dist::zero::PeakAbove(job.device, s.memory_baseline);
+  return dist::zero::GatherMemoryTable(
+      *job.pg, mine,
+      absl::StrCat("memory per rank, --zero=", o.zero, " (bytes of tensors held between steps; peak: the most "
+                   "live tensor bytes at once so far, above the loaded data, by the allocator):"));
 }
 
 autograd::Variable DdpForward(Setup& s, const autograd::Variable& input, bool sync) {
   if (s.rung) return s.rung->Forward(input, sync);  // records its own "forward" span
   dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "forward");
+  if (s.fsdp) return s.fsdp->Forward(input);  // --zero=3: every backward synchronises (no accumulation)
   if (sync) return s.ddp->Forward(input);
   dist::DistributedDataParallel::NoSyncGuard no_sync = s.ddp->NoSync();  // only the Forward decides: ddp.h
   return s.ddp->Forward(input);
 }
 
-absl::Status FinishBackward(Setup& s) { return s.rung ? s.rung->FinishBackward() : s.ddp->status(); }
+absl::Status FinishBackward(Setup& s) {
+  if (s.fsdp) return s.fsdp->status();
+  return s.rung ? s.rung->FinishBackward() : s.ddp->status();
+}
 
 std::string DescribeDdp(const Setup& s) {
   if (s.rung) return s.rung->Describe();
+  if (s.fsdp) return s.fsdp->ShardTable();
   if (s.zero) return absl::StrCat(s.ddp->BucketTable(), s.zero->ShardTable());
   return s.copy_engines ? absl::StrCat(s.ddp->BucketTable(), s.copy_engines->Describe()) : s.ddp->BucketTable();
 }
 
 std::vector<int64_t> AllReduceBytes(const Setup& s) {
   if (s.rung) return s.rung->AllReduceBytes();
+  if (s.fsdp) return s.fsdp->UnitBytes();  // the layers' all-gathers
   std::vector<int64_t> bytes;
   for (int b = 0; b < s.ddp->reducer().num_buckets(); ++b) bytes.push_back(s.ddp->reducer().BucketBytes(b));
   return bytes;

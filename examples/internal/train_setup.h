@@ -20,6 +20,8 @@
 #include "dist/ddp/ddp.h"
 #include "dist/ladder/data_parallel.h"
 #include "dist/observe/trace/trace.h"
+#include "dist/parallel/zero/fully_sharded.h"
+#include "dist/parallel/zero/gradient_shards.h"
 #include "dist/parallel/zero/zero_optimizer.h"
 #include "dist/process_group/process_group.h"
 #include "examples/internal/progress.h"
@@ -77,7 +79,10 @@ struct Setup {
   // The DDP of --ddp, wrapping `model`: one of the two is set.
   std::unique_ptr<dist::DistributedDataParallel> ddp;  // --ddp=full (the default): the production DDP
   std::unique_ptr<dist::ladder::DataParallel> rung;    // --ddp=naive|flat|bucketed: a teaching rung (dist/ladder)
-  std::unique_ptr<dist::zero::ZeroRedundancyOptimizer> zero;  // --zero=1: the optimizer, attached to `ddp`
+  std::unique_ptr<dist::zero::ZeroRedundancyOptimizer> zero;  // --zero=1|2: the optimizer, attached to `ddp`
+  std::shared_ptr<dist::zero::GradientShards> gradient_shards;  // --zero=2: the comm hook `ddp` uses, its blocks
+  std::unique_ptr<dist::zero::FullyShardedDataParallel> fsdp;   // --zero=3: instead of `ddp`, the model sharded
+  int64_t memory_baseline = 0;  // tensor bytes live before the model was built (the memory table's peak is above it)
   std::shared_ptr<dist::CopyEngineHook> copy_engines;  // --ddp=full over NCCL: the comm hook `ddp` uses
   std::vector<std::string> notes;                   // rank 0's lines from PrepareOutputs
   // --cuda_graph (SetUpCudaGraph in ddp_mlp.cc); all null/undefined when steps run eagerly.
@@ -98,11 +103,18 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s);
 absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOptions& o, int64_t steps_per_epoch,
                                                    nn::Module& model, nn::Optimizer& optimizer, Progress& progress);
 
-/// --zero=1: the optimizer becomes ZeRO-1's, sharded over the ranks inside DDP (docs/zero.md): attached to
-/// s.ddp, which reduce-scatters its buckets (zero::ReduceScatterHook). s.optimizer stays as the unsharded
-/// vessel checkpoints read and write: here it hands a resumed state to the shards, and it holds no state
-/// while training. Precondition: s.ddp is set (--ddp=full) with that hook.
+/// --zero=1|2: the optimizer becomes ZeRO's, sharded over the ranks inside DDP (docs/zero.md): attached to
+/// s.ddp, which reduce-scatters its buckets (zero::ReduceScatterHook, or under --zero=2 the hook of
+/// s.gradient_shards, which keeps only this rank's block of the gradients). s.optimizer stays as the
+/// unsharded vessel checkpoints read and write: here it hands a resumed state to the shards, and it holds no
+/// state while training. Precondition: s.ddp is set (--ddp=full) with that hook.
 absl::Status ShardOptimizer(const TrainOptions& o, Setup& s);
+/// --zero=3: the model's layers sharded over the ranks (zero::FullyShardedDataParallel, which replaces DDP:
+/// s.fsdp is set, s.ddp stays null), with the optimizer's state resumed into the shards as ShardOptimizer does.
+absl::Status ShardModel(const TrainOptions& o, const Job& job, Setup& s);
+/// Collective: the table of what each rank holds (parameters, gradients, optimizer state, the allocator's
+/// peak above s.memory_baseline), for rank 0 to print once; empty on other ranks and for the ladder's rungs.
+absl::StatusOr<std::string> MemoryTable(const TrainOptions& o, const Job& job, const Setup& s);
 
 // --- The calls a step makes to the DDP of --ddp, whichever it is (s.ddp or s.rung) ------------------
 
@@ -112,8 +124,8 @@ autograd::Variable DdpForward(Setup& s, const autograd::Variable& input, bool sy
 /// After autograd::Backward: a lower rung communicates (naive, flat) or waits (bucketed) here; DDP already
 /// has, and this returns its status (a bucket's collective failed: the gradients are not averages).
 absl::Status FinishBackward(Setup& s);
-/// What the header prints about the DDP: DDP's bucket table (and ZeRO-1's blocks, or whether the copy
-/// engines are on), or the rung's line.
+/// What the header prints about the DDP: DDP's bucket table (and ZeRO's blocks, or whether the copy
+/// engines are on), ZeRO-3's layers, or the rung's line.
 std::string DescribeDdp(const Setup& s);
 /// The bytes of each all_reduce one step issues, in order (--trace's picture labels them).
 std::vector<int64_t> AllReduceBytes(const Setup& s);

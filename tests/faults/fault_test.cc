@@ -1,6 +1,8 @@
 // Faults as an adversarial user makes them, on a real job: `launch` starting two ranks of ddp_mlp that
 // train over Gloo, then a rank frozen (SIGSTOP), killed between steps, killed inside a collective, hung
-// under TINYDDP_DISTRIBUTED_DEBUG=DETAIL, or the link between two emulated hosts cut. What must follow,
+// under TINYDDP_DISTRIBUTED_DEBUG=DETAIL, or the link between two emulated hosts cut (the job's timeout given
+// to the program only; or a launcher whose own timeout is 5 minutes, which must still give up within
+// seconds of its worker's failure instead of waiting on the store it cannot reach). What must follow,
 // every time: the job ends (the test's bound is only a safety net: every wait inside is bounded by
 // --timeout), with a failure status, never SIGABRT, and the flight recorder's verdict names the collective
 // and the rank at fault (or says that none was missing, for a cut link). No timed assertions: the times
@@ -114,12 +116,10 @@ TEST(Faults, HungRankUnderDebugDetailIsNamedByTheFingerprintCheck) {
 }
 
 // Two emulated hosts: network namespaces joined by a veth pair, one launcher and one rank in each, Gloo
-// and the store over the veth. The link is cut mid-epoch.
-TEST(Faults, CutLinkBetweenTwoHostsEndsBothAndTheVerdictSaysNoRankWasMissing) {
-  std::string why_not;
-  std::unique_ptr<TwoHosts> hosts = TwoHosts::Create(&why_not);
-  if (hosts == nullptr) GTEST_SKIP() << "cannot emulate two hosts here: " << why_not;
-
+// and the store over the veth. The link is cut mid-epoch. `launch_timeout` ("" for none) and
+// `program_timeout` are where the user gave the job's timeout. Returns each launcher's output.
+std::vector<std::string> CutLinkMidEpoch(TwoHosts& hosts, const std::string& launch_timeout,
+                                         const std::string& program_timeout, seconds bound) {
   // One directory for both ranks' flight records (the hosts share this machine's file system), so each
   // launcher's verdict sees both rings.
   const std::string records = t::MakeTempDir();
@@ -127,24 +127,52 @@ TEST(Faults, CutLinkBetweenTwoHostsEndsBothAndTheVerdictSaysNoRankWasMissing) {
                                                                 {"TINYDDP_STORE_SECRET", "fault-test-secret"}};
   std::vector<Job> launchers;
   for (int node = 0; node < 2; ++node) {
-    std::vector<std::string> argv = hosts->Exec(
-        node, LaunchArgv({"--nnodes=2", absl::StrCat("--node_rank=", node), "--master_addr=" + hosts->address(0),
-                          "--master_port=29500", "--nproc_per_node=1", "--timeout=3s", "--grace_seconds=1"},
-                         TinyTrainingJob("gloo")));
-    launchers.push_back(StartJob(argv, env));
+    std::vector<std::string> launch = {"--nnodes=2", absl::StrCat("--node_rank=", node),
+                                       "--master_addr=" + hosts.address(0), "--master_port=29500",
+                                       "--nproc_per_node=1", "--grace_seconds=1"};
+    if (!launch_timeout.empty()) launch.push_back("--timeout=" + launch_timeout);
+    std::vector<std::string> program = TinyTrainingJob("gloo");
+    if (!program_timeout.empty()) program.push_back("--timeout=" + program_timeout);
+    launchers.push_back(StartJob(hosts.Exec(node, LaunchArgv(launch, program)), env));
   }
-  ASSERT_TRUE(WaitForOutput(launchers[0], "epoch 2/", kBound)) << launchers[0].Output() << launchers[1].Output();
+  std::vector<std::string> outputs;
+  if (!WaitForOutput(launchers[0], "epoch 2/", kBound)) {
+    ADD_FAILURE() << launchers[0].Output() << launchers[1].Output();
+    return {};
+  }
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(hosts->CutLink()) << "ip link set down failed";
+  if (!hosts.CutLink()) ADD_FAILURE() << "ip link set down failed";
   for (int node = 0; node < 2; ++node) {
-    const Ended e = WaitJob(launchers[node], kBound);
-    std::printf("cut link: node %d's launcher gone %.1f s after the cut (--timeout=3s): %s\n", node, SecondsSince(t0),
-                e.How().c_str());
-    const std::string out = launchers[node].Output();
-    ExpectFailedWithoutAbort(e, out);
-    const std::string verdict = Verdict(out);
-    EXPECT_TRUE(Contains(verdict, "every rank started it, so none was missing")) << out;
+    const Ended e = WaitJob(launchers[node], bound);
+    std::printf("cut link: node %d's launcher gone %.1f s after the cut (launch --timeout=%s, the program's %s): %s\n",
+                node, SecondsSince(t0), launch_timeout.c_str(), program_timeout.c_str(), e.How().c_str());
+    outputs.push_back(launchers[node].Output());
+    ExpectFailedWithoutAbort(e, outputs.back());
   }
+  return outputs;
+}
+
+TEST(Faults, CutLinkBetweenTwoHostsEndsBothAndTheVerdictSaysNoRankWasMissing) {
+  std::string why_not;
+  std::unique_ptr<TwoHosts> hosts = TwoHosts::Create(&why_not);
+  if (hosts == nullptr) GTEST_SKIP() << "cannot emulate two hosts here: " << why_not;
+  // The timeout given to the program only, as many users do: the launchers wait as long as it does.
+  for (const std::string& out : CutLinkMidEpoch(*hosts, "", "3s", kBound)) {
+    EXPECT_TRUE(Contains(Verdict(out), "every rank started it, so none was missing")) << out;
+  }
+}
+
+TEST(Faults, CutLinkAfterItsWorkerFailedALauncherGivesUpWithinSecondsWhateverItsTimeout) {
+  std::string why_not;
+  std::unique_ptr<TwoHosts> hosts = TwoHosts::Create(&why_not);
+  if (hosts == nullptr) GTEST_SKIP() << "cannot emulate two hosts here: " << why_not;
+  // The launchers' own timeout is 5 minutes: once its worker has failed, a launcher that cannot reach node
+  // 0's store must not wait that long. The bound (well under 5 minutes) is the check; the time is printed.
+  const std::vector<std::string> outputs = CutLinkMidEpoch(*hosts, "5m", "3s", seconds(90));
+  ASSERT_EQ(outputs.size(), 2u);
+  EXPECT_TRUE(Contains(outputs[1], "launch: job failed: rank 1 (local rank 0")) << "the local failure is the reason\n"
+                                                                              << outputs[1];
+  EXPECT_TRUE(Contains(outputs[1], "--timeout=3s differs from TINYDDP_TIMEOUT=5m")) << outputs[1];
 }
 
 }  // namespace

@@ -38,8 +38,9 @@ class JobRecords : public JobObserver {
   std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int round) override;
 
   /// After round `round` failed: prints the verdict on stderr, each line starting with `prefix`
-  /// ("launch: "), and where the files are; "no collective was issued" when this node's ranks wrote none. `ranks_here`: this node's ranks; with several nodes the
-  /// others' files are on their machines (unless the directory is shared), and they are not blamed here.
+  /// ("launch: "), and where the files are ("no collective was issued" when this node's ranks wrote none).
+  /// `ranks_here`: this node's ranks; with several nodes the others' files are on their machines (unless
+  /// the directory is shared), and they are not blamed here.
   void FailedRound(int round, const std::string& prefix, const std::vector<int>& ranks_here) override;
 
   /// After each round: removes a directory made here once the job has succeeded, or while it holds no records.

@@ -23,13 +23,13 @@
 //             l+1's, compute with the gathered weights, free them (the last layer keeps them: its backward
 //             comes next). At most two layers are whole at any time.
 //   backward  layer l (last to first): wait for its all-gather (issued by layer l+1's backward), issue
-//             layer l-1's, compute dW, db into a staging buffer and dx, free the weights, reduce-scatter the
-//             staging buffer into this rank's gradient block (at most one earlier reduce-scatter still in
-//             flight; its staging freed once it is done).
+//             layer l-1's, compute dx (while layer l+1's reduce-scatter runs), wait for that reduce-scatter
+//             and free its staging buffer, compute dW and db into a staging buffer of this layer, free the
+//             weights, and reduce-scatter the staging buffer into this rank's gradient block.
 //   end       (a callback queued on autograd's engine) wait for the last reduce-scatters; each layer's
 //             optimizer steps block r of its parameters with block r of its averaged gradient. Nothing is
 //             gathered after the step: the next forward gathers the new values.
-// Peak parameter memory: 4P/N (the shards) + two layers whole; gradients: 4P/N + two layers staged.
+// Peak parameter memory: 4P/N (the shards) + two layers whole; gradients: 4P/N + one layer staged.
 // Wire bytes per step: all-gather (N-1)/N of the parameters twice (forward, backward) + reduce-scatter
 // (N-1)/N of the gradients = 1.5x one ring all_reduce (DDP, ZeRO-1 and ZeRO-2 move 1x).
 //
@@ -170,7 +170,7 @@ class FullyShardedDataParallel : public nn::Module {
   std::vector<std::pair<std::string, autograd::Variable>> named_;  // model_->NamedParameters()
   std::vector<ParamInfo> params_;  // their names, shapes and dtypes (the Variables hold placeholders)
   std::vector<Unit> units_;
-  std::deque<size_t> reducing_;    // units whose reduce-scatter is in flight, oldest first
+  std::deque<size_t> reducing_;    // units whose reduce-scatter is in flight, oldest first (one at most)
   bool in_backward_ = false;       // FinishBackward queued
   int64_t gathered_bytes_ = 0, peak_gathered_bytes_ = 0;
   int64_t staging_bytes_ = 0, peak_staging_bytes_ = 0;

@@ -2,6 +2,7 @@
 // gradients and keeps only this rank's averaged block.
 #include "dist/parallel/zero/gradient_shards.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -40,10 +41,12 @@ int64_t GradientShards::block_bytes() const {
   return bytes;
 }
 
-int64_t GradientShards::staging_bytes() const {
-  int64_t bytes = 0;
-  for (const Staging& s : staging_) bytes += s.buffer.defined() ? static_cast<int64_t>(s.buffer.nbytes()) : 0;
-  return bytes;
+void GradientShards::DrainOne() {
+  Staged& oldest = staged_.front();
+  // A failure is the reducer's to report: it waits on the same collective.
+  oldest.work->SynchronizeStream().IgnoreError();
+  staging_bytes_ -= static_cast<int64_t>(oldest.buffer.nbytes());
+  staged_.pop_front();
 }
 
 CommHook GradientShards::Hook() {
@@ -73,18 +76,11 @@ CommFuture GradientShards::Run(ProcessGroup& pg, GradBucket& bucket) {
   const Device device = bucket.gradients[0].device();
   const int64_t shard = ShardNumel(bucket.numel, static_cast<int64_t>(DTypeSize(bucket.dtype)));
   const int64_t padded = shard * world_;
-  Staging& staging = staging_[bucket.index % 2];
-  if (staging.in_flight != nullptr) {
-    // The bucket two before this one may still be reduce-scattering out of this buffer: order the compute
-    // stream (CPU: the thread) after it. A failure there is the reducer's to report (it waits on it too).
-    staging.in_flight->SynchronizeStream().IgnoreError();
-    staging.in_flight.reset();
-  }
-  if (!staging.buffer.defined() || staging.buffer.numel() < padded || staging.buffer.dtype() != bucket.dtype ||
-      staging.buffer.device() != device) {
-    staging.buffer = Tensor::Empty({padded}, bucket.dtype, device);  // grows to the largest bucket, then stays
-  }
-  Tensor flat = staging.buffer.Rows(0, padded);
+  // One bucket staged at a time: this one waits for the previous one's reduce-scatter. The group runs its
+  // collectives one after another anyway (Gloo's thread, NCCL's stream), so what waits is only this copy;
+  // the reduce-scatter of bucket b still overlaps autograd computing bucket b+1's gradients.
+  while (!staged_.empty()) DrainOne();
+  Tensor flat = Tensor::Empty({padded}, bucket.dtype, device);
   int64_t offset = 0;
   for (Tensor& grad : bucket.gradients) {
     Tensor into = flat.Rows(offset, offset + grad.numel());
@@ -102,8 +98,19 @@ CommFuture GradientShards::Run(ProcessGroup& pg, GradBucket& bucket) {
     for (const autograd::Variable& p : reducer_->BucketParameters(bucket.index)) p.set_grad(Tensor());
   }
   const Tensor& block = Block(bucket.index, bucket.numel, bucket.dtype, device);
-  staging.in_flight = pg.ReduceScatter(block, flat, ReduceOp::kAvg);
-  return CommFuture{staging.in_flight, nullptr};
+  std::shared_ptr<Work> work = pg.ReduceScatter(block, flat, ReduceOp::kAvg);
+  staging_bytes_ += static_cast<int64_t>(flat.nbytes());
+  peak_staging_bytes_ = std::max(peak_staging_bytes_, staging_bytes_);
+  staged_.push_back(Staged{bucket.index, flat, work});
+  // At the end of backward the reducer waits for the bucket (in launch order), then this frees what is
+  // staged up to it: nothing stays staged between steps.
+  std::weak_ptr<GradientShards> self = weak_from_this();
+  const int index = bucket.index;
+  return CommFuture{work, [self, index] {
+                      if (auto shards = self.lock()) {
+                        while (!shards->staged_.empty() && shards->staged_.front().bucket <= index) shards->DrainOne();
+                      }
+                    }};
 }
 
 }  // namespace tinyddp::dist::zero

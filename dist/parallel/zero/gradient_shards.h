@@ -6,15 +6,16 @@
 //
 // Where it attaches: DDP's comm hook, in the coalesced layout (DdpOptions::gradient_as_bucket_view = false),
 // where the reducer makes no flat buckets and hands the hook the gradients autograd made. The hook
-//   1. copies the bucket's gradients into a staging buffer (one of two, reused bucket after bucket: a
-//      bucket waits for the reduce-scatter that last used its buffer, two buckets earlier),
+//   1. copies the bucket's gradients into a staging buffer of the bucket's (padded) size, after waiting for
+//      the previous bucket's reduce-scatter, whose staging buffer it frees: one bucket is staged at a time,
 //   2. drops the parameters' gradients (.grad becomes undefined: their memory returns to the allocator),
 //   3. reduce-scatters the staging buffer into this rank's block of the bucket, which it keeps (Block()),
-//      with the blocks of shard_layout.h, so the sums are ZeRO-1's and DDP's bit for bit.
-// ZeroRedundancyOptimizer::Attach(ddp, factory, shards) then steps each block as ZeRO-1 does. What is alive
-// at once: the blocks (4P/N), the two staging buffers (two buckets), and the fresh gradients of the bucket
-// autograd is filling (up to one more bucket): "1/N plus a bucket or three in flight", bounded by the
-// bucket cap (DdpOptions::bucket_cap_bytes), not by the model.
+//      with the blocks of shard_layout.h, so the sums are ZeRO-1's and DDP's bit for bit,
+//   4. at the end of backward, once the reducer has waited for it (CommFuture::then), frees the staging.
+// ZeroRedundancyOptimizer::Attach(ddp, factory, shards) then steps each block as ZeRO-1 does. Between steps
+// a rank keeps its blocks only (4P/N); during backward also one staged bucket and the fresh gradients of
+// the bucket autograd is filling: 1/N plus two buckets in flight, bounded by the bucket size
+// (DdpOptions::bucket_cap_bytes, or the largest parameter), not by the model.
 //
 // What .grad holds: DeepSpeed's ZeRO-2 sets param.grad to None after copying it into its reduction
 // buffer and keeps the averaged partition in flat buffers of its own (safe_get_full_grad gathers one);
@@ -27,13 +28,15 @@
 // a shared staging buffer instead would need a hook *before* a gradient is written, to wait for the
 // buffer's previous reduce-scatter; autograd offers hooks after (engine.h). DeepSpeed copies too (its
 // "IPG" bucket). The copy is one pass over each gradient, on the compute stream.
-// Streams: the copies run on the current (compute) stream; before reusing a staging buffer the hook orders
-// the compute stream after its reduce-scatter (an event wait on GPU; on CPU the thread waits for Gloo).
+// Streams: the copies run on the current (compute) stream; before freeing a staging buffer the hook orders
+// the compute stream after its reduce-scatter (an event wait on GPU; on CPU the thread waits for Gloo), so
+// the caching allocator hands the memory to later kernels of that stream only once the collective read it.
 // Not thread-safe: the training thread.
 #ifndef TINYDDP_DIST_PARALLEL_ZERO_GRADIENT_SHARDS_H_
 #define TINYDDP_DIST_PARALLEL_ZERO_GRADIENT_SHARDS_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -66,24 +69,29 @@ class GradientShards : public std::enable_shared_from_this<GradientShards> {
   /// the first time it is asked for at that size, and kept; the hook reduce-scatters into it.
   const Tensor& Block(int bucket, int64_t numel, DType dtype, Device device);
 
-  /// Bytes of the blocks this rank keeps, and of the two staging buffers.
+  /// Bytes of the blocks this rank keeps; of the bucket staged now (0 between steps), and the largest staged.
   int64_t block_bytes() const;
-  int64_t staging_bytes() const;
+  int64_t staging_bytes() const { return staging_bytes_; }
+  int64_t peak_staging_bytes() const { return peak_staging_bytes_; }
   int world() const { return world_; }
 
  private:
   GradientShards(int world, int rank, BlockSize size) : world_(world), rank_(rank), size_(size) {}
   CommFuture Run(ProcessGroup& pg, GradBucket& bucket);
+  // Waits for the oldest reduce-scatter in flight (compute stream ordered after it) and frees its staging.
+  void DrainOne();
 
   const int world_, rank_;
   const BlockSize size_;
   const Reducer* reducer_ = nullptr;
   std::vector<Tensor> blocks_;  // by bucket index
-  struct Staging {
-    Tensor buffer;                    // grown to the largest padded bucket staged in it
-    std::shared_ptr<Work> in_flight;  // the reduce-scatter reading it, until the next bucket needs it
+  struct Staged {
+    int bucket = 0;
+    Tensor buffer;               // the bucket's gradients, padded
+    std::shared_ptr<Work> work;  // the reduce-scatter reading it
   };
-  Staging staging_[2];  // bucket b uses staging_[b % 2]
+  std::deque<Staged> staged_;  // in flight, oldest first; at most one
+  int64_t staging_bytes_ = 0, peak_staging_bytes_ = 0;
 };
 
 }  // namespace tinyddp::dist::zero

@@ -24,8 +24,8 @@ std::string ShardMemory::ToString() const {
       "bytes (unsharded, as in plain DDP: %d); master weights %d bytes%s",
       shard_elements, parameters, world, even, padding_elements, optimizer_state_bytes,
       unsharded_optimizer_state_bytes, master_weight_bytes,
-      stage == 2 ? absl::StrFormat("; gradients %d bytes (blocks and staging; plain DDP: %d)", gradient_bytes,
-                                   4 * parameters)
+      stage == 2 ? absl::StrFormat("; gradients %d bytes (its blocks; plain DDP: %d), at most %d more staged in "
+                                   "backward", gradient_bytes, 4 * parameters, peak_staging_bytes)
                  : "");
 }
 
@@ -254,7 +254,10 @@ ShardMemory ZeroRedundancyOptimizer::Memory() const {
     m.unsharded_optimizer_state_bytes += state / s.shard_numel * s.numel;
   }
   m.padding_elements = m.world * m.shard_elements - m.parameters;
-  if (gradients_) m.gradient_bytes = gradients_->block_bytes() + gradients_->staging_bytes();
+  if (gradients_) {
+    m.gradient_bytes = gradients_->block_bytes() + gradients_->staging_bytes();
+    m.peak_staging_bytes = gradients_->peak_staging_bytes();
+  }
   return m;
 }
 

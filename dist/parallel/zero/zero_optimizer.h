@@ -107,9 +107,11 @@ struct ShardMemory {
   int64_t master_weight_bytes = 0;
   /// The parameters' flat buffers (all of the model, padded), and under bf16 their compute copies.
   int64_t parameter_bytes = 0;
-  /// Gradients: ZeRO-1 the padded buckets (all of them); ZeRO-2 this rank's blocks plus the two staging
-  /// buffers (GradientShards).
+  /// Gradients: ZeRO-1 the padded buckets (all of them); ZeRO-2 this rank's blocks (GradientShards), plus
+  /// what is staged now (nothing between steps).
   int64_t gradient_bytes = 0;
+  /// ZeRO-2: the largest bucket staged during a backward (one at a time).
+  int64_t peak_staging_bytes = 0;
 
   /// "this rank steps 203,530 of 407,050 parameters (+ 10 padding over 2 ranks); optimizer state
   ///  1,628,240 bytes (unsharded: 3,256,400); master weights 814,120 bytes".

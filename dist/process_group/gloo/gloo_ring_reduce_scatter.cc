@@ -37,10 +37,10 @@ void RingReduceScatter(gloo::Context& context, const Tensor& input, const Tensor
   uint8_t* arriving = scratch.data() + block_bytes;
   auto send_buf = context.createUnboundBuffer(sending, block_bytes);
   auto recv_buf = context.createUnboundBuffer(arriving, block_bytes);
-  // Gloo's ring all_reduce sends to rank - 1 and receives from rank + 1; so do we (see the header).
   const int left = Mod(rank - 1, n);
   const int right = Mod(rank + 1, n);
   const uint64_t slot = gloo::Slot::build(kRingReduceScatterSlotPrefix, tag);
+  const HostReduceFn reduce = GetHostReduceFn(output.dtype(), op);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto remaining = [&] {
     auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -58,8 +58,9 @@ void RingReduceScatter(gloo::Context& context, const Tensor& input, const Tensor
     if (!recv_buf->waitRecv(remaining()) || !send_buf->waitSend(remaining())) {
       throw gloo::IoException("ring reduce-scatter: a send or receive was aborted");
     }
+    const int b = Mod(rank + s + 2, n);
     void* into = (s == n - 2) ? output.data_ptr() : static_cast<void*>(sending);
-    GetHostReduceFn(output.dtype(), op)(into, arriving, block(Mod(rank + s + 2, n)), output.numel());
+    reduce(into, arriving, block(b), output.numel());
   }
 }
 

@@ -31,11 +31,9 @@ namespace tinyddp::dist {
 
 namespace {
 
-// Lets Gloo's rendezvous (connectFullMesh) find its peers through our Store, the job's TCPStore. Gloo's
-// store reports failures by throwing: a failed Status becomes a gloo::IoException carrying its message,
-// which CatchGloo turns back into a Status. Every wait is bounded by `store`'s timeout, whatever Gloo
-// passes: 0 (gloo::kNoTimeout) would mean forever, and Create shortens the context's timeout for Gloo's
-// connection setup only. Gloo's keys are short ("rank_0"): `store` is a PrefixStore private to one group.
+// Gloo's rendezvous (connectFullMesh) over our Store, private to one group (a PrefixStore: Gloo's keys are
+// "rank_0"...). A failed Status is thrown as gloo::IoException, which CatchGloo turns back into a Status.
+// Every wait has `store`'s timeout, whatever Gloo passes (0 = forever; Create shortens Gloo's own).
 class StoreForGloo : public gloo::rendezvous::Store {
  public:
   explicit StoreForGloo(std::shared_ptr<dist::Store> store) : store_(std::move(store)) {}
@@ -89,15 +87,24 @@ absl::Status CatchGloo(const std::string& what, std::chrono::milliseconds timeou
   }
 }
 
-// Where Gloo listens: 127.0.0.1 when MASTER_ADDR is unset or a loopback address (a one-machine job), else
-// this machine's host name (which must resolve to an address the peers reach).
-std::string GlooHostname() {
+// Where Gloo listens: GLOO_SOCKET_IFNAME's interface, as in PyTorch; else 127.0.0.1 when MASTER_ADDR is
+// unset or a loopback address (a one-machine job); else this machine's host name, which must resolve to an
+// address the peers reach.
+gloo::transport::tcp::attr ListenAttr() {
+  gloo::transport::tcp::attr attr;
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
   const char* master = std::getenv("MASTER_ADDR");
   const std::string addr = master == nullptr ? "" : master;
-  if (addr.empty() || addr == "localhost" || absl::StartsWith(addr, "127.") || addr == "::1") return "127.0.0.1";
   char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "127.0.0.1";
-  return name;
+  if (ifname != nullptr && *ifname != '\0') {
+    attr.iface = ifname;
+  } else if (addr.empty() || addr == "localhost" || absl::StartsWith(addr, "127.") || addr == "::1" ||
+             gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') {
+    attr.hostname = "127.0.0.1";
+  } else {
+    attr.hostname = name;
+  }
+  return attr;
 }
 
 }  // namespace
@@ -108,13 +115,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::
     return absl::InvalidArgumentError(
         absl::StrCat("ProcessGroupGloo::Create: rank ", rank, " is not in [0, ", size, ")"));
   }
-  gloo::transport::tcp::attr attr;  // GLOO_SOCKET_IFNAME picks the network interface, as in PyTorch
-  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-  if (ifname != nullptr && *ifname != '\0') {
-    attr.iface = ifname;
-  } else {
-    attr.hostname = GlooHostname();
-  }
+  const gloo::transport::tcp::attr attr = ListenAttr();
   const std::string where = attr.iface.empty() ? "host " + attr.hostname : "interface " + attr.iface;
 
   std::shared_ptr<gloo::transport::Device> device;
@@ -125,11 +126,10 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::
                                                " (set GLOO_SOCKET_IFNAME to a network interface, or MASTER_ADDR)"));
   }
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-  // Gloo waits five times its context timeout for a pair to connect ("a longer timeout when waiting for
-  // initial connect"), so a rank that froze between publishing its address and connecting would cost the
-  // others 5x the job's timeout. A fifth of it during the rendezvous keeps that wait at the timeout; the
-  // store waits of the rendezvous use the full timeout (StoreForGloo), and every collective passes
-  // its own budget, so nothing else sees the shortened value.
+  // Gloo waits five times its context timeout for a pair to connect, so a rank that froze between
+  // publishing its address and connecting would cost the others 5x the job's timeout: a fifth of it during
+  // the rendezvous keeps that wait at the timeout. The store's waits (StoreForGloo) and every collective
+  // have their own, so nothing else sees the shortened value.
   context->setTimeout(std::max(options.timeout / 5, std::chrono::milliseconds(1)));
   // Each group this process creates rendezvouses under its own keys: a second group over the same store (a
   // new group after an error, a test that connects twice) must not read the first one's stale addresses.

@@ -9,11 +9,10 @@
 //   * asynchrony  one worker thread runs the collectives in issue order, which is every rank's order; the
 //                 caller gets a Work at once.
 // One timeout (GlooOptions::timeout) bounds the rendezvous, Gloo's connection setup and every collective,
-// counted from when it was issued: a queue behind a stuck collective fails with it, at its deadline, not one
-// timeout after another. Gloo throws; the worker turns that into the Work's status (a timeout is
-// DeadlineExceeded naming the collective). After a transport error Gloo's connections are in an unknown
-// state, so the group refuses later collectives (FailedPrecondition quoting the first error, which the
-// group's observers hear of: collective_observer.h); make a new group to continue.
+// counted from when it was issued: a queue behind a stuck collective fails at its deadline, not one timeout
+// after another. Gloo's exceptions become the Work's status (a timeout is DeadlineExceeded naming the
+// collective). After a transport error Gloo's connections are in an unknown state: later collectives fail
+// fast quoting the first error, which the group's observers hear of (collective_observer.h).
 #ifndef TINYDDP_DIST_PROCESS_GROUP_GLOO_PROCESS_GROUP_GLOO_H_
 #define TINYDDP_DIST_PROCESS_GROUP_GLOO_PROCESS_GROUP_GLOO_H_
 

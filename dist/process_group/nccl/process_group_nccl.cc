@@ -94,16 +94,14 @@ absl::StatusOr<ncclUniqueId> ShareUniqueId(Store& keys, int rank, std::chrono::m
   return id;
 }
 
-// A BLOCKING communicator: in non-blocking mode every collective may answer ncclInProgress and has to be
-// polled until NCCL's own thread has enqueued it, which costs ~30 us per call (measured on 2x H200: 55 us
-// for an 8-byte all_reduce instead of PyTorch's ~25 us). Setup is still bounded: it runs on a helper
-// thread and we stop waiting after the timeout (the process then fails; the thread is left behind). Hung
-// collectives are bounded by the watchdog, which aborts the communicator (ncclCommAbort unblocks them).
+// A BLOCKING communicator: a non-blocking one answers ncclInProgress and must be polled until NCCL's thread
+// has enqueued each call, ~30 us per call (2x H200: 55 us for an 8-byte all_reduce, PyTorch ~25 us). Setup
+// is still bounded: it runs on a helper thread, and we stop waiting after the timeout (the thread is left
+// behind). Hung collectives are bounded by the watchdog's ncclCommAbort.
 absl::StatusOr<ncclComm_t> JoinCommunicator(const ncclUniqueId& id, int rank, int size, int device,
                                             std::chrono::milliseconds timeout) {
-  // Connect every channel during setup (NCCL otherwise connects lazily inside the first collective, where a
-  // blocking communicator would block the host until every peer joins, out of the watchdog's reach).
-  // A value the user set wins.
+  // Connect every channel now, not lazily inside the first collective, where a blocking communicator would
+  // block the host until every peer joins, out of the watchdog's reach. A value the user set wins.
   setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
   struct Joined {
     ncclResult_t r = ncclInProgress;
@@ -139,9 +137,8 @@ absl::StatusOr<ncclComm_t> JoinCommunicator(const ncclUniqueId& id, int rank, in
 absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::shared_ptr<Store> store, int rank,
                                                                            int size, NcclOptions options) {
   ASSIGN_OR_RETURN(const int device, ChooseDevice(rank, size, options));
-  // Each group this process creates gets its own keys: a second group over the same store (a test that
-  // trains twice, a new group after an abort) must never read the previous group's stale id. Every rank
-  // creates its groups in the same order, so the n-th group has the same number everywhere.
+  // Each group gets its own keys (the n-th group has the same n on every rank): a second group over the
+  // same store (a new group after an abort) must never read the previous group's stale id.
   static std::atomic<int64_t> groups_created{0};
   auto keys = std::make_shared<PrefixStore>(absl::StrCat(options.store_prefix, "/", groups_created.fetch_add(1)),
                                             std::move(store));
@@ -197,7 +194,7 @@ absl::Status ProcessGroupNCCL::CheckTensor(const Tensor& tensor) const {
 }
 
 // --- The collective path: RunAllReduce names the NCCL calls, LaunchNccl checks NCCL's answer, Launch does
-// steps 1-3 around them and hands the Work to the watchdog. ---------------------------------------------
+// steps 1-3 around them and hands the Work to the watchdog.
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduce(std::vector<Tensor> tensors, const Call& call) {
   const ncclRedOp_t op = ToNccl(call.op);
@@ -251,10 +248,9 @@ std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Ten
   auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors), compute,
                                          external, call.seq, captured);
   cudaStream_t stream = static_cast<cudaStream_t>(nccl_stream_.handle());
-  // 1. The NCCL stream waits for everything queued on the caller's stream so far, and for the end of the last
-  // call if it was external (its implementation may have left this stream before it ended) unless this one
-  // is of the same implementation, which orders its own calls. Not in a capture: the graph is replayed on the
-  // caller's stream, which SynchronizeStream already ordered after that call.
+  // 1. The NCCL stream waits for everything queued on the caller's stream so far, and for the end of the
+  // last call if it was external (which may have left this stream before it ended) and of another
+  // implementation. Not in a capture: a replay runs on the caller's stream, already ordered after it.
   cudaError_t err = cudaEventRecord(work->start_event(), compute);
   if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, work->start_event(), 0);
   if (err == cudaSuccess && !captured && last_external_ != nullptr && last_external_->external() != external) {
@@ -305,11 +301,9 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunAllGather(const Tensor& output, const
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) {
-  // On one rank every reduction is the identity: output = input. NCCL before 2.29.7 gets one case wrong:
-  // a one-rank AVG of floating point runs its PreMulSum kernel, which splits the elements over up to 32
-  // blocks rounding down and so leaves the last (n mod blocks) unwritten when output != input (NVIDIA/nccl
-  // issue 1950; in-place calls such as AllReduce hide it, as x * 1 == x). SUM on one rank is NCCL's plain
-  // copy, so it is asked for instead: the same answer from any NCCL.
+  // On one rank every reduction is the identity. NCCL before 2.29.7 gets one wrong: a one-rank AVG of
+  // floating point (PreMulSum) leaves the last (n mod blocks) elements unwritten when output != input
+  // (NVIDIA/nccl issue 1950). SUM on one rank is a plain copy: the same answer from any NCCL.
   const ReduceOp op = size() == 1 ? ReduceOp::kSum : call.op;
   return LaunchNccl(call, {output, input}, [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), ToNccl(output.dtype()), ToNccl(op),
@@ -337,8 +331,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunBarrier(const Call& call) {
 std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduceExternal(std::shared_ptr<ExternalAllReduce> impl,
                                                              std::vector<Tensor> tensors, const Call& call) {
   {
-    // Outside the launch lock: preparing may wait for the implementation's earlier calls, which only the
-    // watchdog can release if a peer died.
+    // Outside the launch lock: it may wait for earlier calls, which only the watchdog can release.
     DeviceScope scope(device_);
     if (absl::Status s = impl->Prepare(tensors, call.op); !s.ok()) {
       return EndNow(call, absl::Status(s.code(), absl::StrCat(call.description, ": ", s.message())));
@@ -358,8 +351,8 @@ std::shared_ptr<Work> ProcessGroupNCCL::WatchReplay(std::string description) {
   }
   DeviceScope scope(device_);
   cudaStream_t compute = CurrentStream(device_);
-  // Numbered and told to the observers like a collective (the collectives inside were numbered when the
-  // graph was recorded), so a flight recorder shows a replay that never ends as the call a rank was stuck in.
+  // Numbered like a collective (those inside were numbered at capture): a flight recorder shows a replay
+  // that never ends as the call a rank was stuck in.
   const int64_t seq = NumberBackendWork("Replay", "a CUDA graph of the training step");
   auto work = std::make_shared<WorkNCCL>(description, timeout(), device_, events_, std::vector<Tensor>{}, compute,
                                          /*external=*/nullptr, seq, /*captured=*/false);

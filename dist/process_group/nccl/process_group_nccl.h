@@ -13,16 +13,13 @@
 // two GPUs' copy engines) goes through the same steps, its implementation issuing step 2.
 //
 // Reliability lives beside this path, in the watchdog (nccl_watchdog.h): past the group's timeout or on an
-// NCCL error it aborts the communicator, the Works fail with a clear status instead of hanging, and the
-// group refuses further collectives. A Work only SynchronizeStream()ed when its collective was aborted
-// leaves undefined data behind: check Wait() before trusting results after an error.
+// NCCL error it aborts the communicator and the Works fail with a clear status instead of hanging. A Work
+// only SynchronizeStream()ed then leaves undefined data: check Wait() before trusting results after an error.
 //
-// CUDA graphs (tensor/cuda_graph.h). When the caller's stream is recording a graph, the same steps are
-// recorded instead of run: the start event's wait pulls the NCCL stream into the capture, the NCCL kernel
-// becomes a node, and SynchronizeStream joins the NCCL stream back (NCCL >= 2.9). Such a Work is captured:
-// Wait() refuses (there is no single run to wait for), the watchdog does not hold it, and each replay is
-// watched instead (WatchReplay). External all_reduces are refused under capture. Sequence numbers are
-// taken at capture, not at replays.
+// CUDA graphs (tensor/cuda_graph.h): on a capturing stream the same steps are recorded, not run (the start
+// event's wait pulls the NCCL stream into the capture; SynchronizeStream joins it back). Such a Work is
+// captured: Wait() refuses, the watchdog does not hold it, each replay is watched instead (WatchReplay).
+// External all_reduces are refused under capture. Sequence numbers are taken at capture, not at replays.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_NCCL_PROCESS_GROUP_NCCL_H_
 #define TINYDDP_DIST_PROCESS_GROUP_NCCL_PROCESS_GROUP_NCCL_H_
 

@@ -1,11 +1,8 @@
 // WorkNCCL: the Work of one NCCL collective, completed by a CUDA event rather than by a host thread; and
-// CudaEventPool, which recycles those events so steady-state training creates none.
-//
-// A WorkNCCL owns two pooled events: `start`, recorded on the caller's stream (the NCCL stream waits on
-// it), and `end`, recorded after the collective (for an external all_reduce, wherever its implementation
-// ends it). Completion is "end has completed", unless the watchdog failed the Work first. The Work keeps
-// its tensors alive until the GPU is done with them, so their memory cannot be reused while NCCL still
-// reads or writes it. CUDA builds only; included by process_group_nccl.cc.
+// CudaEventPool, which recycles those events so steady-state training creates none. A WorkNCCL owns two
+// pooled events: `start`, recorded on the caller's stream (the NCCL stream waits on it), and `end`, recorded
+// after the collective. Completion is "end has completed", unless the watchdog failed the Work first. It
+// keeps its tensors alive until the GPU is done with them. CUDA builds only.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_NCCL_WORK_NCCL_H_
 #define TINYDDP_DIST_PROCESS_GROUP_NCCL_WORK_NCCL_H_
 
