@@ -7,9 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "dist/launch/error_file.h"
 #include "dist/launch/job_timeout.h"
-#include "dist/process_group/exit_on_failure.h"
 #include "dist/process_group/gloo/process_group_gloo.h"
 #include "dist/rendezvous.h"
 #include "dist/store/prefix_store.h"
@@ -35,7 +33,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeGroup(Backend backend, const W
                                                         std::chrono::milliseconds timeout) {
   if (backend == Backend::kGloo) {
     ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroupGloo> gloo,
-                     ProcessGroupGloo::Create(store, env.rank, env.world_size, {.timeout = timeout}));
+                     ProcessGroupGloo::Create(store, env.rank, env.world_size,
+                                              {.timeout = timeout, .master_addr = env.master_addr}));
     gloo->set_store(std::make_shared<PrefixStore>(gloo->group_name(), std::move(store)));  // for SubStore
     return std::unique_ptr<ProcessGroup>(std::move(gloo));
   }
@@ -136,9 +135,6 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const WorkerEnv& 
                                                             env.DebugString(), ": ", group.status().message()));
   }
   holder->group = std::move(*group);
-  // A process ended by a collective failure nobody could be told about (exit_on_failure.h) still tells
-  // the launcher why, so that its blame sees a timeout or a dead peer rather than an unexplained exit.
-  SetLastWordsBeforeCollectiveExit([rank = env.rank](const absl::Status& status) { RecordWorkerFailure(rank, status); });
   ProcessGroup* raw = holder->group.get();
   return std::shared_ptr<ProcessGroup>(std::move(holder), raw);  // aliasing: owns the holder, points at the group
 }

@@ -14,6 +14,8 @@
 //                PyTorch's five lines (zero_grad, forward, loss, backward: DDP all_reduces the gradient
 //                buckets while it runs, optimizer step), log
 //                then: evaluate on every rank's shard, combine with all_reduce, log, checkpoint
+//              told to stop (SIGTERM, SIGUSR1) with a --checkpoint_dir: every rank stops after the same step,
+//              checkpoints, and the run exits with 75 (Preemption; docs/clusters.md, "Preemption")
 // --ddp picks the DDP: the production DistributedDataParallel (full, the default) or a lower rung of the
 // ladder that builds it up (naive, flat, bucketed: dist/ladder, docs/ddp_ladder.md); a step makes the same
 // three calls to either (DdpForward, Backward, FinishBackward: train_setup.h). On GPUs DDP's buckets go
@@ -48,10 +50,11 @@
 #include "dist/init.h"                             // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/ladder/ladder.h"                    // CreateDataParallel: --ddp=naive|flat|bucketed, the rungs
 #include "dist/launch/env.h"                       // IsWorker, RestartCount
-#include "dist/launch/error_file.h"                // RecordWorkerFailure: why, for the launcher
 #include "dist/launch/spawn.h"                     // SpawnWorkersIfNeeded
 #include "dist/observe/debug_check/debug_check.h"   // AttachDebugCheck (TINYDDP_DISTRIBUTED_DEBUG=DETAIL)
 #include "dist/observe/fault/collective_fault.h"     // AttachCollectiveFaults (TINYDDP_FAULT point=collective)
+#include "dist/observe/blame/blame.h"                // Blame: which rank failed first, for spawn
+#include "dist/observe/blame/error_file.h"           // RecordWorkerFailure: why, for the launcher's Blame
 #include "dist/observe/flight_recorder/job_records.h"  // JobRecords: the flight recorder's verdict for spawn
 #include "dist/observe/flight_recorder/recorder.h"  // AttachFlightRecorder: every rank's last collectives
 #include "dist/observe/trace/trace.h"              // Tracer (--trace)
@@ -61,11 +64,13 @@
 #include "dist/parallel/zero/memory_table.h"      // StartPeak: what each rank holds, one table (MemoryTable)
 #include "dist/parallel/zero/reduce_scatter_hook.h" // ZeRO-1 (--zero=1): buckets reduce-scattered
 #include "dist/parallel/zero/zero_optimizer.h"     // ZeRO-1/2: the sharded optimizer, memory, consolidated state
+#include "dist/process_group/exit_on_failure.h"    // SetLastWordsBeforeCollectiveExit: the error file
 #include "examples/internal/durable_file.h"        // IsPermanent, kPermanentFailureExitCode: not restarted
 #include "examples/internal/evaluate.h"            // EvaluateShard, AllReduceEvalSums
 #include "examples/internal/loss_window.h"         // LossWindow: step losses on the device, non-finite check
 #include "examples/internal/memory_estimate.h"     // CheckMemoryFits: refuse a run too large for this host
 #include "examples/internal/metrics_writer.h"      // MetricsWriter (--metrics_out): JSON lines + SVG plot
+#include "examples/internal/preemption.h"          // Preemption: SIGTERM/SIGUSR1 -> one checkpoint, exit 75
 #include "examples/internal/progress.h"            // Progress: the live bar, or plain lines
 #include "examples/internal/train_checkpoint.h"    // SaveTrainingCheckpoint
 #include "examples/internal/train_options.h"       // TrainOptions, ParseTrainOptions: the flags
@@ -430,7 +435,8 @@ void StartEpoch(const TrainOptions& options, const Job& job, int64_t epoch, Setu
 }
 
 // A rank's whole run. Every rank runs the same collectives in the same order; only rank 0 reports.
-absl::Status Train(const TrainOptions& options, const Job& job) {
+// `preemption` (null: off) stops it at a step every rank agrees on, after a checkpoint.
+absl::Status Train(const TrainOptions& options, const Job& job, Preemption* preemption) {
   const bool lead = job.pg->rank() == 0;
   Report report{lead, Progress(lead && ::isatty(::fileno(stdout)), stdout)};
 
@@ -491,11 +497,13 @@ absl::Status Train(const TrainOptions& options, const Job& job) {
 
   // 4. The loop: epochs of steps, the loss logged every --log_every steps (and checked: a NaN stops
   //    the run); after each epoch, evaluate and checkpoint, and every --checkpoint_every steps too.
-  //    --max_steps may stop it mid-epoch. A step trains on --grad_accum_steps batches.
+  //    --max_steps may stop it mid-epoch, and so may a SIGTERM or SIGUSR1 (then: checkpoint, no
+  //    evaluation, exit 75). A step trains on --grad_accum_steps batches.
   dist::zero::StartPeak(job.device);  // the memory table's peak: the steps', not the setup's
   LossWindow window(job.device, std::min(options.log_every, steps_per_epoch),
                     /*check_finite=*/!options.allow_nonfinite);
   bool stop = options.max_steps > 0 && at.global_step >= options.max_steps;
+  bool preempted = false;
   EvalMetrics last_eval;
   bool memory_reported = false;
   for (int64_t epoch = at.epoch; epoch < options.epochs && !stop; ++epoch) {
@@ -506,7 +514,7 @@ absl::Status Train(const TrainOptions& options, const Job& job) {
       ASSIGN_OR_RETURN(const std::optional<Tensor> loss, StepOnNextBatch(options, setup, at.global_step, report));
       if (!loss) break;  // the end of the epoch
       window.Add(*loss, at.global_step);
-      if (!memory_reported) {  // after the first step, once: the state exists. Collective.
+      if (!memory_reported && options.zero > 0) {  // after the first step, once: the state exists. Collective.
         memory_reported = true;
         if (lead && setup.zero) {
           report.progress.Print(absl::StrCat("ZeRO-", options.zero, " memory per rank: ", setup.zero->Memory().ToString()));
@@ -516,7 +524,11 @@ absl::Status Train(const TrainOptions& options, const Job& job) {
       }
       ++at.global_step;
       ++at.batch_in_epoch;
-      stop = options.max_steps > 0 && at.global_step >= options.max_steps;
+      // Told to stop? Every rank learns it after the same step (preemption.h). Collective.
+      if (preemption != nullptr) {
+        ASSIGN_OR_RETURN(preempted, preemption->StopAfterThisStep(*job.pg));
+      }
+      stop = preempted || (options.max_steps > 0 && at.global_step >= options.max_steps);
       const bool epoch_end = at.batch_in_epoch == steps_per_epoch;
       const bool checkpoint =
           options.checkpoint_every > 0 && at.global_step % options.checkpoint_every == 0 && !epoch_end && !stop;
@@ -536,8 +548,22 @@ absl::Status Train(const TrainOptions& options, const Job& job) {
       at.epoch = epoch + 1;  // checkpoints record where to continue: the next epoch's first batch
       at.batch_in_epoch = 0;
     }
-    ASSIGN_OR_RETURN(last_eval, EvaluateEpoch(options, job, setup, at, epoch, epoch_done, report));
-    RETURN_IF_ERROR(CheckpointOnEveryRank(options, job, setup, at, report));
+    if (!preempted) {  // preempted: no time to evaluate
+      ASSIGN_OR_RETURN(last_eval, EvaluateEpoch(options, job, setup, at, epoch, epoch_done, report));
+    }
+    RETURN_IF_ERROR(CheckpointOnEveryRank(options, job, setup, at, report));  // preempted: before the grace ends
+  }
+  if (preempted) {  // the checkpoint above is where --resume continues; every rank leaves together
+    if (lead) {
+      const double since = preemption->SecondsSinceSignal();
+      report.progress.Print(absl::StrFormat(
+          "preempted: %s reached the job, every rank stopped after step %d%s; exiting with %d, not restarted: "
+          "run again with --resume to continue from this checkpoint",
+          preemption->SignalName(), at.global_step,
+          since >= 0 ? absl::StrFormat(" (%.1f s after it reached rank 0)", since) : "",
+          kPreemptedExitCode));
+    }
+    return job.pg->Barrier()->Wait();
   }
   return Finish(options, job, setup, at, last_eval, report);
 }
@@ -556,6 +582,11 @@ int RunWorker(TrainOptions options) {
     dist::RecordWorkerFailure(-1, pg.status());
     return 1;
   }
+  // A collective failure that ends the process where no Status reaches us (exit_on_failure.h) still
+  // writes this rank's error file, so that the launcher's blame sees a timeout or a dead peer.
+  dist::SetLastWordsBeforeCollectiveExit([rank = (*pg)->rank()](const absl::Status& status) {
+    dist::RecordWorkerFailure(rank, status);
+  });
   dist::AttachFlightRecorder(**pg);    // a failed collective dumps; the launcher's verdict names the rank
   dist::AttachCollectiveFaults(**pg);  // TINYDDP_FAULT=...,point=collective, for the failure tests
   dist::AttachDebugCheck(**pg);        // TINYDDP_DISTRIBUTED_DEBUG=DETAIL: ranks compare each call first
@@ -575,14 +606,18 @@ int RunWorker(TrainOptions options) {
     job.device = Device::CUDA(cuda::CurrentDevice());
     cuda::Stream::SetCurrent(cuda::Stream::Create(job.device.index));
   }
-  absl::Status status = Train(options, job);
+  // With a checkpoint folder, a SIGTERM or SIGUSR1 (a preemption, a time limit, a pod's deletion) ends
+  // the run after one more checkpoint instead of losing everything since the last one.
+  std::unique_ptr<Preemption> preemption;
+  if (options.preemption && !options.checkpoint_dir.empty()) preemption = std::make_unique<Preemption>(job.device);
+  absl::Status status = Train(options, job, preemption.get());
   if (!status.ok()) {
     std::fprintf(stderr, "ddp_mlp: rank %d: %s\n", job.pg->rank(), std::string(status.message()).c_str());
     std::fflush(stderr);
     dist::RecordWorkerFailure(job.pg->rank(), status);
     return IsPermanent(status) ? kPermanentFailureExitCode : 1;  // 73: a restart would fail the same way
   }
-  return 0;
+  return preemption != nullptr && preemption->stopped() ? kPreemptedExitCode : 0;  // 75: run it again
 }
 
 // Workers to start when nobody launched us: --nproc, else one per GPU (NCCL) or 2 CPU ranks (Gloo).
@@ -593,7 +628,8 @@ dist::SpawnOptions SpawnOptionsFor(const TrainOptions& options) {
   spawn.max_restarts = static_cast<int>(options.max_restarts);
   spawn.one_gpu_each = options.backend == "nccl";
   spawn.ignore_worker_limits = options.ignore_worker_limits;
-  spawn.job_observer = dist::JobRecords::ForThisJob();  // the flight recorder's verdict after a failed run
+  // After a failed run: the rank that failed first, then the flight recorder's verdict.
+  spawn.job_observers = {std::make_shared<dist::Blame>("spawn"), dist::JobRecords::ForThisJob()};
   return spawn;
 }
 

@@ -86,7 +86,13 @@ check() {
     dist_files=$(sed -nE 's#^//(dist[^:]*):(.*)$#\1/\2#p' <<<"$sources" | is_code || true)
     dist_lines=$(sum_lines <<<"$dist_files")
     printf '%-44s %6d lines (ceiling %d)\n' "dist/ files of $target ($(grep -c . <<<"$dist_files") files)" "$dist_lines" "$ceiling"
-    if (( dist_lines > ceiling )); then
+    # A ceiling measured and missed may be recorded (example_missed TARGET LIMIT DATE ...): the check then
+    # says so on every run and fails only past that limit, so the miss stays visible and cannot grow.
+    local missed; missed=$(awk -v t="$target" '$1 == "example_missed" && $2 == t { print $3 }' "$budget")
+    if (( dist_lines > ceiling )) && [[ -n $missed ]] && (( dist_lines <= missed )); then
+      echo "line_counts: $target is $((dist_lines - ceiling)) lines over its ceiling of $ceiling: a recorded miss"
+      echo "  (example_missed in $budget allows at most $missed until it is closed; see the decision there)"
+    elif (( dist_lines > ceiling )); then
       echo "line_counts: $target builds from $dist_lines dist/ lines, over its ceiling of $ceiling"
       failed=1
     fi

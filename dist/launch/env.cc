@@ -1,17 +1,17 @@
-// WorkerEnv parsing: see env.h. Each engine has a reader that fills a Reading (the WorkerEnv and the
-// names of the variables each value came from) and notes every problem instead of stopping at the
+// WorkerEnv parsing: see env.h. One table names each engine's variables; one reader takes a process's
+// place in the job from them, with the few things an engine does its own way (Slurm's node list and
+// task lists, Kubeflow's node count) where they apply. It notes every problem instead of stopping at the
 // first, so one run tells the user everything to fix.
 #include "dist/launch/env.h"
 
 #include <netdb.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
-#include <vector>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
@@ -27,6 +27,38 @@ extern char** environ;
 namespace tinyddp::dist {
 namespace {
 
+// One engine's variables (in EnvSource's order), why they were read, and how to fix what is missing.
+struct Engine {
+  const char* name;
+  const char* why;
+  const char* rank;        // global rank
+  const char* size;        // world size
+  const char* local_rank;  // rank on this machine ("": the engine runs one process per machine)
+  const char* local_size;  // processes on this machine
+  const char* node;        // index of this machine ("": rank / local size, as mpirun places ranks in blocks)
+  const char* fix;
+};
+constexpr Engine kEngines[] = {
+    {"env://", "RANK or WORLD_SIZE is set", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+     "start the program with `launch --nproc_per_node=N PROGRAM` (it sets all of them), or export RANK, WORLD_SIZE, "
+     "MASTER_ADDR and MASTER_PORT yourself (plus LOCAL_RANK and LOCAL_WORLD_SIZE when several ranks share a "
+     "machine whose MASTER_ADDR is not a loopback address)"},
+    {"Slurm", "SLURM_PROCID of a job step is set", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID",
+     "SLURM_STEP_TASKS_PER_NODE", "SLURM_NODEID",
+     "run the program with `srun` inside an allocation (srun sets the SLURM_* variables); export "
+     "MASTER_ADDR=<host of task 0> and MASTER_PORT if the node list gives no usable address"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK is set", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "",
+     "pass the store's address to every rank: mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=29500 PROGRAM"},
+    {"MPICH (Hydra)", "PMI_RANK is set", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "",
+     "pass the store's address to every rank: mpiexec -genv MASTER_ADDR <host of rank 0> -genv MASTER_PORT 29500 "
+     "PROGRAM"},
+    {"Kubeflow (PET_*)", "PET_NODE_RANK or PET_NNODES is set", "PET_NODE_RANK", "PET_NNODES", "", "", "",
+     "run one process per pod (nprocPerNode: 1), or start the pod's processes with `launch` (its --nnodes, "
+     "--node_rank, --master_addr and --master_port from PET_*)"},
+};
+const Engine& EngineOf(EnvSource source) { return kEngines[static_cast<int>(source)]; }
+
 // Looks variables up and collects problems ("WORLD_SIZE is missing", "RANK='x' is not an integer") and
 // contradictions ("RANK=3 but SLURM_PROCID=1"), which have a fix of their own.
 class VarReader {
@@ -34,30 +66,25 @@ class VarReader {
   explicit VarReader(const EnvVars& vars) : vars_(vars) {}
 
   bool Has(const std::string& name) const { return vars_.count(name) > 0; }
-  std::optional<std::string> Str(const std::string& name) {
+  /// The value; nullopt when unset or empty.
+  std::optional<std::string> Get(const std::string& name) const {
     auto it = vars_.find(name);
-    if (it == vars_.end() || it->second.empty()) {
-      problems.push_back(name + " is missing");
-      return std::nullopt;
-    }
-    return it->second;
+    return it == vars_.end() || it->second.empty() ? std::nullopt : std::optional<std::string>(it->second);
   }
+  /// A required integer: missing or malformed is a problem.
   std::optional<int> Int(const std::string& name) {
-    auto text = Str(name);
-    if (!text) return std::nullopt;
-    return ParseInt(name, *text);
+    if (!Get(name)) problems.push_back(name + " is missing");
+    return Get(name) ? OptionalInt(name) : std::nullopt;
   }
-  // Absent is fine (nullopt, no problem); present but malformed is a problem.
+  /// An optional integer: absent is fine, present but malformed is a problem.
   std::optional<int> OptionalInt(const std::string& name) {
+    int value = 0;
     if (!Has(name)) return std::nullopt;
-    return ParseInt(name, vars_.at(name));
+    if (absl::SimpleAtoi(vars_.at(name), &value)) return value;
+    problems.push_back(absl::StrCat(name, "='", vars_.at(name), "' is not an integer"));
+    return std::nullopt;
   }
-  std::optional<std::string> OptionalStr(const std::string& name) const {
-    auto it = vars_.find(name);
-    if (it == vars_.end() || it->second.empty()) return std::nullopt;
-    return it->second;
-  }
-  // Two sources of one fact must agree.
+  /// Two sources of one fact must agree.
   void Agree(const std::string& name, int value, const std::string& other_name, int other_value) {
     if (value != other_value) {
       contradictions.push_back(absl::StrCat(name, "=", value, " but ", other_name, "=", other_value));
@@ -68,22 +95,13 @@ class VarReader {
   std::vector<std::string> contradictions;
 
  private:
-  std::optional<int> ParseInt(const std::string& name, const std::string& text) {
-    int v = 0;
-    if (!absl::SimpleAtoi(text, &v)) {
-      problems.push_back(absl::StrCat(name, "='", text, "' is not an integer"));
-      return std::nullopt;
-    }
-    return v;
-  }
   const EnvVars& vars_;
 };
 
-// What one engine's variables say about this process, and the variables that said it (for messages).
+// What an engine's variables say about this process, and the variables that said it (for messages).
 struct Reading {
   WorkerEnv env;
-  std::string rank_var = "RANK", size_var = "WORLD_SIZE", local_rank_var = "LOCAL_RANK",
-              local_size_var = "LOCAL_WORLD_SIZE";
+  std::string rank_var, size_var, local_rank_var, local_size_var;
 };
 
 // ---- Who started this process ----------------------------------------------------------------------
@@ -114,31 +132,7 @@ EnvSource DetectSource(const EnvVars& v) {
   return EnvSource::kEnvVars;
 }
 
-// ---- The store's address ---------------------------------------------------------------------------
-
-bool IsLoopback(const std::string& host) {
-  return host == "localhost" || absl::StartsWith(host, "127.") || host == "::1";
-}
-
-// Ranks given without LOCAL_*: all of them on this machine when the store is on loopback (no other
-// machine could reach it); otherwise one process per machine, as PyTorchJob and Volcano start one per pod.
-bool AllRanksOnThisMachine(const std::string& master_addr) { return IsLoopback(master_addr); }
-
-// MASTER_ADDR / MASTER_PORT when set, else the variable an engine implies them with (nullptr: none).
-std::string StoreAddr(VarReader& r, const char* implied) {
-  if (auto addr = r.OptionalStr("MASTER_ADDR")) return *addr;
-  if (implied != nullptr) {
-    if (auto addr = r.OptionalStr(implied)) return *addr;
-  }
-  const bool pod = implied != nullptr && (r.Has("PET_NODE_RANK") || r.Has("PET_NNODES"));
-  r.problems.push_back(pod ? absl::StrCat("MASTER_ADDR is missing (and so is ", implied, ")")
-                           : std::string("MASTER_ADDR is missing"));
-  return "";
-}
-int StorePort(VarReader& r, const char* implied) {
-  if (r.Has("MASTER_PORT") || implied == nullptr || !r.Has(implied)) return r.Int("MASTER_PORT").value_or(0);
-  return r.Int(implied).value_or(0);
-}
+// ---- Slurm's own ways ------------------------------------------------------------------------------
 
 bool HostResolves(const std::string& host) {
   addrinfo hints{};
@@ -154,110 +148,32 @@ bool HostResolves(const std::string& host) {
 // SLURM_STEP_NODELIST (what `scontrol show hostnames "$SLURM_STEP_NODELIST" | head -n1` prints), as the
 // common recipes take it. SLURM_LAUNCH_NODE_IPADDR is where srun runs, which under salloc on a login
 // node is not a node of the job at all: only a fallback when the first host's name does not resolve.
-std::string SlurmStoreHost(VarReader& r, int local_rank) {
-  auto launch_node = r.OptionalStr("SLURM_LAUNCH_NODE_IPADDR");
+std::string SlurmStoreHost(VarReader& r) {
+  auto launch_node = r.Get("SLURM_LAUNCH_NODE_IPADDR");
   for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
-    auto list = r.OptionalStr(name);
+    auto list = r.Get(name);
     if (!list) continue;
     absl::StatusOr<std::vector<std::string>> hosts = ExpandHostlist(*list);
     if (!hosts.ok()) {
       r.problems.push_back(absl::StrCat(name, "='", *list, "': ", hosts.status().message()));
       return "";
     }
-    const std::string& first = hosts->front();
-    if (HostResolves(first)) return first;
+    if (HostResolves(hosts->front())) return hosts->front();
     static std::atomic<bool> said{false};  // ReadWorkerEnv runs more than once in a process
-    if (local_rank == 0 && !said.exchange(true)) {
-      std::fprintf(stderr,
-                   "tinyddp: the first host of %s (%s, where task 0 runs) does not resolve here; %s (export "
-                   "MASTER_ADDR=<an address of %s> to choose)\n",
-                   name, first.c_str(),
+    if (r.Get("SLURM_LOCALID").value_or("0") == "0" && !said.exchange(true)) {  // one line per node
+      std::fprintf(stderr, "tinyddp: the first host of %s (%s, where task 0 runs) does not resolve here; %s (export "
+                   "MASTER_ADDR=<an address of %s> to choose)\n", name, hosts->front().c_str(),
                    launch_node ? absl::StrCat("using SLURM_LAUNCH_NODE_IPADDR=", *launch_node,
                                               ", where srun runs, as the store's address").c_str()
                                : "and SLURM_LAUNCH_NODE_IPADDR is not set either",
-                   first.c_str());
+                   hosts->front().c_str());
     }
     break;
   }
   if (launch_node) return *launch_node;
-  r.problems.push_back(
-      "MASTER_ADDR is missing, and neither the first host of SLURM_STEP_NODELIST nor SLURM_LAUNCH_NODE_IPADDR "
-      "gives an address");
+  r.problems.push_back("MASTER_ADDR is missing, and neither the first host of SLURM_STEP_NODELIST nor "
+                       "SLURM_LAUNCH_NODE_IPADDR gives an address");
   return "";
-}
-
-// ---- One reader per engine -------------------------------------------------------------------------
-
-// PyTorchJob (since Kubeflow 1.7) and Kubeflow Trainer give each pod torchrun's settings as PET_*.
-// RANK / PET_NODE_RANK number pods: a pod of several processes must start them through `launch`.
-void CheckOneProcessPerPod(VarReader& r, const std::string& rank_var) {
-  int n = 0;
-  auto text = r.OptionalStr("PET_NPROC_PER_NODE");
-  if (text && absl::SimpleAtoi(*text, &n) && n != 1) {
-    r.contradictions.push_back(absl::StrCat(
-        "PET_NPROC_PER_NODE=", n, " says this pod runs ", n, " processes, but ", rank_var, " numbers pods, not "
-        "processes: start the pod's processes with `launch --nnodes=$PET_NNODES --node_rank=$PET_NODE_RANK "
-        "--master_addr=$MASTER_ADDR --master_port=$MASTER_PORT --nproc_per_node=", n, " PROGRAM`"));
-  }
-}
-
-// launch, torchrun, PyTorchJob, Volcano, by hand.
-Reading ReadEnvVars(VarReader& r) {
-  Reading out;
-  WorkerEnv& env = out.env;
-  env.source = EnvSource::kEnvVars;
-  env.rank = r.Int("RANK").value_or(0);
-  env.world_size = r.Int("WORLD_SIZE").value_or(1);
-  env.master_addr = StoreAddr(r, "PET_MASTER_ADDR");
-  env.master_port = StorePort(r, "PET_MASTER_PORT");
-  auto local_rank = r.OptionalInt("LOCAL_RANK");
-  auto local_world_size = r.OptionalInt("LOCAL_WORLD_SIZE");
-  if (!local_rank && !local_world_size) {
-    if (AllRanksOnThisMachine(env.master_addr)) {
-      env.local_rank = env.rank;
-      env.local_world_size = env.world_size;
-    } else {  // one process per machine (pod): local rank 0 of 1, node rank RANK
-      env.local_rank = 0;
-      env.local_world_size = 1;
-      CheckOneProcessPerPod(r, "RANK");
-      if (auto node = r.OptionalInt("PET_NODE_RANK")) r.Agree("RANK", env.rank, "PET_NODE_RANK", *node);
-      int nodes = 0;
-      auto nnodes = r.OptionalStr("PET_NNODES");
-      if (nnodes && absl::SimpleAtoi(*nnodes, &nodes)) r.Agree("WORLD_SIZE", env.world_size, "PET_NNODES", nodes);
-    }
-  } else {
-    if (!r.Has("LOCAL_RANK")) r.problems.push_back("LOCAL_RANK is missing (LOCAL_WORLD_SIZE is set)");
-    if (!r.Has("LOCAL_WORLD_SIZE")) r.problems.push_back("LOCAL_WORLD_SIZE is missing (LOCAL_RANK is set)");
-    env.local_rank = local_rank.value_or(0);
-    env.local_world_size = local_world_size.value_or(1);
-  }
-  auto group_rank = r.OptionalInt("GROUP_RANK");
-  env.group_rank = group_rank.value_or(env.local_world_size > 0 ? env.rank / env.local_world_size : 0);
-  return out;
-}
-
-// Kubeflow Trainer's pods carry torchrun's settings only: with PET_NPROC_PER_NODE=1 the pod is the rank.
-Reading ReadKubeflow(VarReader& r) {
-  Reading out{.rank_var = "PET_NODE_RANK", .size_var = "PET_NNODES", .local_rank_var = "", .local_size_var = ""};
-  WorkerEnv& env = out.env;
-  env.source = EnvSource::kKubeflow;
-  env.rank = r.Int("PET_NODE_RANK").value_or(0);
-  if (auto nnodes = r.Str("PET_NNODES")) {
-    std::pair<std::string, std::string> range = absl::StrSplit(*nnodes, absl::MaxSplits(':', 1));
-    if (!range.second.empty() && range.second != range.first) {
-      r.problems.push_back(absl::StrCat("PET_NNODES=", *nnodes, " is an elastic range; tinyddp's jobs have a fixed "
-                                        "number of nodes (give the job as many minimum as maximum replicas)"));
-    } else if (!absl::SimpleAtoi(range.first, &env.world_size)) {
-      r.problems.push_back(absl::StrCat("PET_NNODES='", *nnodes, "' is not an integer"));
-    }
-  }
-  CheckOneProcessPerPod(r, "PET_NODE_RANK");
-  env.local_rank = 0;
-  env.local_world_size = 1;
-  env.group_rank = env.rank;
-  env.master_addr = StoreAddr(r, "PET_MASTER_ADDR");
-  env.master_port = StorePort(r, "PET_MASTER_PORT");
-  return out;
 }
 
 // Slurm writes tasks per node compressed: "4(x2),3" means nodes 0 and 1 run 4 tasks, node 2 runs 3.
@@ -265,100 +181,126 @@ std::optional<std::vector<int>> ParseTasksPerNode(const std::string& text) {
   std::vector<int> out;
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     int count = 0, repeat = 1;
-    size_t paren = part.find("(x");
-    absl::string_view number = part.substr(0, paren);
-    if (!absl::SimpleAtoi(number, &count)) return std::nullopt;
-    if (paren != absl::string_view::npos) {
-      absl::string_view rest = part.substr(paren + 2);
-      if (rest.empty() || rest.back() != ')' || !absl::SimpleAtoi(rest.substr(0, rest.size() - 1), &repeat)) {
-        return std::nullopt;
-      }
+    const size_t paren = part.find("(x");
+    if (!absl::SimpleAtoi(part.substr(0, paren), &count)) return std::nullopt;
+    if (paren != absl::string_view::npos &&
+        (!absl::ConsumeSuffix(&part, ")") || !absl::SimpleAtoi(part.substr(paren + 2), &repeat) || repeat < 1 ||
+         repeat > (1 << 20))) {
+      return std::nullopt;
     }
-    for (int i = 0; i < repeat; ++i) out.push_back(count);
+    out.insert(out.end(), repeat, count);
   }
   return out;
 }
 
-Reading ReadSlurm(VarReader& r) {
-  Reading out{.rank_var = "SLURM_PROCID", .local_rank_var = "SLURM_LOCALID"};
+// SLURM_LOCALID, and the node's entry of the first task list set.
+void ReadSlurmLocal(VarReader& r, Reading& out) {
   WorkerEnv& env = out.env;
-  env.source = EnvSource::kSlurm;
-  env.rank = r.Int("SLURM_PROCID").value_or(0);
-  // A job step (srun) may run fewer tasks than the allocation: prefer the step's own count.
-  out.size_var = r.Has("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
-  env.world_size = r.Int(out.size_var).value_or(1);
-  env.local_rank = r.Int("SLURM_LOCALID").value_or(0);
-  env.group_rank = r.OptionalInt("SLURM_NODEID").value_or(0);
+  env.local_rank = r.Int(out.local_rank_var).value_or(0);
   out.local_size_var = "";
   for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
-    if (r.Has(name)) {
-      out.local_size_var = name;
-      break;
-    }
+    if (out.local_size_var.empty() && r.Has(name)) out.local_size_var = name;
   }
   if (out.local_size_var.empty()) {
     r.problems.push_back("SLURM_STEP_TASKS_PER_NODE (or SLURM_NTASKS_PER_NODE) is missing");
-  } else {
-    auto text = r.Str(out.local_size_var);
-    auto counts = text ? ParseTasksPerNode(*text) : std::nullopt;
-    if (!counts || counts->empty()) {
-      r.problems.push_back(absl::StrCat(out.local_size_var, "='", text.value_or(""),
-                                        "' is not a Slurm task list like '4' or '4(x2),3'"));
-    } else {
-      // One entry per node, except --ntasks-per-node, which is one number for all nodes.
-      env.local_world_size = counts->size() == 1 ? (*counts)[0]
-                             : env.group_rank < static_cast<int>(counts->size()) ? (*counts)[env.group_rank]
-                                                                                  : (*counts).back();
-    }
+    return;
   }
-  env.master_addr = r.Has("MASTER_ADDR") ? StoreAddr(r, nullptr) : SlurmStoreHost(r, env.local_rank);
-  if (r.Has("MASTER_PORT")) {
-    env.master_port = r.Int("MASTER_PORT").value_or(0);
+  const std::string text = r.Get(out.local_size_var).value_or("");
+  const std::optional<std::vector<int>> counts = ParseTasksPerNode(text);
+  if (!counts || counts->empty()) {
+    r.problems.push_back(
+        absl::StrCat(out.local_size_var, "='", text, "' is not a Slurm task list like '4' or '4(x2),3'"));
+    return;
+  }
+  // One entry per node, except --ntasks-per-node, which is one number for all nodes.
+  int node = 0;
+  (void)absl::SimpleAtoi(r.Get("SLURM_NODEID").value_or("0"), &node);  // checked with the node index
+  env.local_world_size = (*counts)[std::min<size_t>(counts->size() == 1 ? 0 : node, counts->size() - 1)];
+}
+
+// ---- One reader for every engine -------------------------------------------------------------------
+
+// PyTorchJob (since Kubeflow 1.7) and Kubeflow Trainer give each pod torchrun's settings as PET_*.
+// RANK / PET_NODE_RANK number pods: a pod of several processes must start them through `launch`.
+void CheckOneProcessPerPod(VarReader& r, const std::string& rank_var) {
+  int n = 0;
+  if (absl::SimpleAtoi(r.Get("PET_NPROC_PER_NODE").value_or("1"), &n) && n != 1) {
+    r.contradictions.push_back(absl::StrCat(
+        "PET_NPROC_PER_NODE=", n, " says this pod runs ", n, " processes, but ", rank_var, " numbers pods, not "
+        "processes: start the pod's processes with `launch --nnodes=$PET_NNODES --node_rank=$PET_NODE_RANK "
+        "--master_addr=$MASTER_ADDR --master_port=$MASTER_PORT --nproc_per_node=", n, " PROGRAM`"));
+  }
+}
+
+// PET_NNODES: torchrun's number of nodes, or an elastic "MIN:MAX" accepted as a fixed count only ("2:2").
+int PetNodes(VarReader& r) {
+  const std::optional<std::string> nnodes = r.Get("PET_NNODES");
+  std::pair<std::string, std::string> range = absl::StrSplit(nnodes.value_or(""), absl::MaxSplits(':', 1));
+  int nodes = 1;
+  if (!nnodes) {
+    r.problems.push_back("PET_NNODES is missing");
+  } else if (!range.second.empty() && range.second != range.first) {
+    r.problems.push_back(absl::StrCat("PET_NNODES=", *nnodes, " is an elastic range; tinyddp's jobs have a fixed "
+                                      "number of nodes (give the job as many minimum as maximum replicas)"));
+  } else if (!absl::SimpleAtoi(range.first, &nodes)) {
+    r.problems.push_back(absl::StrCat("PET_NNODES='", *nnodes, "' is not an integer"));
+  }
+  return nodes;
+}
+
+Reading Read(EnvSource source, VarReader& r) {
+  const Engine& engine = EngineOf(source);
+  Reading out{{}, engine.rank, engine.size, engine.local_rank, engine.local_size};
+  WorkerEnv& env = out.env;
+  env.source = source;
+  // A Slurm step may run fewer tasks than the allocation: the step's own count wins.
+  if (source == EnvSource::kSlurm && !r.Has(out.size_var)) out.size_var = "SLURM_NTASKS";
+  env.rank = r.Int(out.rank_var).value_or(0);
+  env.world_size = source == EnvSource::kKubeflow ? PetNodes(r) : r.Int(out.size_var).value_or(1);
+
+  // The store: MASTER_ADDR / MASTER_PORT when set, else what the engine implies (a Slurm step's first node
+  // and job id; torchrun's PET_MASTER_*). MPI implies nothing: the user passes them (mpirun -x).
+  const bool pod = source == EnvSource::kKubeflow || (source == EnvSource::kEnvVars && (r.Has("PET_NODE_RANK") ||
+                                                                                        r.Has("PET_NNODES")));
+  std::optional<std::string> addr = r.Get("MASTER_ADDR");
+  if (!addr && source == EnvSource::kSlurm) addr = SlurmStoreHost(r);
+  if (!addr) addr = r.Get("PET_MASTER_ADDR");
+  if (!addr) {
+    r.problems.push_back(pod ? "MASTER_ADDR is missing (and so is PET_MASTER_ADDR)" : "MASTER_ADDR is missing");
+  }
+  env.master_addr = addr.value_or("");
+  if (source != EnvSource::kSlurm || r.Has("MASTER_PORT")) {
+    env.master_port = r.Int(r.Has("MASTER_PORT") || !r.Has("PET_MASTER_PORT") ? "MASTER_PORT" : "PET_MASTER_PORT")
+                          .value_or(0);
   } else if (auto job = r.OptionalInt("SLURM_JOB_ID")) {
     env.master_port = 20000 + *job % 20000;  // distinct jobs sharing a node rarely collide
   } else {
     r.problems.push_back("MASTER_PORT is missing (and SLURM_JOB_ID is not set to derive one)");
   }
-  return out;
-}
 
-// mpirun maps ranks to nodes in blocks by default, and neither MPI exports the node's index.
-int NodeOf(const WorkerEnv& env) { return env.local_world_size > 0 ? env.rank / env.local_world_size : 0; }
-
-Reading ReadOpenMpi(VarReader& r) {
-  Reading out{.rank_var = "OMPI_COMM_WORLD_RANK", .size_var = "OMPI_COMM_WORLD_SIZE",
-              .local_rank_var = "OMPI_COMM_WORLD_LOCAL_RANK", .local_size_var = "OMPI_COMM_WORLD_LOCAL_SIZE"};
-  WorkerEnv& env = out.env;
-  env.source = EnvSource::kOpenMpi;
-  env.rank = r.Int(out.rank_var).value_or(0);
-  env.world_size = r.Int(out.size_var).value_or(1);
-  env.local_rank = r.Int(out.local_rank_var).value_or(0);
-  env.local_world_size = r.Int(out.local_size_var).value_or(1);
-  env.group_rank = NodeOf(env);
-  // MPI does not tell a rank where rank 0 runs, so the user passes it explicitly.
-  env.master_addr = StoreAddr(r, nullptr);
-  env.master_port = StorePort(r, nullptr);
-  return out;
-}
-
-// MPICH's and Intel MPI's process manager, Hydra (mpiexec).
-Reading ReadMpich(VarReader& r) {
-  Reading out{.rank_var = "PMI_RANK", .size_var = "PMI_SIZE", .local_rank_var = "MPI_LOCALRANKID",
-              .local_size_var = "MPI_LOCALNRANKS"};
-  WorkerEnv& env = out.env;
-  env.source = EnvSource::kMpich;
-  env.rank = r.Int(out.rank_var).value_or(0);
-  env.world_size = r.Int(out.size_var).value_or(1);
-  env.master_addr = StoreAddr(r, nullptr);
-  env.master_port = StorePort(r, nullptr);
-  if (r.Has(out.local_rank_var) || r.Has(out.local_size_var)) {
+  // The processes on this machine. Without the engine's local variables: every rank, when the store is
+  // on loopback (no other machine could reach it); else one process per machine (local rank 0 of 1,
+  // node rank RANK), as PyTorchJob and Volcano start one per pod.
+  if (source == EnvSource::kSlurm) {
+    ReadSlurmLocal(r, out);
+  } else if (!out.local_rank_var.empty() && (r.Has(out.local_rank_var) || r.Has(out.local_size_var))) {
     env.local_rank = r.Int(out.local_rank_var).value_or(0);
     env.local_world_size = r.Int(out.local_size_var).value_or(1);
-  } else if (AllRanksOnThisMachine(env.master_addr)) {  // an old Hydra without the local variables
+  } else if (env.master_addr == "localhost" || absl::StartsWith(env.master_addr, "127.") || env.master_addr == "::1") {
     env.local_rank = env.rank;
     env.local_world_size = env.world_size;
+  } else if (pod) {
+    CheckOneProcessPerPod(r, out.rank_var);
+    if (source == EnvSource::kEnvVars) {
+      if (auto node = r.OptionalInt("PET_NODE_RANK")) r.Agree("RANK", env.rank, "PET_NODE_RANK", *node);
+      int nodes = 0;
+      if (absl::SimpleAtoi(r.Get("PET_NNODES").value_or(""), &nodes)) {
+        r.Agree("WORLD_SIZE", env.world_size, "PET_NNODES", nodes);
+      }
+    }
   }
-  env.group_rank = NodeOf(env);
+  const std::optional<int> node = *engine.node != '\0' ? r.OptionalInt(engine.node) : std::nullopt;
+  env.group_rank = node.value_or(env.local_world_size > 0 ? env.rank / env.local_world_size : 0);
   return out;
 }
 
@@ -393,8 +335,9 @@ void CheckConsistency(VarReader& r, const Reading& reading) {
                                       size_var, "=", env.world_size, "]"));
   }
   if (env.local_rank < 0 || env.local_rank >= env.local_world_size) {
-    r.problems.push_back(absl::StrCat(reading.local_rank_var, "=", env.local_rank,
-                                      " must be in [0, local world size ", env.local_world_size, ")"));
+    r.problems.push_back(absl::StrCat(reading.local_rank_var.empty() ? "the local rank" : reading.local_rank_var,
+                                      "=", env.local_rank, " must be in [0, local world size ",
+                                      env.local_world_size, ")"));
   }
   if (env.master_port < 1 || env.master_port > 65535) {
     r.problems.push_back(absl::StrCat("MASTER_PORT=", env.master_port,
@@ -402,53 +345,9 @@ void CheckConsistency(VarReader& r, const Reading& reading) {
   }
 }
 
-const char* WhyThisSource(EnvSource source, const EnvVars& v) {
-  switch (source) {
-    case EnvSource::kEnvVars:
-      return StartedByLauncher(v) ? "a launcher started this process (TINYDDP_LAUNCHER_STORE or TORCHELASTIC_RUN_ID)"
-                                  : "RANK or WORLD_SIZE is set";
-    case EnvSource::kSlurm: return "SLURM_PROCID of a job step is set";
-    case EnvSource::kOpenMpi: return "OMPI_COMM_WORLD_RANK is set";
-    case EnvSource::kMpich: return "PMI_RANK is set";
-    case EnvSource::kKubeflow: return "PET_NODE_RANK or PET_NNODES is set";
-  }
-  return "";
-}
-
-const char* FixHint(EnvSource source) {
-  switch (source) {
-    case EnvSource::kEnvVars:
-      return "start the program with `launch --nproc_per_node=N PROGRAM` (it sets all of them), or export RANK, "
-             "WORLD_SIZE, MASTER_ADDR and MASTER_PORT yourself (plus LOCAL_RANK and LOCAL_WORLD_SIZE when "
-             "several ranks share a machine whose MASTER_ADDR is not a loopback address)";
-    case EnvSource::kSlurm:
-      return "run the program with `srun` inside an allocation (srun sets the SLURM_* variables); export "
-             "MASTER_ADDR=<host of task 0> and MASTER_PORT if the node list gives no usable address";
-    case EnvSource::kOpenMpi:
-      return "pass the store's address to every rank: mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=29500 "
-             "PROGRAM";
-    case EnvSource::kMpich:
-      return "pass the store's address to every rank: mpiexec -genv MASTER_ADDR <host of rank 0> -genv "
-             "MASTER_PORT 29500 PROGRAM";
-    case EnvSource::kKubeflow:
-      return "run one process per pod (nprocPerNode: 1), or start the pod's processes with `launch` (its "
-             "--nnodes, --node_rank, --master_addr and --master_port from PET_*)";
-  }
-  return "";
-}
-
 }  // namespace
 
-const char* EnvSourceName(EnvSource source) {
-  switch (source) {
-    case EnvSource::kEnvVars: return "env://";
-    case EnvSource::kSlurm: return "Slurm";
-    case EnvSource::kOpenMpi: return "Open MPI";
-    case EnvSource::kMpich: return "MPICH (Hydra)";
-    case EnvSource::kKubeflow: return "Kubeflow (PET_*)";
-  }
-  return "?";
-}
+const char* EnvSourceName(EnvSource source) { return EngineOf(source).name; }
 
 std::string WorkerEnv::DebugString() const {
   return absl::StrCat("rank ", rank, "/", world_size, " (local ", local_rank, "/", local_world_size, ", node ",
@@ -459,9 +358,8 @@ std::string WorkerEnv::DebugString() const {
 EnvVars CurrentEnvironment() {
   EnvVars vars;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string entry(*e);
-    size_t eq = entry.find('=');
-    if (eq != std::string::npos) vars[entry.substr(0, eq)] = entry.substr(eq + 1);
+    std::pair<std::string, std::string> entry = absl::StrSplit(*e, absl::MaxSplits('=', 1));
+    vars.insert(std::move(entry));
   }
   return vars;
 }
@@ -489,19 +387,14 @@ absl::StatusOr<WorkerEnv> ReadWorkerEnv(const EnvVars& vars) {
   }
   VarReader r(vars);
   const EnvSource source = DetectSource(vars);
-  Reading reading;
-  switch (source) {
-    case EnvSource::kEnvVars: reading = ReadEnvVars(r); break;
-    case EnvSource::kSlurm: reading = ReadSlurm(r); break;
-    case EnvSource::kOpenMpi: reading = ReadOpenMpi(r); break;
-    case EnvSource::kMpich: reading = ReadMpich(r); break;
-    case EnvSource::kKubeflow: reading = ReadKubeflow(r); break;
-  }
+  const Reading reading = Read(source, r);
   if (source != EnvSource::kEnvVars) CheckEnvVarsAgree(r, reading);
   CheckConsistency(r, reading);
+  const char* why = StartedByLauncher(vars) ? "a launcher started this process (TINYDDP_LAUNCHER_STORE or "
+                                              "TORCHELASTIC_RUN_ID)"
+                                            : EngineOf(source).why;
   const std::string header = absl::StrCat("cannot tell this process's place in the job from its ",
-                                          EnvSourceName(source), " variables (read because ",
-                                          WhyThisSource(source, vars), "):\n  - ");
+                                          EnvSourceName(source), " variables (read because ", why, "):\n  - ");
   if (!r.contradictions.empty()) {
     r.contradictions.insert(r.contradictions.end(), r.problems.begin(), r.problems.end());
     return absl::InvalidArgumentError(absl::StrCat(
@@ -512,11 +405,10 @@ absl::StatusOr<WorkerEnv> ReadWorkerEnv(const EnvVars& vars) {
   }
   if (!r.problems.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(header, absl::StrJoin(r.problems, "\n  - "), "\nFix: ", FixHint(source), "."));
+        absl::StrCat(header, absl::StrJoin(r.problems, "\n  - "), "\nFix: ", EngineOf(source).fix, "."));
   }
   WorkerEnv env = reading.env;
-  auto hosted = vars.find(kLauncherStoreEnv);
-  env.launcher_hosts_store = hosted != vars.end() && hosted->second == "1";
+  env.launcher_hosts_store = vars.count(kLauncherStoreEnv) && vars.at(kLauncherStoreEnv) == "1";
   auto restart = vars.find(kRestartCountEnv);
   if (restart != vars.end() && !absl::SimpleAtoi(restart->second, &env.restart_count)) {
     return absl::InvalidArgumentError(absl::StrCat(kRestartCountEnv, "=", restart->second,
@@ -578,64 +470,9 @@ absl::StatusOr<std::vector<std::string>> ExpandHostlist(absl::string_view hostli
   return hosts;
 }
 
-absl::StatusOr<std::vector<std::string>> LaunchFlagsFromEnvironment(const EnvVars& vars) {
-  auto get = [&](const char* name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    return it == vars.end() || it->second.empty() ? std::nullopt : std::optional<std::string>(it->second);
-  };
-  std::vector<std::string> flags;
-  const bool any_pet = absl::c_any_of(vars, [](const auto& kv) { return absl::StartsWith(kv.first, "PET_"); });
-  if (!any_pet) return flags;
-  // Each value as launch's flag; integers are checked here so an error names the variable.
-  auto add = [&](const char* var, const char* flag, const std::string& value, bool integer) -> absl::Status {
-    int n = 0;
-    if (integer && !absl::SimpleAtoi(value, &n)) {
-      return absl::InvalidArgumentError(absl::StrCat(var, "='", value, "' is not an integer (launch reads it as ",
-                                                     flag, ", as torchrun does)"));
-    }
-    flags.push_back(absl::StrCat(flag, "=", value));
-    return absl::OkStatus();
-  };
-  if (auto nnodes = get("PET_NNODES")) {
-    std::pair<std::string, std::string> range = absl::StrSplit(*nnodes, absl::MaxSplits(':', 1));
-    if (!range.second.empty() && range.second != range.first) {
-      return absl::InvalidArgumentError(absl::StrCat("PET_NNODES=", *nnodes, " is an elastic range; tinyddp's jobs "
-                                                     "have a fixed number of nodes (as many minimum as maximum)"));
-    }
-    if (absl::Status s = add("PET_NNODES", "--nnodes", range.first, true); !s.ok()) return s;
-  }
-  if (auto v = get("PET_NODE_RANK")) {
-    if (absl::Status s = add("PET_NODE_RANK", "--node_rank", *v, true); !s.ok()) return s;
-  }
-  if (auto v = get("PET_NPROC_PER_NODE")) flags.push_back("--nproc_per_node=" + *v);
-  // The store: MASTER_ADDR/PORT over PET_MASTER_ADDR/PORT over PET_RDZV_ENDPOINT (host:port).
-  std::optional<std::string> addr = get("MASTER_ADDR"), port = get("MASTER_PORT");
-  if (!addr) addr = get("PET_MASTER_ADDR");
-  if (!port) port = get("PET_MASTER_PORT");
-  if (auto endpoint = get("PET_RDZV_ENDPOINT")) {
-    const size_t colon = endpoint->rfind(':');
-    if (!addr) addr = endpoint->substr(0, colon);
-    if (!port && colon != std::string::npos) port = endpoint->substr(colon + 1);
-  }
-  if (addr) flags.push_back("--master_addr=" + *addr);
-  if (port) {
-    if (absl::Status s = add("MASTER_PORT or PET_MASTER_PORT", "--master_port", *port, true); !s.ok()) return s;
-  }
-  if (auto v = get("PET_MAX_RESTARTS")) {
-    if (absl::Status s = add("PET_MAX_RESTARTS", "--max_restarts", *v, true); !s.ok()) return s;
-  }
-  if (auto v = get("PET_STANDALONE"); v && (*v == "1" || absl::AsciiStrToLower(*v) == "true")) {
-    flags.push_back("--standalone");
-  }
-  return flags;
-}
-
-std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int rank, int world_size, int local_rank,
-                                                                   int local_world_size, int group_rank,
-                                                                   const std::string& master_addr,
-                                                                   int master_port,
-                                                                   const std::string& store_secret,
-                                                                   int restart_count) {
+std::vector<std::pair<std::string, std::string>> WorkerEnvironment(
+    int rank, int world_size, int local_rank, int local_world_size, int group_rank, const std::string& master_addr,
+    int master_port, const std::string& store_secret, int restart_count) {
   std::vector<std::pair<std::string, std::string>> env = {
       {"RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(world_size)},

@@ -103,23 +103,11 @@ int RestartCount();
 /// brackets, a range that is not N or N-M with N <= M, or more than 1,048,576 hosts.
 absl::StatusOr<std::vector<std::string>> ExpandHostlist(absl::string_view hostlist);
 
-/// torchrun reads each of its flags also from a PET_ variable (PET_NNODES, PET_NODE_RANK,
-/// PET_NPROC_PER_NODE, PET_MASTER_ADDR, PET_MASTER_PORT, PET_MAX_RESTARTS, PET_STANDALONE, and
-/// PET_RDZV_ENDPOINT=host:port), which is how Kubeflow's PyTorchJob and Trainer describe a pod. The
-/// `launch` flags they stand for ("--nnodes=2", ...), MASTER_ADDR/MASTER_PORT winning over
-/// PET_MASTER_*, for launch to read before its own command line, so that a flag given there wins.
-/// Empty without PET_ variables. InvalidArgument for an elastic range (PET_NNODES=1:4: tinyddp's jobs
-/// have a fixed size) or a malformed value.
-absl::StatusOr<std::vector<std::string>> LaunchFlagsFromEnvironment(const EnvVars& vars);
-
 /// The env:// variables of one worker a launcher starts, with TINYDDP_RESTART_COUNT, and
 /// TINYDDP_STORE_SECRET when `store_secret` is not empty.
-std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int rank, int world_size, int local_rank,
-                                                                   int local_world_size, int group_rank,
-                                                                   const std::string& master_addr,
-                                                                   int master_port,
-                                                                   const std::string& store_secret = "",
-                                                                   int restart_count = 0);
+std::vector<std::pair<std::string, std::string>> WorkerEnvironment(
+    int rank, int world_size, int local_rank, int local_world_size, int group_rank, const std::string& master_addr,
+    int master_port, const std::string& store_secret = "", int restart_count = 0);
 
 }  // namespace tinyddp::dist
 

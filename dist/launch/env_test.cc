@@ -435,41 +435,5 @@ TEST(ExpandHostlist, RefusesWhatIsNotAHostList) {
   }
 }
 
-// ---- launch's flags from torchrun's PET_* --------------------------------------------------------------
-
-TEST(LaunchFlagsFromEnvironment, TurnsPyTorchJobsPetVariablesIntoLaunchFlags) {
-  EnvVars vars = PyTorchJobPod();
-  vars["PET_NPROC_PER_NODE"] = "gpu";
-  vars["PET_MAX_RESTARTS"] = "3";
-  auto flags = LaunchFlagsFromEnvironment(vars);
-  ASSERT_TRUE(flags.ok()) << flags.status();
-  EXPECT_EQ(*flags, (std::vector<std::string>{"--nnodes=2", "--node_rank=1", "--nproc_per_node=gpu",
-                                              "--master_addr=mnist-master-0", "--master_port=23456",
-                                              "--max_restarts=3"}));
-}
-
-TEST(LaunchFlagsFromEnvironment, MasterAddrWinsOverPetAndRendezvousEndpointFillsIn) {
-  EnvVars vars = {{"PET_NNODES", "2:2"}, {"PET_RDZV_ENDPOINT", "etcd-0:2379"}, {"PET_STANDALONE", "1"}};
-  auto flags = LaunchFlagsFromEnvironment(vars);
-  ASSERT_TRUE(flags.ok()) << flags.status();
-  EXPECT_EQ(*flags, (std::vector<std::string>{"--nnodes=2", "--master_addr=etcd-0", "--master_port=2379",
-                                              "--standalone"}));
-  vars["MASTER_ADDR"] = "10.0.0.5";
-  vars["PET_MASTER_ADDR"] = "ignored";
-  flags = LaunchFlagsFromEnvironment(vars);
-  ASSERT_TRUE(flags.ok()) << flags.status();
-  EXPECT_EQ((*flags)[1], "--master_addr=10.0.0.5");
-}
-
-TEST(LaunchFlagsFromEnvironment, NothingWithoutPetAndErrorsNameTheVariable) {
-  EXPECT_TRUE(LaunchFlagsFromEnvironment(Launched())->empty()) << "MASTER_ADDR alone changes no launch flag";
-  auto flags = LaunchFlagsFromEnvironment({{"PET_NODE_RANK", "one"}});
-  ASSERT_FALSE(flags.ok());
-  EXPECT_TRUE(Contains(std::string(flags.status().message()), "PET_NODE_RANK='one'")) << flags.status();
-  flags = LaunchFlagsFromEnvironment({{"PET_NNODES", "1:3"}});
-  ASSERT_FALSE(flags.ok());
-  EXPECT_TRUE(Contains(std::string(flags.status().message()), "elastic")) << flags.status();
-}
-
 }  // namespace
 }  // namespace tinyddp::dist

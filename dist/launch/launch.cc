@@ -1,7 +1,9 @@
 // launch: torchrun's interface for C++ programs (see launch_flags.h for the flags, launcher.h for
-// what it does, gpu_report.h for --check). It attaches the flight recorder's job side
-// (dist/observe/flight_recorder/job_records.h): every worker writes its rings into one directory per
-// round, and a failed round ends with the verdict naming the rank the others waited for.
+// what it does, gpu_report.h for --check). It attaches two wings: the root-cause blame
+// (dist/observe/blame/blame.h: the job's failure is the rank whose failure came first, from the error
+// files its workers write) and the flight recorder's job side (dist/observe/flight_recorder/job_records.h:
+// every worker writes its rings into one directory per round, and a failed round ends with the verdict
+// naming the rank the others waited for).
 //
 //   launch --nproc_per_node=gpu bazel-bin/examples/ddp_mlp
 //   launch --check
@@ -9,14 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "dist/launch/env.h"
 #include "dist/launch/gpu_report.h"
 #include "dist/launch/launch_flags.h"
 #include "dist/launch/launcher.h"
+#include "dist/observe/blame/blame.h"
 #include "dist/observe/flight_recorder/job_records.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  auto options = tinyddp::dist::ParseLaunchArgs(args);
+  // PET_* (torchrun's variables, set by Kubeflow) are read as flags before the command line, which wins.
+  auto options = tinyddp::dist::ParseLaunchArgs(args, tinyddp::dist::CurrentEnvironment());
   if (!options.ok()) {
     std::fprintf(stderr, "%s", std::string(options.status().message()).c_str());
     return 2;
@@ -29,6 +34,7 @@ int main(int argc, char** argv) {
     std::printf("%s", tinyddp::dist::SystemReport().c_str());
     return 0;
   }
+  tinyddp::dist::Blame blame("launch");
   const auto flight_records = tinyddp::dist::JobRecords::ForThisJob();
-  return tinyddp::dist::RunLauncher(*options, flight_records.get());
+  return tinyddp::dist::RunLauncher(*options, {&blame, flight_records.get()});
 }

@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
+#include "dist/launch/env.h"
 #include "dist/launch/job_timeout.h"
+#include "dist/launch/pet_flags.h"
 
 namespace {
 const tinyddp::dist::LaunchOptions kDefaults;
@@ -26,6 +28,9 @@ ABSL_FLAG(int32_t, node_rank, kDefaults.node_rank, "this machine's index, 0..nno
 ABSL_FLAG(std::string, master_addr, kDefaults.master_addr, "address of node 0");
 ABSL_FLAG(int32_t, master_port, kDefaults.master_port,
           "store port on node 0; -1: a free port for one node, 29500 for several");
+ABSL_FLAG(bool, standalone, false,
+          "torchrun's --standalone: this machine is the whole job (--nnodes=1, the store on 127.0.0.1 at a free "
+          "port), which is also the default");
 ABSL_FLAG(int32_t, rendezvous_timeout, kDefaults.rendezvous_timeout_seconds,
           "seconds the launchers of a multi-node job wait for each other; 0 = --timeout");
 ABSL_FLAG(std::string, timeout, "",
@@ -42,6 +47,10 @@ ABSL_FLAG(std::string, tee, "",
           "torchrun's --tee STREAMS (0-3, or per rank as 0:3,1:1): any but 0 works as --prefix_output");
 ABSL_FLAG(int32_t, grace_seconds, kDefaults.grace_seconds,
           "after a failure, SIGTERM the workers, then SIGKILL after this many seconds");
+ABSL_FLAG(int32_t, preempt_grace, kDefaults.preempt_grace_seconds,
+          "when launch itself gets SIGTERM or SIGUSR1 (a preemption, a time limit, a pod deleted): SIGTERM the "
+          "workers and give them this many seconds to checkpoint before SIGKILL; keep it below the engine's own "
+          "(Slurm's KillWait, Kubernetes' terminationGracePeriodSeconds)");
 ABSL_FLAG(bool, check, kDefaults.check,
           "print CUDA driver/runtime and NCCL versions, the GPUs and their links, and exit");
 
@@ -50,9 +59,10 @@ namespace {
 
 const std::vector<FlagGroup>& Flags() {
   static const auto* groups = new std::vector<FlagGroup>{
-      {"workers", {"nproc_per_node", "prefix_output", "tee", "grace_seconds", "ignore_worker_limits"}},
+      {"workers",
+       {"nproc_per_node", "prefix_output", "tee", "grace_seconds", "preempt_grace", "ignore_worker_limits"}},
       {"failures", {"timeout", "max_restarts"}},
-      {"several machines", {"nnodes", "node_rank", "master_addr", "master_port", "rendezvous_timeout"}},
+      {"several machines", {"nnodes", "node_rank", "master_addr", "master_port", "rendezvous_timeout", "standalone"}},
       {"other", {"check"}},
   };
   return *groups;
@@ -105,8 +115,14 @@ std::string LaunchUsage() {
       "  launch --nnodes=2 --node_rank=0 --master_addr=10.0.0.1 --master_port=29500 --nproc-per-node=8 ./train\n");
 }
 
-absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args) {
-  absl::StatusOr<CommandLine> command_line = ParseCommandLineFlags(args, Flags());
+absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args, const EnvVars& env) {
+  // torchrun reads each flag also from PET_<FLAG>, as Kubeflow sets them in every pod: they go first, so
+  // that a flag given on the command line wins (pet_flags.h, LaunchFlagsFromEnvironment).
+  absl::StatusOr<std::vector<std::string>> from_env = LaunchFlagsFromEnvironment(env);
+  if (!from_env.ok()) return BadArg(std::string(from_env.status().message()));
+  std::vector<std::string> all = *from_env;
+  all.insert(all.end(), args.begin(), args.end());
+  absl::StatusOr<CommandLine> command_line = ParseCommandLineFlags(all, Flags());
   if (!command_line.ok()) return BadArg(std::string(command_line.status().message()));
   LaunchOptions o;
   o.help = command_line->help;
@@ -126,6 +142,7 @@ absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& ar
   o.master_port = absl::GetFlag(FLAGS_master_port);
   o.rendezvous_timeout_seconds = absl::GetFlag(FLAGS_rendezvous_timeout);
   o.grace_seconds = absl::GetFlag(FLAGS_grace_seconds);
+  o.preempt_grace_seconds = absl::GetFlag(FLAGS_preempt_grace);
   o.max_restarts = absl::GetFlag(FLAGS_max_restarts);
   o.ignore_worker_limits = absl::GetFlag(FLAGS_ignore_worker_limits);
   const std::string timeout = absl::GetFlag(FLAGS_timeout), program_timeout = ProgramTimeout(o.program);
@@ -153,9 +170,15 @@ absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& ar
                                 CheckRange("node_rank", o.node_rank, 0, 1 << 20),
                                 CheckRange("master_port", o.master_port, -1, 65535),
                                 CheckRange("grace_seconds", o.grace_seconds, 0, 3600),
+                                CheckRange("preempt_grace", o.preempt_grace_seconds, 0, 3600),
                                 CheckRange("rendezvous_timeout", o.rendezvous_timeout_seconds, 0, 86400),
                                 CheckRange("max_restarts", o.max_restarts, 0, 1000)}) {
     if (!s.ok()) return s;
+  }
+  if (absl::GetFlag(FLAGS_standalone)) {
+    if (o.nnodes != 1) return BadArg(absl::StrCat("--standalone is a one-node job, but --nnodes=", o.nnodes));
+    o.master_addr = "127.0.0.1";
+    o.master_port = -1;
   }
   if (o.check) return o;
   if (o.program.empty()) return BadArg("no PROGRAM given");

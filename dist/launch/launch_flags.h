@@ -6,6 +6,11 @@
 // underscores: --nproc-per-node is --nproc_per_node), and everything from PROGRAM on is PROGRAM's,
 // split off before any flag is parsed, so `launch ./train --nnodes=7` passes --nnodes=7 to ./train.
 // `--` ends the flags explicitly (for a PROGRAM whose name starts with a dash).
+//
+// torchrun's PET_* variables (PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_ADDR, ...: what
+// Kubeflow sets in a pod) are read as flags placed before the command line's, so a flag given there wins
+// (pet_flags.h, LaunchFlagsFromEnvironment). --standalone is torchrun's too: one node, the store on loopback at a
+// free port (launch's default for one node; the flag refuses --nnodes above 1).
 #ifndef TINYDDP_DIST_LAUNCH_LAUNCH_FLAGS_H_
 #define TINYDDP_DIST_LAUNCH_LAUNCH_FLAGS_H_
 
@@ -13,13 +18,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "dist/launch/env.h"
 #include "dist/launch/launch_options.h"
 
 namespace tinyddp::dist {
 
-/// Parses launch's arguments (argv without argv[0]), starting from LaunchOptions' defaults on every
-/// call. InvalidArgument names the bad flag and why, followed by the usage.
-absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args);
+/// Parses launch's arguments (argv without argv[0]) after the flags that `env`'s PET_* variables stand
+/// for, starting from LaunchOptions' defaults on every call (launch passes CurrentEnvironment()).
+/// InvalidArgument names the bad flag or variable and why, followed by the usage.
+absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args, const EnvVars& env = {});
 
 /// The usage text printed by --help and after argument errors.
 std::string LaunchUsage();

@@ -130,5 +130,30 @@ TEST(ParseLaunchArgs, ARelativeProgramPathIsTheOneTypedWhereBazelRunStarted) {
   EXPECT_EQ(bare->program[0], "python3") << "a bare name is looked up in PATH, as a shell does";
 }
 
+TEST(ParseLaunchArgs, StandaloneIsTorchrunsOneNodeJob) {
+  auto o = ParseLaunchArgs({"--standalone", "--nproc_per_node=2", "p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->nnodes, 1);
+  EXPECT_EQ(o->master_addr, "127.0.0.1");
+  EXPECT_EQ(o->master_port, -1) << "a free port";
+  EXPECT_FALSE(ParseLaunchArgs({"--standalone", "--nnodes=2", "p"}).ok());
+}
+
+TEST(ParseLaunchArgs, ReadsTorchrunsPetVariablesAndFlagsWin) {
+  const EnvVars pod = {{"PET_NNODES", "2"}, {"PET_NODE_RANK", "1"}, {"PET_NPROC_PER_NODE", "4"},
+                       {"PET_MASTER_ADDR", "job-master-0"}, {"PET_MASTER_PORT", "23456"}};
+  auto o = ParseLaunchArgs({"p"}, pod);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->nnodes, 2);
+  EXPECT_EQ(o->node_rank, 1);
+  EXPECT_EQ(o->nproc_per_node, "4");
+  EXPECT_EQ(o->master_addr, "job-master-0");
+  EXPECT_EQ(o->master_port, 23456);
+  o = ParseLaunchArgs({"--nproc_per_node=gpu", "p"}, pod);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->nproc_per_node, "gpu");
+  EXPECT_FALSE(ParseLaunchArgs({"p"}, {{"PET_NNODES", "1:4"}}).ok()) << "an elastic range";
+}
+
 }  // namespace
 }  // namespace tinyddp::dist

@@ -19,7 +19,6 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "dist/launch/env.h"
-#include "dist/launch/error_file.h"
 #include "dist/launch/job_settings.h"
 #include "dist/launch/job_timeout.h"
 #include "dist/launch/known_variables.h"
@@ -53,9 +52,10 @@ struct RoundVerdict {
   std::string cause;          // the job's root cause, "node N: rank R ... failed first: ..." ("" when none failed)
 };
 
-// A node's cause for the round, as stored: "<order> <time_us> <text>". Order 0 is an own failure, 1 a
-// timeout, 2 a reaction to another's failure, 3 none; the lowest order wins across nodes, then the
-// earliest time (the machines' clocks need only agree to within the time failures take to spread).
+// A node's cause for the round, as stored: "<order> <time_us> <text>". The order is JobResult's
+// cause_order (with blame attached: 0 an own failure, 1 a timeout, 2 a reaction to another's failure), 3
+// none; the lowest order wins across nodes, then the earliest time (the machines' clocks need only agree
+// to within the time failures take to spread).
 struct Cause {
   int order = 3;
   int64_t time_us = 0;
@@ -68,8 +68,8 @@ struct Cause {
 
 Cause LocalCause(const LaunchOptions& o, const JobResult& r) {
   Cause c;
-  if (r.cause_kind) {
-    c.order = *r.cause_kind == FailureKind::kError ? 0 : *r.cause_kind == FailureKind::kTimeout ? 1 : 2;
+  if (r.cause_order) {
+    c.order = *r.cause_order;
     c.time_us = r.cause_time_us;
   }
   if (r.exit_code != 0) c.text = absl::StrCat("node ", o.node_rank, ": ", r.reason);
@@ -153,8 +153,12 @@ absl::StatusOr<RoundVerdict> AgreeOnRound(Store& store, const LaunchOptions& o, 
 // `store_lost`: set when the watcher lost the store (node 0 is gone or unreachable); the workers were
 // stopped for it, and nothing more can be agreed on.
 JobResult RunRound(const LaunchOptions& o, int round, const std::vector<WorkerProcessSpec>& specs, Store* store,
-                   Lifeline& lifeline, bool* store_lost) {
-  Supervisor supervisor({.prefix_output = o.prefix_output, .grace = std::chrono::seconds(o.grace_seconds)});
+                   const std::vector<JobObserver*>& observers, Lifeline& lifeline, bool* store_lost) {
+  Supervisor supervisor({.prefix_output = o.prefix_output,
+                         .grace = std::chrono::seconds(o.grace_seconds),
+                         .preempt_grace = std::chrono::seconds(o.preempt_grace_seconds),
+                         .round = round,
+                         .observers = observers});
   if (absl::Status s = supervisor.Start(specs); !s.ok()) {
     Say(std::string(s.message()));
     JobResult failed;
@@ -202,7 +206,7 @@ JobResult RunRound(const LaunchOptions& o, int round, const std::vector<WorkerPr
 
 }  // namespace
 
-int RunLauncher(const LaunchOptions& o, JobObserver* observer) {
+int RunLauncher(const LaunchOptions& o, const std::vector<JobObserver*>& observers) {
   Lifeline lifeline;  // first, before any thread: no process started below outlives this one (lifeline.h)
   WarnAboutUnknownVariables("launch: ");
   // Step 1: how many workers (and whether this machine can hold them), and the store.
@@ -266,8 +270,6 @@ int RunLauncher(const LaunchOptions& o, JobObserver* observer) {
                    store_addr, ":", port, server ? absl::StrCat(" (listening on ", server->listening_on(), ")") : "",
                    "; timeout ", FormatTimeout(o.timeout), " (", o.timeout_source, ")",
                    o.max_restarts > 0 ? absl::StrCat(", up to ", o.max_restarts, " restart(s)") : ""));
-  JobObserver no_observer;
-  JobObserver& job = observer != nullptr ? *observer : no_observer;
   for (int round = 0;; ++round) {
     std::vector<WorkerProcessSpec> specs;
     for (int local = 0; local < *nproc; ++local) {
@@ -276,17 +278,18 @@ int RunLauncher(const LaunchOptions& o, JobObserver* observer) {
                        WorkerEnvironment(rank, world_size, local, *nproc, o.node_rank, store_addr, port, secret,
                                          round)});
       specs.back().env.emplace_back(kTimeoutEnv, FormatTimeout(o.timeout));  // one timeout for the whole job
-      for (auto& kv : job.WorkerEnvironment(round)) specs.back().env.push_back(kv);
     }
     bool store_lost = false;
-    const JobResult result = RunRound(o, round, specs, store.get(), lifeline, &store_lost);
+    const JobResult result = RunRound(o, round, specs, store.get(), observers, lifeline, &store_lost);
     lifeline.EndRound();
-    if (result.exit_code != 0) {
+    // A preemption (the workers checkpointed on a signal and exited with 75) is no failure to explain.
+    const bool preempted = result.exit_code == kPreemptedExitCode && result.interrupted;
+    if (result.exit_code != 0 && !preempted) {
       std::vector<int> ranks_here;
       for (const WorkerProcessSpec& spec : specs) ranks_here.push_back(spec.rank);
-      job.FailedRound(round, "launch: ", ranks_here);
+      for (JobObserver* observer : observers) observer->FailedRound(round, "launch: ", ranks_here);
     }
-    job.Finish(result.exit_code == 0);
+    for (JobObserver* observer : observers) observer->Finish(result.exit_code == 0 || preempted);
 
     // Step 4: how the round went everywhere (several nodes agree on it), and what follows.
     RoundVerdict verdict{result.exit_code != 0, result.interrupted, result.permanent, result.reason};
@@ -308,6 +311,11 @@ int RunLauncher(const LaunchOptions& o, JobObserver* observer) {
     if (verdict.failed_nodes == 0) return 0;
     const std::string why = !verdict.cause.empty() ? verdict.cause : "a worker on another node failed";
     const bool restartable = verdict.interrupted_nodes == 0 && verdict.permanent_nodes == 0;
+    if (preempted) {  // the workers checkpointed on a SIGTERM or SIGUSR1 (here or their own)
+      Say(absl::StrCat("job preempted (", why, "): the workers wrote a checkpoint and exited; exiting with ", code,
+                       ", not restarted: run the job again with --resume to continue"));
+      return code;
+    }
     if (!restartable || round >= o.max_restarts) {
       std::string note;
       if (verdict.interrupted_nodes == 0 && !restartable && round < o.max_restarts) {

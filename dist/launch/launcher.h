@@ -10,10 +10,15 @@
 //      that cannot reach the store after a local failure gives up within seconds, naming that failure;
 //   5. elastic restart (--max_restarts=N, torchrun's): after a failed round, steps 3-4 run again with
 //      TINYDDP_RESTART_COUNT one higher, up to N times, unless a signal stopped it or its first failure was
-//      permanent (kPermanentFailureExitCode, error_file.h). The store stays up; the workers' process groups
+//      permanent (kPermanentFailureExitCode, supervisor.h). The store stays up; the workers' process groups
 //      rendezvous under keys of their own round (init.h), and a program that checkpoints resumes.
+// Preemption: a SIGTERM or SIGUSR1 to launch (sbatch's script, a pod's PID 1) reaches every worker as
+// SIGTERM, which then has --preempt_grace (30 s) to checkpoint before SIGKILL. Workers that exit with
+// kPreemptedExitCode (75), signalled here or themselves (srun), make it launch's status: not restarted.
 #ifndef TINYDDP_DIST_LAUNCH_LAUNCHER_H_
 #define TINYDDP_DIST_LAUNCH_LAUNCHER_H_
+
+#include <vector>
 
 #include "dist/launch/job_observer.h"
 #include "dist/launch/launch_options.h"
@@ -22,9 +27,9 @@ namespace tinyddp::dist {
 
 /// Runs a whole job (this node's part of it) and returns the exit code for the launcher: 0 when every
 /// worker succeeded, otherwise non-zero after printing which rank failed first and how.
-/// `observer` (may be null) is told about each round (job_observer.h; the launch binary passes the flight
-/// recorder's). Precondition: options come from ParseLaunchArgs with help and check unset.
-int RunLauncher(const LaunchOptions& options, JobObserver* observer = nullptr);
+/// `observers` are told about each round (job_observer.h; the launch binary passes the flight recorder's
+/// and the root-cause blame). Precondition: options come from ParseLaunchArgs with help and check unset.
+int RunLauncher(const LaunchOptions& options, const std::vector<JobObserver*>& observers = {});
 
 }  // namespace tinyddp::dist
 

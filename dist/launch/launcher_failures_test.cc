@@ -2,8 +2,9 @@
 // store: it blames the rank whose failure came first rather than the first exit it saw; after a hang it
 // names the rank the others timed out waiting for; --max_restarts starts a fresh round whose workers
 // rendezvous anew (over one node and over two); and a worker count the machine cannot hold is refused
-// before anything is forked. This binary plays the launcher (--as_launcher ARGS) and its workers
-// (--as_worker=MODE DIR), which leave what they saw in files in DIR.
+// before anything is forked. This binary plays the launcher (--as_launcher ARGS, with the root-cause blame
+// attached as the launch binary attaches it) and its workers (--as_worker=MODE DIR), which leave what they
+// saw in files in DIR.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,9 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "dist/init.h"
 #include "dist/launch/env.h"
-#include "dist/launch/error_file.h"
 #include "dist/launch/launch_flags.h"
 #include "dist/launch/launcher.h"
+#include "dist/observe/blame/blame.h"
+#include "dist/observe/blame/error_file.h"
 #include "dist/store/internal/socket.h"
 #include "dist/store/store_secret.h"
 #include "dist/testing/process_test_util.h"
@@ -259,7 +261,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", std::string(options.status().message()).c_str());
       return 2;
     }
-    return tinyddp::dist::RunLauncher(*options);
+    tinyddp::dist::Blame blame("launch");  // dist/observe/blame: what launch.cc attaches
+    return tinyddp::dist::RunLauncher(*options, {&blame});
   }
   if (argc >= 3 && std::strncmp(argv[1], "--as_worker=", 12) == 0) {
     return tinyddp::dist::RunWorker(argv[1] + 12, argv[2]);

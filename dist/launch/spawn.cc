@@ -13,9 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dist/launch/env.h"
-#include "dist/launch/error_file.h"
 #include "dist/launch/known_variables.h"
-#include "dist/launch/launch_options.h"
 #include "dist/launch/supervisor.h"
 #include "dist/launch/worker_limits.h"
 #include "dist/store/store_secret.h"
@@ -28,23 +26,22 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
   if (IsWorker()) return absl::OkStatus();
   WarnAboutUnknownVariables("spawn: ");
 
+  // How many, and why (for the one line below and the refusal): TINYDDP_NPROC, else the program's count,
+  // else one per GPU or the CPU ranks.
   const int gpus = cuda::DeviceCount();
   int nproc = options.nproc > 0 ? options.nproc : (gpus > 0 ? gpus : options.cpu_ranks);
-  // Why this many, for the one line below.
   std::string why = options.nproc > 0 ? "as the program asks" : (gpus > 0 ? "one per GPU" : "CPU ranks");
+  std::string what = options.nproc > 0 ? absl::StrCat(options.nproc_flag, "=", nproc) : "";
   if (const char* override_nproc = std::getenv("TINYDDP_NPROC")) {
     auto n = ResolveNprocPerNode(override_nproc, gpus, UsableCpuCount());
     if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat("TINYDDP_NPROC: ", n.status().message()));
     nproc = *n;
-    why = absl::StrCat("TINYDDP_NPROC=", override_nproc);
+    why = what = absl::StrCat("TINYDDP_NPROC=", override_nproc);
   }
   if (gpus > 0 && nproc > gpus) absl::StrAppend(&why, ", more than the ", gpus, " GPU(s)");
   if (!options.ignore_worker_limits) {
-    const char* env_nproc = std::getenv("TINYDDP_NPROC");
     RETURN_IF_ERROR(CheckWorkerCount(nproc, ReadMachineCapacity(), options.one_gpu_each, gpus,
-                                     env_nproc != nullptr  ? absl::StrCat("TINYDDP_NPROC=", env_nproc)
-                                     : options.nproc > 0 ? absl::StrCat(options.nproc_flag, "=", nproc)
-                                                         : absl::StrCat(nproc, " ranks (", why, ")"),
+                                     what.empty() ? absl::StrCat(nproc, " ranks (", why, ")") : what,
                                      options.override_flag));
   }
 
@@ -70,22 +67,23 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
   std::fprintf(stderr, "%s: starting %d worker(s) (%s; set TINYDDP_NPROC to change), store at 127.0.0.1:%d%s\n",
                program.c_str(), nproc, why.c_str(), port,
                options.max_restarts > 0 ? absl::StrCat(", up to ", options.max_restarts, " restart(s)").c_str() : "");
+  std::vector<JobObserver*> observers;
+  for (const auto& observer : options.job_observers) observers.push_back(observer.get());
   int exit_code = 0;
-  JobObserver no_observer;
-  JobObserver& job = options.job_observer != nullptr ? *options.job_observer : no_observer;
   for (int round = 0;; ++round) {
     std::vector<WorkerProcessSpec> specs;
     for (int rank = 0; rank < nproc; ++rank) {
       specs.push_back(
           {rank, rank, args, WorkerEnvironment(rank, nproc, rank, nproc, 0, "127.0.0.1", port, secret, round)});
-      for (auto& kv : job.WorkerEnvironment(round)) specs.back().env.push_back(kv);
     }
-    Supervisor supervisor({.prefix_output = options.prefix_output, .name = "spawn"});
+    Supervisor supervisor({.name = "spawn", .round = round, .observers = observers});
     RETURN_IF_ERROR(supervisor.Start(specs));
     const JobResult result = supervisor.Wait();
     exit_code = result.exit_code;
-    if (exit_code != 0) job.FailedRound(round, "spawn: ", {});
-    job.Finish(exit_code == 0);
+    for (JobObserver* observer : observers) {
+      if (exit_code != 0) observer->FailedRound(round, "spawn: ", {});
+      observer->Finish(exit_code == 0);
+    }
     if (exit_code == 0) break;
     if (result.interrupted || result.permanent || round >= options.max_restarts) {
       const std::string note =

@@ -5,15 +5,16 @@
 // needs no launcher. Called first thing in main(): in a process that is already a worker (RANK, Slurm or
 // Open MPI variables are set) it returns at once; otherwise the process becomes a small launcher for its
 // own binary: it hosts the job's store on a free port, re-executes /proc/self/exe with the same
-// arguments once per rank (with RANK, WORLD_SIZE, ... set), supervises them exactly like `launch` does
-// (supervisor.h) and exits with the job's status. Works the same inside and outside Bazel. Like launch,
-// it refuses more workers than the machine can hold (worker_limits.h) and, with max_restarts, starts
-// them all again after a failure (TINYDDP_RESTART_COUNT tells them which round they are in).
+// arguments once per rank (with RANK, WORLD_SIZE, ... set), supervises them as `launch` does
+// (supervisor.h, with the observers it is given) and exits with the job's status. Works the same inside
+// and outside Bazel. Like launch, it refuses more workers than the machine can hold (worker_limits.h) and,
+// with max_restarts, starts them all again after a failure (TINYDDP_RESTART_COUNT tells them their round).
 #ifndef TINYDDP_DIST_LAUNCH_SPAWN_H_
 #define TINYDDP_DIST_LAUNCH_SPAWN_H_
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "dist/launch/job_observer.h"
@@ -25,7 +26,6 @@ struct SpawnOptions {
   /// variable TINYDDP_NPROC (a number, or gpu/cpu/auto as in launch) overrides it.
   int nproc = 0;
   int cpu_ranks = 2;
-  bool prefix_output = false;  // "[rank N] " before each line the workers print
   int max_restarts = 0;        // after a failed round (not a permanent failure: exit 73), start again this often
   bool one_gpu_each = false;   // the workers use NCCL: refuse more of them than there are GPUs
   bool ignore_worker_limits = false;  // skip the worker_limits.h check (the program's override flag)
@@ -33,9 +33,9 @@ struct SpawnOptions {
   /// ("" = none offered).
   std::string nproc_flag = "--nproc";
   std::string override_flag = "--ignore_worker_limits";
-  /// Told about each round of workers (job_observer.h); null: nothing is added. ddp_mlp passes the flight
-  /// recorder's (dist/observe/flight_recorder/job_records.h), so that a failed run ends with its verdict.
-  std::shared_ptr<JobObserver> job_observer;
+  /// Told about each round of workers (job_observer.h); none: the plain job, whose failure is the first
+  /// one seen. ddp_mlp passes the root-cause blame and the flight recorder's verdict (dist/observe/).
+  std::vector<std::shared_ptr<JobObserver>> job_observers;
 };
 
 /// Returns OK in a worker. In the starting process, runs the job and calls std::exit() with its status

@@ -8,14 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 extern char** environ;
@@ -59,49 +58,18 @@ std::string ResolveProgram(const std::string& program) {
   return program;  // execve fails with ENOENT, reported through the error pipe
 }
 
+// This process's environment with `extra` set on top, as execve wants it ("NAME=value", then a null).
 std::vector<std::string> MergedEnvironment(const std::vector<std::pair<std::string, std::string>>& extra) {
   std::vector<std::string> out;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     absl::string_view entry(*e);
-    absl::string_view name = entry.substr(0, entry.find('='));
-    bool overridden = false;
-    for (const auto& [k, v] : extra) overridden |= (name == k);
-    if (!overridden) out.emplace_back(entry);
+    const absl::string_view name = entry.substr(0, entry.find('='));
+    if (std::none_of(extra.begin(), extra.end(), [&](const auto& kv) { return kv.first == name; })) {
+      out.emplace_back(entry);
+    }
   }
   for (const auto& [k, v] : extra) out.push_back(k + "=" + v);
   return out;
-}
-
-int64_t NowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// A fresh folder for the workers' error files ("" when none can be made: blame then uses exits only).
-std::string MakeErrorDir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string path = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/tinyddp-errors-XXXXXX");
-  return ::mkdtemp(path.data()) != nullptr ? path : "";
-}
-
-std::string Describe(const WorkerExit& e) {
-  return absl::StrCat("rank ", e.rank, " (local rank ", e.local_rank, ", pid ", e.pid, ")");
-}
-
-int ExitCodeOf(const WorkerExit& e) { return e.signaled ? 128 + e.value : e.value; }
-
-// What a signal that ended a worker on its own usually means, for the job's one-line verdict.
-std::string SignalHint(const WorkerExit& e) {
-  if (!e.signaled || e.stopped) return "";
-  switch (e.value) {
-    case SIGKILL: return " (sent from outside the job: the out-of-memory killer? see dmesg)";
-    case SIGSEGV:
-    case SIGBUS:
-    case SIGFPE:
-    case SIGILL: return " (a crash: its last output above, a debugger or a core dump show where)";
-    case SIGABRT: return " (it aborted: its last lines above say why)";
-    default: return "";
-  }
 }
 
 std::vector<char*> CStrings(std::vector<std::string>& strings) {
@@ -111,42 +79,46 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
   return out;
 }
 
+// "SIGTERM" for 15, "signal 99" for unknown numbers.
+std::string SignalName(int signo) {
+  const char* abbrev = ::sigabbrev_np(signo);  // "TERM"
+  return abbrev != nullptr ? absl::StrCat("SIG", abbrev) : absl::StrCat("signal ", signo);
+}
+
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
-std::string SignalName(int signo) {
-  switch (signo) {
-    case SIGHUP: return "SIGHUP";
-    case SIGINT: return "SIGINT";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGILL: return "SIGILL";
-    case SIGTRAP: return "SIGTRAP";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGKILL: return "SIGKILL";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGUSR2: return "SIGUSR2";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGALRM: return "SIGALRM";
-    case SIGTERM: return "SIGTERM";
-    case SIGXCPU: return "SIGXCPU";
-    default: return absl::StrCat("signal ", signo);
-  }
+std::string WorkerExit::Who() const {
+  return absl::StrCat("rank ", rank, " (local rank ", local_rank, ", pid ", pid, ")");
 }
 
 std::string WorkerExit::How() const {
-  if (signaled) return absl::StrCat("signal ", SignalName(value), " (", value, ")");
-  return absl::StrCat("exit code ", value);
+  if (!signaled) return absl::StrCat("exit code ", value);
+  std::string how = absl::StrCat("signal ", SignalName(value), " (", value, ")");
+  if (stopped) return how;  // our own SIGTERM or SIGKILL
+  // What a signal that ended a worker on its own usually means.
+  switch (value) {
+    case SIGKILL: return how + " (sent from outside the job: the out-of-memory killer? see dmesg)";
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL: return how + " (a crash: its last output above, a debugger or a core dump show where)";
+    case SIGABRT: return how + " (it aborted: its last lines above say why)";
+    default: return how;
+  }
 }
 
 Supervisor::~Supervisor() {
   for (Worker& w : workers_) {
     if (!w.running) continue;
-    ::kill(-w.pid, SIGKILL);
-    ::kill(w.pid, SIGKILL);
+    ::kill(-w.exit.pid, SIGKILL);
+    ::kill(w.exit.pid, SIGKILL);
     int status = 0;
-    ::waitpid(w.pid, &status, 0);  // SIGKILL cannot be caught: this returns promptly
+    ::waitpid(w.exit.pid, &status, 0);  // SIGKILL cannot be caught: this returns promptly
   }
   for (Worker& w : workers_) {
     for (int fd : w.out) {
@@ -156,13 +128,11 @@ Supervisor::~Supervisor() {
   for (int fd : wake_pipe_) {
     if (fd >= 0) ::close(fd);
   }
-  std::error_code ec;
-  if (!error_dir_.empty()) std::filesystem::remove_all(error_dir_, ec);
 }
 
 std::vector<pid_t> Supervisor::pids() const {
   std::vector<pid_t> out;
-  for (const Worker& w : workers_) out.push_back(w.pid);
+  for (const Worker& w : workers_) out.push_back(w.exit.pid);
   return out;
 }
 
@@ -171,14 +141,12 @@ absl::Status Supervisor::Start(const std::vector<WorkerProcessSpec>& specs) {
     return absl::InternalError(absl::StrCat("pipe2 failed: ", std::strerror(errno)));
   }
   const pid_t parent = ::getpid();
-  error_dir_ = MakeErrorDir();
   workers_.reserve(specs.size());
   for (const WorkerProcessSpec& spec : specs) {
     Worker& w = workers_.emplace_back();
     w.spec = spec;
-    if (!error_dir_.empty()) {
-      w.error_file = absl::StrCat(error_dir_, "/rank-", spec.rank, ".json");
-      w.spec.env.emplace_back(kErrorFileEnv, w.error_file);
+    for (JobObserver* observer : options_.observers) {
+      for (auto& kv : observer->WorkerEnvironment(options_.round, spec.rank)) w.spec.env.push_back(kv);
     }
     w.exit.rank = spec.rank;
     w.exit.local_rank = spec.local_rank;
@@ -225,7 +193,6 @@ absl::Status Supervisor::Start(const std::vector<WorkerProcessSpec>& specs) {
       return absl::ResourceExhaustedError(absl::StrCat("fork failed for rank ", spec.rank, ": ", std::strerror(errno)));
     }
     ::setpgid(pid, pid);  // also here, so the group exists before we might signal it
-    w.pid = pid;
     w.running = true;
     w.exit.pid = pid;
     int err = 0;
@@ -268,10 +235,9 @@ void Supervisor::ReadOutput(Worker& w, int stream, bool flush) {
 
 bool Supervisor::ReapOne(Worker& w) {
   int status = 0;
-  const pid_t r = ::waitpid(w.pid, &status, WNOHANG);
-  if (r != w.pid) return false;
+  if (::waitpid(w.exit.pid, &status, WNOHANG) != w.exit.pid) return false;
   w.running = false;
-  w.exited_us = NowMicros();
+  w.exit.time_us = NowMicros();
   w.exit.signaled = WIFSIGNALED(status);
   w.exit.value = w.exit.signaled ? WTERMSIG(status) : WEXITSTATUS(status);
   return true;
@@ -286,13 +252,13 @@ void Supervisor::BeginStop(const std::string& reason, int exit_code, int signo) 
     if (!w.running) continue;
     ++still_running;
     w.exit.stopped = true;
-    ::kill(-w.pid, signo);  // the worker's whole process group: its own children stop too
+    ::kill(-w.exit.pid, signo);  // the worker's whole process group: its own children stop too
   }
-  kill_at_ = std::chrono::steady_clock::now() + options_.grace;
+  const auto grace = result_.interrupted && signo == SIGTERM ? options_.preempt_grace : options_.grace;
+  kill_at_ = std::chrono::steady_clock::now() + grace;
   if (still_running > 0) {
     WriteAll(STDERR_FILENO, absl::StrCat(options_.name, ": ", reason, "; sending ", SignalName(signo), " to the other ",
-                                         still_running, " worker(s), SIGKILL after ",
-                                         options_.grace.count() / 1000.0, "s\n"));
+                                         still_running, " worker(s), SIGKILL after ", grace.count() / 1000.0, "s\n"));
   }
 }
 
@@ -300,7 +266,7 @@ void Supervisor::Signal(int signo) {
   if (stopping_) {
     // A second Ctrl-C: the user does not want to wait out the grace period.
     for (Worker& w : workers_) {
-      if (w.running) ::kill(-w.pid, SIGKILL);
+      if (w.running) ::kill(-w.exit.pid, SIGKILL);
     }
     return;
   }
@@ -310,72 +276,20 @@ void Supervisor::Signal(int signo) {
             forward);
 }
 
+// A worker failed while the job ran: the others stop now, unless an observer holds the stop back a
+// moment to let them report their own failures (dist/observe/blame/).
 void Supervisor::OnWorkerFailed(Worker& w) {
-  w.exit.failure = ReadWorkerFailure(w.error_file);
   if (stopping_) return;
-  const bool timed_out = w.exit.failure && w.exit.failure->kind == FailureKind::kTimeout;
-  const bool gave_way = w.exit.failure && w.exit.failure->kind == FailureKind::kPeer;
-  if (timed_out && !settle_until_) {
-    // The others waiting in the same collective time out within moments; let them say so, so that the
-    // one that does not is recognisable as the one everybody waited for.
-    settle_until_ = std::chrono::steady_clock::now() + options_.timeout_settle;
-    WriteAll(STDERR_FILENO, absl::StrCat(options_.name, ": ", Describe(w.exit), " timed out: ",
-                                         FirstLine(w.exit.failure->message, 200), "\n"));
+  if (!result_.first_failure) result_.first_failure = w.exit;
+  std::chrono::milliseconds hold{0};
+  for (JobObserver* observer : options_.observers) {
+    hold = std::max(hold, observer->HoldStop(w.exit, hold_until_.has_value()));
+  }
+  if (hold.count() > 0) {
+    if (!hold_until_) hold_until_ = std::chrono::steady_clock::now() + hold;
     return;
   }
-  if (settle_until_ && (timed_out || gave_way)) return;  // part of the same timeout
-  BeginStop(absl::StrCat(Describe(w.exit), " exited with ", w.exit.How()), ExitCodeOf(w.exit), SIGTERM);
-}
-
-void Supervisor::Blame() {
-  if (result_.interrupted) return;
-  // Class 0: the worker's own failure (its error file says so, or it died without one and without
-  // being stopped by us); 1: a timeout; 2: it stopped because another failed. Earliest wins within a class.
-  const Worker* root = nullptr;
-  int root_class = 3;
-  int64_t root_time = 0;
-  for (const Worker& w : workers_) {
-    if (w.exit.ok()) continue;
-    // Without an error file, a worker we had signalled and that died of that signal was stopped by us;
-    // any other end (its own exit code, SIGSEGV, SIGABRT, an outside SIGKILL) is its own failure.
-    const bool died_of_our_signal = w.exit.signaled && (w.exit.value == SIGTERM || w.exit.value == SIGKILL ||
-                                                        w.exit.value == SIGINT);
-    int cls = w.exit.stopped && died_of_our_signal ? 3 : 0;
-    if (w.exit.failure) {
-      cls = w.exit.failure->kind == FailureKind::kError ? 0 : w.exit.failure->kind == FailureKind::kTimeout ? 1 : 2;
-    }
-    const int64_t t = w.exit.failure ? w.exit.failure->time_us : w.exited_us;
-    if (cls < 3 && (root == nullptr || cls < root_class || (cls == root_class && t < root_time))) {
-      root = &w;
-      root_class = cls;
-      root_time = t;
-    }
-  }
-  if (root == nullptr) return;               // nobody failed on their own: keep the stop's reason
-  if (root_class == 2 && stop_requested_) return;  // the cause is elsewhere (another node), as requested
-  result_.first_failure = root->exit;
-  result_.exit_code = ExitCodeOf(root->exit);
-  result_.cause_kind = root_class == 0   ? FailureKind::kError
-                       : root_class == 1 ? FailureKind::kTimeout
-                                         : FailureKind::kPeer;
-  result_.cause_time_us = root_time;
-  result_.permanent = root_class == 0 && !root->exit.signaled && root->exit.value == kPermanentFailureExitCode;
-  result_.reason = absl::StrCat(Describe(root->exit), " failed first: ", root->exit.How(), SignalHint(root->exit));
-  if (root->exit.failure) {
-    absl::StrAppend(&result_.reason, " (", FailureKindName(root->exit.failure->kind), ": ",
-                    FirstLine(root->exit.failure->message), ")");
-  }
-  if (root_class != 1) return;
-  // A timeout: the ranks that did not time out themselves are the ones the others were waiting for.
-  std::vector<std::string> who;
-  for (const Worker& w : workers_) {
-    if (w.exit.failure) continue;
-    result_.suspects.push_back(w.exit.rank);
-    who.push_back(absl::StrCat("rank ", w.exit.rank,
-                               w.exit.stopped ? " (still running when the others gave up: hung or stuck?)"
-                                              : absl::StrCat(" (", w.exit.How(), " before the others)")));
-  }
-  if (!who.empty()) absl::StrAppend(&result_.reason, "; suspect ", absl::StrJoin(who, ", "));
+  BeginStop(absl::StrCat(w.exit.Who(), " exited with ", w.exit.How()), w.exit.exit_code(), SIGTERM);
 }
 
 void Supervisor::RequestStop(const std::string& reason) {
@@ -383,7 +297,6 @@ void Supervisor::RequestStop(const std::string& reason) {
     std::lock_guard<std::mutex> lock(stop_mu_);
     if (!stop_request_) stop_request_ = reason;
   }
-  stop_requested_ = true;
   const unsigned char wake = 0;
   if (wake_pipe_[1] >= 0) (void)!::write(wake_pipe_[1], &wake, 1);
 }
@@ -414,11 +327,9 @@ JobResult Supervisor::Wait() {
 
     // Poll at least once a second: a backstop should a SIGCHLD ever be missed.
     auto wait = std::chrono::milliseconds(1000);
-    if (kill_at_) wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at_ - now));
-    if (settle_until_ && !stopping_) {
-      wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(*settle_until_ - now));
+    for (const auto& deadline : {kill_at_, stopping_ ? std::nullopt : hold_until_, drain_until}) {
+      if (deadline) wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - now));
     }
-    if (drain_until) wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(*drain_until - now));
     std::vector<pollfd> fds = {{wake_pipe_[0], POLLIN, 0}};
     std::vector<std::pair<Worker*, int>> owners = {{nullptr, 0}};
     for (Worker& w : workers_) {
@@ -444,7 +355,10 @@ JobResult Supervisor::Wait() {
       std::lock_guard<std::mutex> lock(stop_mu_);
       request.swap(stop_request_);
     }
-    if (request && !stopping_) BeginStop(*request, 1, SIGTERM);
+    if (request) {
+      result_.stop_requested = true;
+      if (!stopping_) BeginStop(*request, 1, SIGTERM);
+    }
     for (size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents != 0) ReadOutput(*owners[i].first, owners[i].second, false);
     }
@@ -455,17 +369,15 @@ JobResult Supervisor::Wait() {
       if (w.running && ReapOne(w)) exited.push_back(&w);
     }
     for (Worker* w : exited) {
-      if (w->exit.ok()) continue;
-      if (!result_.first_failure) result_.first_failure = w->exit;  // until Blame() knows better
-      OnWorkerFailed(*w);
+      if (!w->exit.ok()) OnWorkerFailed(*w);
     }
-    if (settle_until_ && !stopping_ && Clock::now() >= *settle_until_) {
-      BeginStop("stopping the job after the timeout", result_.first_failure ? ExitCodeOf(*result_.first_failure) : 1,
-                SIGTERM);
+    if (hold_until_ && !stopping_ && Clock::now() >= *hold_until_) {
+      const WorkerExit& first = *result_.first_failure;
+      BeginStop(absl::StrCat("stopping the job after ", first.Who(), " failed"), first.exit_code(), SIGTERM);
     }
     if (kill_at_ && Clock::now() >= *kill_at_) {
       for (Worker& w : workers_) {
-        if (w.running) ::kill(-w.pid, SIGKILL);
+        if (w.running) ::kill(-w.exit.pid, SIGKILL);
       }
       kill_at_.reset();
     }
@@ -479,7 +391,20 @@ JobResult Supervisor::Wait() {
     }
     result_.exits.push_back(w.exit);
   }
-  Blame();
+  for (const WorkerExit& e : result_.exits) {  // it checkpointed on a signal of its own (a preemption)
+    if (!e.signaled && e.value == kPreemptedExitCode) result_.interrupted = true, result_.exit_code = e.value;
+  }
+  if (!result_.interrupted) {
+    // Plain, the first failure seen while the job ran is its cause; an observer may judge otherwise.
+    if (const std::optional<WorkerExit>& first = result_.first_failure) {
+      result_.exit_code = first->exit_code();
+      result_.reason = absl::StrCat(first->Who(), " failed first: ", first->How());
+      result_.cause_order = 0;
+      result_.cause_time_us = first->time_us;
+      result_.permanent = !first->signaled && first->value == kPermanentFailureExitCode;
+    }
+    for (JobObserver* observer : options_.observers) observer->Judge(result_);
+  }
   for (size_t i = 0; i < std::size(kHandled); ++i) ::sigaction(kHandled[i], &old[i], nullptr);
   ::sigaction(SIGPIPE, &old_pipe, nullptr);
   g_wake_fd = -1;

@@ -3,15 +3,13 @@
 // fail the same way:
 //
 //   - when a worker fails (non-zero exit or killed by a signal), the others get SIGTERM, then SIGKILL
-//     after a grace period, and the job's result names the rank whose failure came first and how;
-//   - "first" is the root cause, not the first exit seen: every worker gets an error file to explain
-//     its failure in (error_file.h), and a rank that failed on its own beats one that only gave up
-//     waiting (a timeout), which beats one that stopped because another failed. After a timeout the
-//     others get a moment (timeout_settle) to time out too; a rank still running then, which never
-//     timed out, is named as the suspect (a hang);
+//     after a grace period, and the job's result names the failure and how it ended. Plain, that is the
+//     first failure seen; which one was the root cause when several ranks fail within moments is a
+//     wing's judgement, through the JobObserver seam (job_observer.h; dist/observe/blame/);
 //   - a signal that would end this process (SIGINT, SIGTERM, SIGHUP when the terminal goes, SIGQUIT, ...)
-//     stops the workers instead: SIGINT/SIGTERM/SIGHUP are forwarded, the others become SIGTERM (a second
-//     signal kills them); SIGPIPE is ignored;
+//     stops the workers instead: SIGINT/SIGTERM/SIGHUP are forwarded, the others become SIGTERM, and a
+//     SIGTERM leaves them preempt_grace to checkpoint before SIGKILL (a second signal kills them at once);
+//     so does a worker's exit with kPreemptedExitCode (it was signalled itself). SIGPIPE is ignored;
 //   - every worker runs in its own process group (signals reach its children too) and dies with
 //     this process (PR_SET_PDEATHSIG); what a worker starts in turn is lifeline.h's (the launcher's);
 //   - with prefix_output, each line a worker prints is prefixed with "[rank N] ".
@@ -22,8 +20,8 @@
 
 #include <sys/types.h>
 
-#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -31,9 +29,16 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "dist/launch/error_file.h"
+#include "dist/launch/job_observer.h"
 
 namespace tinyddp::dist {
+
+/// A worker's exit status for a failure no restart can fix (a full disk, a read-only folder): sysexits.h's
+/// EX_CANTCREAT. The launcher and spawn do not restart a job whose root cause exited with it.
+inline constexpr int kPermanentFailureExitCode = 73;
+/// A worker's exit status after it checkpointed because the job was told to stop (SIGTERM or SIGUSR1: a
+/// preemption, a time limit): sysexits.h's EX_TEMPFAIL. Not restarted: whoever stopped it runs it again.
+inline constexpr int kPreemptedExitCode = 75;
 
 struct WorkerProcessSpec {
   int rank = 0;        // global rank, for messages and the output prefix
@@ -45,10 +50,10 @@ struct WorkerProcessSpec {
 struct SupervisorOptions {
   bool prefix_output = false;  // "[rank N] " before every line of the workers' stdout and stderr
   std::chrono::milliseconds grace = std::chrono::seconds(5);  // SIGTERM to SIGKILL
+  std::chrono::milliseconds preempt_grace = std::chrono::seconds(30);  // the same when a signal stopped the job
   std::string name = "launch";  // prefix of this supervisor's own messages on stderr
-  /// After the first worker fails with a timeout, how long the others may take to report theirs before
-  /// they are stopped; whoever is still running then and never timed out is the suspect.
-  std::chrono::milliseconds timeout_settle = std::chrono::seconds(1);
+  int round = 0;                // which round of the job these workers are (for the observers)
+  std::vector<JobObserver*> observers;  // told as workers start, fail and end (not owned; may be empty)
 };
 
 /// How one worker ended.
@@ -59,31 +64,31 @@ struct WorkerExit {
   bool signaled = false;  // killed by a signal (value = signal number) rather than exited (value = code)
   int value = 0;
   bool stopped = false;   // it was still running when the supervisor stopped the job (signalled it)
-  /// What the worker wrote to its error file before exiting (error_file.h), if anything.
-  std::optional<WorkerFailure> failure;
+  int64_t time_us = 0;    // wall clock (microseconds since the epoch) when it was reaped
   bool ok() const { return !signaled && value == 0; }
-  /// "exit code 3" or "signal SIGSEGV (11)".
+  int exit_code() const { return signaled ? 128 + value : value; }
+  /// "rank 1 (local rank 1, pid 4242)".
+  std::string Who() const;
+  /// "exit code 3", or "signal SIGKILL (9)" and, unless we stopped it, what that usually means.
   std::string How() const;
 };
 
 struct JobResult {
-  /// 0 if every worker exited 0; else the first failure's exit code, 128 + its signal, 128 + the signal
+  /// 0 if every worker exited 0; else the root cause's exit code (128 + its signal), 128 + the signal
   /// that interrupted the job, or 1 for a stop requested through RequestStop.
   int exit_code = 0;
-  std::optional<WorkerExit> first_failure;
   /// Empty on success; otherwise one line saying why the job ended, e.g.
-  /// "rank 1 (local rank 1, pid 4242) failed first: exit code 3 (error: cannot open data.bin)".
+  /// "rank 1 (local rank 1, pid 4242) failed first: exit code 3".
   std::string reason;
-  /// Set when the root cause was a timeout: the ranks that were still running then and did not time
-  /// out themselves (the ones the others waited for).
-  std::vector<int> suspects;
-  /// What kind of failure the named one was (kError also for a crash without an error file), and when
-  /// (wall clock, microseconds): for comparing causes across machines. Unset when no worker failed on its
-  /// own (the job was stopped from outside).
-  std::optional<FailureKind> cause_kind;
+  std::optional<WorkerExit> first_failure;  // the root cause (plain: the first failure seen while running)
+  /// For comparing causes across nodes (launcher.cc): the lower `cause_order` is likelier the root cause
+  /// (a judge's ranking; plain: 0), then the earlier `cause_time_us` (wall clock). Unset when no worker
+  /// failed on its own (the job was stopped from outside).
+  std::optional<int> cause_order;
   int64_t cause_time_us = 0;
-  bool interrupted = false;  // a signal (SIGINT, SIGTERM, ...) stopped the job: do not restart it
-  bool permanent = false;    // the root cause exited with kPermanentFailureExitCode: do not restart it
+  bool interrupted = false;     // a signal (SIGINT, SIGTERM, ...) stopped the job: do not restart it
+  bool stop_requested = false;  // RequestStop was called (e.g. another node failed)
+  bool permanent = false;       // the root cause exited with kPermanentFailureExitCode: do not restart it
   std::vector<WorkerExit> exits;  // every worker, in rank order
 };
 
@@ -110,36 +115,27 @@ class Supervisor {
  private:
   struct Worker {
     WorkerProcessSpec spec;
-    pid_t pid = -1;
     bool running = false;
     int out[2] = {-1, -1};   // read ends of the worker's stdout / stderr pipes (prefix_output only)
     std::string pending[2];  // a partial last line, until its newline arrives
     WorkerExit exit;
-    std::string error_file;
-    int64_t exited_us = 0;  // wall clock when reaped
   };
   void Signal(int signo);
   void BeginStop(const std::string& reason, int exit_code, int signo);
   void ReadOutput(Worker& w, int stream, bool flush);
   bool ReapOne(Worker& w);
   void OnWorkerFailed(Worker& w);
-  void Blame();  // fills result_'s first_failure, exit_code, reason and suspects from every exit
 
   SupervisorOptions options_;
   std::vector<Worker> workers_;
   JobResult result_;
   bool stopping_ = false;
   std::optional<std::chrono::steady_clock::time_point> kill_at_;
-  std::optional<std::chrono::steady_clock::time_point> settle_until_;  // a timeout was seen; stop then
-  std::string error_dir_;  // holds the workers' error files; removed by the destructor
+  std::optional<std::chrono::steady_clock::time_point> hold_until_;  // an observer holds the stop back
   std::mutex stop_mu_;
   std::optional<std::string> stop_request_;  // set by RequestStop from another thread
-  std::atomic<bool> stop_requested_{false};
   int wake_pipe_[2] = {-1, -1};
 };
-
-/// "SIGTERM" for 15, "signal 99" for unknown numbers.
-std::string SignalName(int signo);
 
 }  // namespace tinyddp::dist
 

@@ -1,43 +1,30 @@
-// How many workers fit: see worker_limits.h.
+// How many workers: see worker_limits.h.
 #include "dist/launch/worker_limits.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 
 namespace tinyddp::dist {
 namespace {
 
-// The first whitespace-separated number in a file, or -1 ("max" and absent files included).
-int64_t ReadNumber(const std::string& path) {
+// The first number in a file, or the one after `label` ("MemAvailable:"); -1 for "max", absent files and labels.
+int64_t ReadNumber(const std::string& path, const std::string& label = "") {
   std::ifstream in(path);
   std::string word;
-  int64_t n = -1;
-  if (in >> word && absl::SimpleAtoi(word, &n)) return n;
-  return -1;
-}
-
-// MemAvailable from /proc/meminfo, in bytes; -1 when absent.
-int64_t MemAvailable() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view rest = line;
-    if (!absl::ConsumePrefix(&rest, "MemAvailable:")) continue;
-    std::istringstream fields{std::string(rest)};
-    int64_t kib = -1;
-    if (fields >> kib) return kib * 1024;
+  while (!label.empty() && in >> word && word != label) {
   }
-  return -1;
+  int64_t n = -1;
+  return in >> word && absl::SimpleAtoi(word, &n) ? n : -1;
 }
 
 int64_t Limit(int resource) {
@@ -46,13 +33,36 @@ int64_t Limit(int resource) {
   return static_cast<int64_t>(r.rlim_cur);
 }
 
-std::string GiB(int64_t bytes) { return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1 << 30)); }
-
 }  // namespace
+
+absl::StatusOr<int> ResolveNprocPerNode(const std::string& spec, int gpu_count, int cpu_count) {
+  if (spec == "gpu" && gpu_count == 0) {
+    return absl::InvalidArgumentError(
+        "launch: --nproc_per_node=gpu, but no GPU is visible (no driver or device, CUDA_VISIBLE_DEVICES empty, "
+        "or a CPU-only build); use --nproc_per_node=cpu, auto, or a number");
+  }
+  if (spec == "gpu") return gpu_count;
+  if (spec == "cpu") return cpu_count;
+  if (spec == "auto") return gpu_count > 0 ? gpu_count : cpu_count;
+  int n = 0;
+  if (!absl::SimpleAtoi(spec, &n) || n < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("launch: --nproc_per_node=", spec, " must be a positive number, gpu, cpu or auto"));
+  }
+  return n;
+}
+
+int UsableCpuCount() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 MachineCapacity ReadMachineCapacity() {
   MachineCapacity c;
-  c.available_memory = MemAvailable();
+  const int64_t kib = ReadNumber("/proc/meminfo", "MemAvailable:");
+  c.available_memory = kib < 0 ? -1 : kib * 1024;
   // Inside a container the cgroup's limit may be far below the machine's memory.
   const int64_t cgroup_max = ReadNumber("/sys/fs/cgroup/memory.max");
   if (cgroup_max > 0) {
@@ -69,9 +79,9 @@ absl::Status CheckWorkerCount(int64_t workers, const MachineCapacity& capacity, 
                               const std::string& what, const std::string& override_hint) {
   std::vector<std::string> problems;
   if (capacity.available_memory >= 0 && workers * kMinWorkerMemory > capacity.available_memory) {
-    problems.push_back(absl::StrCat(GiB(capacity.available_memory), " of available memory holds at most ",
-                                    capacity.available_memory / kMinWorkerMemory, " at ", kMinWorkerMemory >> 20,
-                                    " MiB each (the least a worker needs)"));
+    problems.push_back(absl::StrFormat("%.1f GiB of available memory holds at most %d at %d MiB each (the least a "
+                                       "worker needs)", static_cast<double>(capacity.available_memory) / (1 << 30),
+                                       capacity.available_memory / kMinWorkerMemory, kMinWorkerMemory >> 20));
   }
   if (capacity.max_user_threads >= 0 && workers * kThreadsPerWorker > capacity.max_user_threads) {
     problems.push_back(absl::StrCat("the process limit (ulimit -u ", capacity.max_user_threads, ") allows at most ",

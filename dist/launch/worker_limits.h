@@ -1,6 +1,7 @@
-// How many worker processes this machine can hold, checked before any is started, so that
-// `launch --nproc_per_node=100000 /bin/true` is refused in one line instead of forking until the
-// machine runs out of memory, process slots or file descriptors.
+// How many workers a machine starts: --nproc_per_node's meanings (torchrun's: a number, gpu, cpu, auto),
+// and how many it can hold, checked before any is started, so that `launch --nproc_per_node=100000
+// /bin/true` is refused in one line instead of forking until the machine runs out of memory, process
+// slots or file descriptors.
 //
 // The limits are what the machine has, not its core count (several CPU ranks may share a core, as the
 // tests do on 2 cores): available memory (MemAvailable, or the cgroup's memory.max if lower) at
@@ -15,8 +16,17 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace tinyddp::dist {
+
+/// Resolves --nproc_per_node to a count: a number, "gpu" (one per visible GPU), "cpu" (one per CPU core
+/// this process may use), "auto" (gpu if any GPU is visible, else cpu). InvalidArgument for "gpu" without
+/// a GPU, or a count below 1.
+absl::StatusOr<int> ResolveNprocPerNode(const std::string& spec, int gpu_count, int cpu_count);
+
+/// CPU cores this process may run on (its affinity mask; honours taskset and cgroup cpusets).
+int UsableCpuCount();
 
 /// The least memory a worker process needs (runtime, libraries, collective buffers): a floor, not an estimate.
 inline constexpr int64_t kMinWorkerMemory = int64_t{64} << 20;

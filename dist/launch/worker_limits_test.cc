@@ -1,5 +1,6 @@
-// The worker cap: refusals name every limit exceeded with how many would fit and the override; counts
-// that fit pass; the machine's real capacity reads as sane numbers.
+// How many workers: --nproc_per_node follows torchrun's meanings (a number, gpu, cpu, auto); the worker cap's
+// refusals name every limit exceeded with how many would fit and the override; counts that fit pass; the
+// machine's real capacity reads as sane numbers.
 #include "dist/launch/worker_limits.h"
 
 #include <string>
@@ -8,6 +9,20 @@
 
 namespace tinyddp::dist {
 namespace {
+
+TEST(ResolveNprocPerNode, FollowsTorchrunsMeanings) {
+  EXPECT_EQ(*ResolveNprocPerNode("gpu", 8, 96), 8);
+  EXPECT_EQ(*ResolveNprocPerNode("cpu", 8, 96), 96);
+  EXPECT_EQ(*ResolveNprocPerNode("auto", 8, 96), 8);
+  EXPECT_EQ(*ResolveNprocPerNode("auto", 0, 3), 3);
+  EXPECT_EQ(*ResolveNprocPerNode("5", 0, 3), 5);
+  auto no_gpu = ResolveNprocPerNode("gpu", 0, 3);
+  ASSERT_FALSE(no_gpu.ok());
+  EXPECT_NE(no_gpu.status().message().find("no GPU"), std::string::npos);
+  EXPECT_FALSE(ResolveNprocPerNode("0", 1, 1).ok());
+  EXPECT_FALSE(ResolveNprocPerNode("two", 1, 1).ok());
+  EXPECT_GE(UsableCpuCount(), 1);
+}
 
 MachineCapacity Small() {
   MachineCapacity c;

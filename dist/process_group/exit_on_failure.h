@@ -22,7 +22,7 @@ inline constexpr int kCollectiveFailureExitCode = 3;
 [[noreturn]] void ExitOnCollectiveFailure(absl::string_view who, const absl::Status& status);
 
 /// Called by ExitOnCollectiveFailure with the status, right before the process exits. Set it once, early
-/// (InitProcessGroup does); it must not throw or block for long.
+/// (ddp_mlp does: its error file, for the launcher's blame); it must not throw or block for long.
 void SetLastWordsBeforeCollectiveExit(std::function<void(const absl::Status&)> hook);
 
 }  // namespace tinyddp::dist

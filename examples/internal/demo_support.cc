@@ -11,7 +11,6 @@
 #include "absl/strings/str_join.h"
 #include "base/command_line.h"
 #include "dist/init.h"
-#include "dist/launch/error_file.h"
 #include "dist/launch/spawn.h"
 #include "tensor/cuda_device.h"
 
@@ -80,7 +79,6 @@ int DemoMain(const char* name, int argc, char** argv, const DemoBody& body) {
   auto pg = dist::InitProcessGroup(options);  // bounded by TINYDDP_TIMEOUT, else 300 s
   if (!pg.ok()) {
     std::fprintf(stderr, "%s: %s\n", name, std::string(pg.status().message()).c_str());
-    dist::RecordWorkerFailure(-1, pg.status());  // for the launcher's blame (error_file.h)
     return 1;
   }
   // NCCL reduces GPU memory: InitProcessGroup bound this process to cuda:LOCAL_RANK.

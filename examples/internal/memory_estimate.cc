@@ -17,7 +17,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "dist/launch/env.h"
-#include "dist/launch/launch_options.h"
 #include "dist/launch/spawn.h"
 #include "dist/launch/worker_limits.h"
 #include "tensor/cuda_device.h"

@@ -89,6 +89,9 @@ ABSL_FLAG(int64_t, checkpoint_every, kDefaults.checkpoint_every,
           "also checkpoint every N steps, so a restart loses less; 0 = after each epoch only");
 ABSL_FLAG(int64_t, keep_checkpoints, kDefaults.keep_checkpoints, "how many checkpoints to keep in --checkpoint_dir");
 ABSL_FLAG(bool, resume, kDefaults.resume, "continue from the latest good checkpoint in --checkpoint_dir");
+ABSL_FLAG(bool, preemption, kDefaults.preemption,
+          "with --checkpoint_dir: on SIGTERM or SIGUSR1 (a preemption, a time limit, a pod's deletion) every rank "
+          "stops after the same step, the run checkpoints and exits with 75, not restarted; --resume continues");
 ABSL_FLAG(std::string, init_from, kDefaults.init_from,
           "initial weights: a safetensors state_dict (e.g. from PyTorch)");
 ABSL_FLAG(std::string, metrics_out, kDefaults.metrics_out,
@@ -114,8 +117,8 @@ const std::vector<FlagGroup>& Flags() {
        {"ddp", "bucket_cap_mb", "first_bucket_mb", "grad_accum_steps", "find_unused_parameters", "comm_hook", "zero"}},
       {"data", {"dataset", "data_dir", "synthetic_examples", "synthetic_input_size"}},
       {"output and state",
-       {"log_every", "checkpoint_dir", "checkpoint_every", "keep_checkpoints", "resume", "init_from", "metrics_out",
-        "trace"}},
+       {"log_every", "checkpoint_dir", "checkpoint_every", "keep_checkpoints", "resume", "preemption", "init_from",
+        "metrics_out", "trace"}},
       {"execution", {"cuda_graph"}},
   };
   return *groups;
@@ -173,6 +176,7 @@ absl::StatusOr<TrainOptions> FromFlags() {
   o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   o.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
   o.resume = absl::GetFlag(FLAGS_resume);
+  o.preemption = absl::GetFlag(FLAGS_preemption);
   o.init_from = absl::GetFlag(FLAGS_init_from);
   o.metrics_out = absl::GetFlag(FLAGS_metrics_out);
   o.trace = absl::GetFlag(FLAGS_trace);

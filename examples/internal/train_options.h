@@ -72,6 +72,7 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;  // also checkpoint every this many steps (0: after each epoch only)
   int64_t keep_checkpoints = 3;
   bool resume = false;
+  bool preemption = true;   // with checkpoint_dir: SIGTERM/SIGUSR1 stop every rank, checkpoint, exit 75 (preemption.h)
   std::string init_from;    // a .safetensors state_dict to start from
   std::string metrics_out;  // a .jsonl file; the plot goes next to it as .svg
   std::string trace;        // a Chrome trace .json

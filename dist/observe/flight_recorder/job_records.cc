@@ -84,7 +84,7 @@ std::string JobRecords::RoundDir(int round) const {
   return dir_.empty() ? "" : absl::StrCat(dir_, "/round", round);
 }
 
-std::vector<std::pair<std::string, std::string>> JobRecords::WorkerEnvironment(int round) {
+std::vector<std::pair<std::string, std::string>> JobRecords::WorkerEnvironment(int round, int rank) {
   ChooseDirOnce();
   if (dir_.empty()) return {};
   return {{kFlightRecorderDirEnv, RoundDir(round)}};

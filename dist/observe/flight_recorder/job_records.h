@@ -6,7 +6,7 @@
 //           ranks {1} never started it; rank 1's last completed collective is #1090
 //
 // Because the rings are files written in place, a rank that was killed or frozen still says where it was.
-// The launch binary (//dist/launch:launch) and ddp_mlp's self-start (SpawnOptions::job_observer) attach it;
+// The launch binary (//dist/launch:launch) and ddp_mlp's self-start (SpawnOptions::job_observers) attach it;
 // it links only the analyzer (verdict.h), a function of files, never a process group.
 #ifndef TINYDDP_DIST_OBSERVE_FLIGHT_RECORDER_JOB_RECORDS_H_
 #define TINYDDP_DIST_OBSERVE_FLIGHT_RECORDER_JOB_RECORDS_H_
@@ -35,7 +35,7 @@ class JobRecords : public JobObserver {
 
   /// TINYDDP_FLIGHT_RECORDER_DIR for every worker of round `round` (an elastic job's restarts each get a
   /// folder of their own, <dir>/round<N>, so that a round's verdict reads only its own files).
-  std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int round) override;
+  std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int round, int rank) override;
 
   /// After round `round` failed: prints the verdict on stderr, each line starting with `prefix`
   /// ("launch: "), and where the files are ("no collective was issued" when this node's ranks wrote none).

@@ -56,7 +56,7 @@ TEST(JobRecords, KeepsTheNewestFailedJobsRecordsAndRemovesOlderOnes) {
   fs::create_directories(running);  // the oldest, but its launcher (this process) still runs
 
   auto records = JobRecords::ForThisJob();
-  const auto env = records->WorkerEnvironment(0);
+  const auto env = records->WorkerEnvironment(0, 0);
   ASSERT_EQ(env.size(), 1u);
   EXPECT_EQ(env[0].second.rfind(parent + "/job-", 0), 0u) << env[0].second;
   for (int i = 0; i < 8; ++i) {
@@ -70,7 +70,7 @@ TEST(JobRecords, KeepsTheNewestFailedJobsRecordsAndRemovesOlderOnes) {
 TEST(JobRecords, ARoundWithoutCollectivesSaysSoAndLeavesNothing) {
   const std::string parent = FreshTmpdir() + "/tinyddp-flight-recorder";
   auto records = JobRecords::ForThisJob();
-  const std::string round_dir = records->WorkerEnvironment(0).at(0).second;  // no worker wrote into it
+  const std::string round_dir = records->WorkerEnvironment(0, 0).at(0).second;  // no worker wrote into it
   ::testing::internal::CaptureStderr();
   records->FailedRound(0, "launch: ", {0, 1});
   const std::string said = ::testing::internal::GetCapturedStderr();

@@ -95,7 +95,8 @@ class FullyShardedDataParallel : public nn::Module {
   /// parameters (DistributedDataParallel's check), broadcasts rank 0's values, keeps this rank's block of
   /// each layer, builds one optimizer per layer over it with `factory`, and empties the model's parameters.
   /// InvalidArgument, changing nothing, when `model` holds a layer with parameters that is not an
-  /// nn::Linear, a parameter that does not require grad, or computes in bf16.
+  /// nn::Linear, a parameter that does not require grad, or computes in bf16. The graphs its forwards
+  /// record call back into it: run or drop them before destroying it.
   static absl::StatusOr<std::unique_ptr<FullyShardedDataParallel>> Create(
       std::shared_ptr<nn::Sequential> model, std::shared_ptr<ProcessGroup> pg,
       DistributedDataParallel::OptimizerFactory factory);

@@ -22,9 +22,9 @@ int64_t StateBytes(const nn::Optimizer& optimizer) {
 
 }  // namespace
 
-RankMemory HeldBy(const DistributedDataParallel& ddp, const nn::Optimizer& optimizer) {
+RankMemory HeldBy(DistributedDataParallel& ddp, const nn::Optimizer& optimizer) {
   RankMemory m;
-  nn::Module& module = const_cast<DistributedDataParallel&>(ddp).module();
+  const nn::Module& module = ddp.module();
   for (const auto& [name, p] : module.NamedParameters()) {
     m.parameters += static_cast<int64_t>(p.data().nbytes());
     if (!ddp.options().gradient_as_bucket_view && p.grad().defined()) m.gradients += static_cast<int64_t>(p.grad().nbytes());

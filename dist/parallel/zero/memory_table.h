@@ -32,7 +32,7 @@ struct RankMemory {
 
 /// Plain DDP: the module's parameters (and compute copies), the reducer's buckets (or, coalesced, the
 /// parameters' gradients), and `optimizer`'s state.
-RankMemory HeldBy(const DistributedDataParallel& ddp, const nn::Optimizer& optimizer);
+RankMemory HeldBy(DistributedDataParallel& ddp, const nn::Optimizer& optimizer);
 /// ZeRO-1 and -2 (ShardMemory).
 RankMemory HeldBy(const ZeroRedundancyOptimizer& zero);
 /// ZeRO-3 (FullyShardedMemory).

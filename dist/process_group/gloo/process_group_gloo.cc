@@ -87,14 +87,14 @@ absl::Status CatchGloo(const std::string& what, std::chrono::milliseconds timeou
   }
 }
 
-// Where Gloo listens: GLOO_SOCKET_IFNAME's interface, as in PyTorch; else 127.0.0.1 when MASTER_ADDR is
-// unset or a loopback address (a one-machine job); else this machine's host name, which must resolve to an
-// address the peers reach.
-gloo::transport::tcp::attr ListenAttr() {
+// Where Gloo listens: GLOO_SOCKET_IFNAME's interface, as in PyTorch; else 127.0.0.1 when the store's
+// address (`master_addr`, else MASTER_ADDR) is unknown or a loopback address (a one-machine job); else this
+// machine's host name, which must resolve to an address the peers reach.
+gloo::transport::tcp::attr ListenAttr(const std::string& master_addr) {
   gloo::transport::tcp::attr attr;
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
   const char* master = std::getenv("MASTER_ADDR");
-  const std::string addr = master == nullptr ? "" : master;
+  const std::string addr = !master_addr.empty() ? master_addr : master == nullptr ? "" : master;
   char name[256] = {};
   if (ifname != nullptr && *ifname != '\0') {
     attr.iface = ifname;
@@ -115,7 +115,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::
     return absl::InvalidArgumentError(
         absl::StrCat("ProcessGroupGloo::Create: rank ", rank, " is not in [0, ", size, ")"));
   }
-  const gloo::transport::tcp::attr attr = ListenAttr();
+  const gloo::transport::tcp::attr attr = ListenAttr(options.master_addr);
   const std::string where = attr.iface.empty() ? "host " + attr.hostname : "interface " + attr.iface;
 
   std::shared_ptr<gloo::transport::Device> device;

@@ -42,6 +42,10 @@ struct GlooOptions {
   std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;
   /// Key prefix in the store, distinct for each group sharing one store.
   std::string store_prefix = "gloo";
+  /// Where the job's store is, as this rank resolved it (init passes the engine's answer): a loopback
+  /// address means a one-machine job. Empty: MASTER_ADDR's value. Under Slurm no MASTER_ADDR is set, and
+  /// without this a job of several nodes would listen on 127.0.0.1.
+  std::string master_addr;
 };
 
 class ProcessGroupGloo : public ProcessGroup {

@@ -1,5 +1,5 @@
 // Error files: see error_file.h.
-#include "dist/launch/error_file.h"
+#include "dist/observe/blame/error_file.h"
 
 #include <signal.h>
 

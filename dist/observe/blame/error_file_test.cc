@@ -1,6 +1,6 @@
 // Error files: the kind each Status code reports, a record read back as written (message with newlines
 // and quotes included), nothing written without TINYDDP_ERROR_FILE, and garbage read as "no file".
-#include "dist/launch/error_file.h"
+#include "dist/observe/blame/error_file.h"
 
 #include <cstdlib>
 #include <fstream>

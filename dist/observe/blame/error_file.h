@@ -1,21 +1,18 @@
-// Error files: how a worker tells its launcher why it failed, so the launcher can blame the rank whose
-// failure started it all rather than the first one it saw exit (torchelastic's TORCHELASTIC_ERROR_FILE
-// and @record, in C++).
+// Error files: how a worker tells its launcher why it failed, so that the launcher's blame (blame.h) can
+// name the rank whose failure started it all rather than the first one it saw exit (torchelastic's
+// TORCHELASTIC_ERROR_FILE and @record, in C++). The worker's side of the blame wing.
 //
-// When one rank of a job fails, the others fail soon after *because of it*: their next collective sees
-// a closed connection, or times out waiting. All of them exit non-zero within milliseconds, and which
-// exit the launcher notices first is luck. So the supervisor gives every worker a file to write
-// (TINYDDP_ERROR_FILE) and the worker writes one line of JSON there before exiting with an error:
+// The launcher gives every worker a file to write (TINYDDP_ERROR_FILE), and a worker that fails writes
+// one line of JSON there before exiting with an error:
 //
 //   {"rank": 1, "kind": "error", "message": "...", "time_us": 1767225600123456}
 //
 // The kind says whether the failure was the rank's own ("error"), a wait that ran out ("timeout": some
 // other rank never arrived), or a reaction to another rank's failure ("peer": a closed connection, or
-// "another rank failed"); it comes from the Status code (FailureKindOf). supervisor.h picks the root
-// cause from these files. A worker that dies without writing one (a crash, SIGKILL) is judged by how and
-// when it exited.
-#ifndef TINYDDP_DIST_LAUNCH_ERROR_FILE_H_
-#define TINYDDP_DIST_LAUNCH_ERROR_FILE_H_
+// "another rank failed"); it comes from the Status code (FailureKindOf). A worker that writes none (a
+// crash, SIGKILL, a program that does not call RecordWorkerFailure) is judged by how and when it exited.
+#ifndef TINYDDP_DIST_OBSERVE_BLAME_ERROR_FILE_H_
+#define TINYDDP_DIST_OBSERVE_BLAME_ERROR_FILE_H_
 
 #include <cstdint>
 #include <optional>
@@ -26,10 +23,8 @@
 namespace tinyddp::dist {
 
 inline constexpr char kErrorFileEnv[] = "TINYDDP_ERROR_FILE";
-/// A worker's exit status for a failure no restart can fix (a full disk, a read-only folder): sysexits.h's
-/// EX_CANTCREAT. The launcher and spawn do not restart a job whose first failure exited with it.
-inline constexpr int kPermanentFailureExitCode = 73;
 
+/// In the order blame ranks them: an own failure beats a timeout, which beats giving way.
 enum class FailureKind {
   kError,    // the rank's own failure: bad input, a crash it caught, a non-finite loss it saw first
   kTimeout,  // a wait ran out (DeadlineExceeded): the rank it waited for is the suspect
@@ -49,8 +44,8 @@ struct WorkerFailure {
 };
 
 /// Writes `status` (not OK) as this worker's failure to $TINYDDP_ERROR_FILE, atomically; does nothing
-/// when the variable is unset (a process not started by our launcher) or the status is OK. Errors
-/// writing are ignored: the worker is already on its way out, and its exit code still tells.
+/// when the variable is unset (no blame is attached) or the status is OK. Errors writing are ignored:
+/// the worker is already on its way out, and its exit code still tells.
 /// Call it right before exiting: it also ignores SIGTERM from then on, so that the SIGTERM the
 /// launcher sends the others does not cut short this rank's own exit (and replace its exit code);
 /// the launcher's SIGKILL after the grace period still ends a rank that does not exit.
@@ -64,4 +59,4 @@ std::string FirstLine(const std::string& message, size_t max_chars = 300);
 
 }  // namespace tinyddp::dist
 
-#endif  // TINYDDP_DIST_LAUNCH_ERROR_FILE_H_
+#endif  // TINYDDP_DIST_OBSERVE_BLAME_ERROR_FILE_H_

@@ -1,0 +1,147 @@
+// ZeRO-2 and ZeRO-3 on GPUs over NCCL, against plain DDP on the same group and the same batches (tag gpu;
+// skipped without a GPU):
+//   * a one-rank group and, when present, two GPUs (two ranks add in one order only): the same bits as
+//     plain DDP, with SGD (momentum) and AdamW; ZeRO-2 also under bf16;
+//   * ZeRO-2 leaves no gradient on the parameters; ZeRO-3 holds at most two layers whole.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "dist/ddp/ddp.h"
+#include "dist/parallel/zero/fully_sharded.h"
+#include "dist/parallel/zero/gradient_shards.h"
+#include "dist/parallel/zero/zero_optimizer.h"
+#include "dist/parallel/zero/zero_testing.h"
+#include "dist/process_group/nccl/process_group_nccl.h"
+#include "dist/testing/ddp_testing.h"
+#include "dist/testing/multi_process.h"
+#include "gtest/gtest.h"
+#include "nn/mlp.h"
+#include "nn/precision.h"
+#include "tensor/cuda_device.h"
+#include "tensor/stream.h"
+
+namespace tinyddp::dist {
+namespace {
+
+using autograd::Variable;
+using ddp_testing::Batch;
+using testing::RankContext;
+using testing::RunOnRanks;
+using zero_testing::Opt;
+
+const std::vector<int64_t> kDims = {67, 129, 95, 10};
+constexpr int64_t kPerRankBatch = 24;
+
+std::shared_ptr<ProcessGroup> Connect(const RankContext& ctx) {
+  cuda::SetDevice(ctx.rank);
+  cuda::Stream::SetCurrent(cuda::Stream::Create(ctx.rank));
+  NcclOptions options;
+  options.device = ctx.rank;
+  options.timeout = std::chrono::seconds(120);
+  auto pg = ProcessGroupNCCL::Create(ctx.store, ctx.rank, ctx.world_size, options);
+  EXPECT_TRUE(pg.ok()) << pg.status();
+  if (!pg.ok()) return nullptr;
+  return std::shared_ptr<ProcessGroup>(std::move(*pg));
+}
+
+DistributedDataParallel::OptimizerFactory Factory(Opt kind) {
+  return [kind](std::vector<Variable> params) { return zero_testing::MakeOptimizer(kind, std::move(params)); };
+}
+
+nn::TensorMap Parameters(const nn::Module& model) {
+  nn::TensorMap map;
+  for (const auto& [name, p] : model.NamedParameters()) map[name] = p.data();
+  return map;
+}
+
+// `stage` 2 or 3 beside plain DDP, 5 steps, compared after each.
+void TrainBothAndCompare(const RankContext& ctx, int stage, Opt kind, nn::Precision precision) {
+  auto pg = Connect(ctx);
+  ASSERT_NE(pg, nullptr);
+  const Device device = Device::CUDA(ctx.rank);
+  nn::MlpOptions mo;
+  mo.seed = 5;
+  mo.device = device;
+  mo.precision = precision;
+  auto plain_model = nn::MLP(kDims, mo);
+  auto zero_model = nn::MLP(kDims, mo);
+  DdpOptions options;
+  options.first_bucket_bytes = 4096;  // several buckets
+  options.bucket_cap_bytes = 40000;
+  auto plain = DistributedDataParallel::Create(*plain_model, pg, options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  std::unique_ptr<nn::Optimizer> plain_opt = zero_testing::MakeOptimizer(kind, plain_model->Parameters());
+  plain_opt->SetComputeCopies(plain_model->ComputeCopies());
+
+  std::unique_ptr<DistributedDataParallel> ddp;  // ZeRO-2
+  std::unique_ptr<zero::ZeroRedundancyOptimizer> sharded;
+  std::unique_ptr<zero::FullyShardedDataParallel> fsdp;  // ZeRO-3
+  if (stage == 2) {
+    std::shared_ptr<zero::GradientShards> shards = zero::GradientShards::Create(*pg);
+    options.gradient_as_bucket_view = false;
+    options.comm_hook = shards->Hook();
+    auto made = DistributedDataParallel::Create(*zero_model, pg, options);
+    ASSERT_TRUE(made.ok()) << made.status();
+    ddp = std::move(*made);
+    auto attached = zero::ZeroRedundancyOptimizer::Attach(*ddp, Factory(kind), shards);
+    ASSERT_TRUE(attached.ok()) << attached.status();
+    sharded = std::move(*attached);
+    EXPECT_STREQ(ddp->BucketPath(0), "NCCL reduce_scatter to shards");
+  } else {
+    auto made = zero::FullyShardedDataParallel::Create(zero_model, pg, Factory(kind));
+    ASSERT_TRUE(made.ok()) << made.status();
+    fsdp = std::move(*made);
+  }
+  for (int step = 0; step < 5; ++step) {
+    const Batch all =
+        ddp_testing::MakeBatch(ctx.world_size * kPerRankBatch, kDims.front(), kDims.back(), 40 + step, device);
+    const Batch mine = ddp_testing::Rows(all, ctx.rank * kPerRankBatch, (ctx.rank + 1) * kPerRankBatch);
+    plain_opt->ZeroGrad();
+    autograd::Backward(autograd::CrossEntropy((*plain)->Forward(Variable(mine.x)), mine.labels));
+    plain_opt->Step();
+    zero_model->ZeroGrad();
+    const Variable logits = ddp ? ddp->Forward(Variable(mine.x)) : fsdp->Forward(Variable(mine.x));
+    autograd::Backward(autograd::CrossEntropy(logits, mine.labels));
+    ASSERT_TRUE(ddp ? ddp->status().ok() : fsdp->status().ok());
+    const std::string when = absl::StrCat("ZeRO-", stage, " after step ", step + 1, " (", zero_testing::Name(kind),
+                                          ") on ", ctx.world_size, " GPU(s), ", nn::PrecisionName(precision));
+    absl::StatusOr<nn::TensorMap> state = sharded ? sharded->ConsolidatedStateTensors() : fsdp->ConsolidatedStateTensors();
+    ASSERT_TRUE(state.ok()) << state.status();
+    zero_testing::ExpectSameBits(*state, plain_opt->StateTensors(), "state " + when);
+    if (fsdp) ASSERT_TRUE(fsdp->GatherFullParameters().ok());
+    zero_testing::ExpectSameBits(Parameters(*zero_model), Parameters(*plain_model), when);
+    if (fsdp) fsdp->ReleaseFullParameters();
+    if (ddp) {
+      for (const auto& [name, p] : zero_model->NamedParameters()) EXPECT_FALSE(p.grad().defined()) << name << when;
+    }
+  }
+  if (fsdp) {
+    const zero::FullyShardedMemory m = fsdp->Memory();
+    EXPECT_LE(m.peak_gathered_bytes, 2 * m.largest_unit_bytes) << m.ToString();
+  }
+}
+
+void AllStages(const RankContext& ctx) {
+  for (Opt kind : {Opt::kSgdMomentum, Opt::kAdamW}) {
+    TrainBothAndCompare(ctx, 2, kind, nn::Precision::kFloat32);
+    TrainBothAndCompare(ctx, 3, kind, nn::Precision::kFloat32);
+  }
+  TrainBothAndCompare(ctx, 2, Opt::kAdamW, nn::Precision::kBFloat16);
+}
+
+TEST(ZeroStagesOnGpu, OneRankNcclGroupTrainsToTheSameBitsAsPlainDdp) {
+  if (cuda::DeviceCount() < 1) GTEST_SKIP() << "needs a CUDA device";
+  RunOnRanks(1, AllStages);
+}
+
+TEST(ZeroStagesOnGpu, TwoGpusTrainToTheSameBitsAsPlainDdp) {
+  if (cuda::DeviceCount() < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda::DeviceCount();
+  RunOnRanks(2, AllStages);
+}
+
+}  // namespace
+}  // namespace tinyddp::dist

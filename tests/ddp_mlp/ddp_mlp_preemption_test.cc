@@ -1,0 +1,167 @@
+// //examples:ddp_mlp preempted, as a cluster preempts it (examples/internal/preemption.h): real processes,
+// real signals, 2 Gloo ranks on a synthetic job of 2 epochs of 1000 short steps. The engine's signal reaches
+// the process that started the ranks: `launch`, as under sbatch's script or as a pod's PID 1, or ddp_mlp
+// itself when it started its own ranks. (tests/cluster/slurm_preemption_test.cc has srun, where every rank
+// gets it.) The claims:
+//   - a SIGTERM to launch mid-epoch: every rank stops after one step, one checkpoint is written, the job
+//     exits with 75 and --max_restarts=1 does not restart it; --resume then ends with model and optimizer
+//     state bit-identical to a run never interrupted;
+//   - a SIGUSR1 (Slurm's --signal=USR1@T before a time limit) to ddp_mlp started directly: the same status,
+//     no restart, and the checkpoint is where the run stopped.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "dist/testing/process_test_util.h"
+#include "gtest/gtest.h"
+#include "tests/ddp_mlp/run_ddp_mlp.h"
+
+namespace tinyddp::testing {
+namespace {
+
+namespace fs = std::filesystem;
+namespace t = dist::testing;
+using std::chrono::seconds;
+
+constexpr int kPreemptedExitCode = 75;  // dist/launch/supervisor.h
+constexpr int kSteps = 2000;            // 2 epochs x 1000
+
+std::string Runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  return std::string(srcdir != nullptr ? srcdir : ".") + "/" + (workspace != nullptr ? workspace : "tinyddp") + "/" +
+         path;
+}
+
+// 16000 synthetic examples, batch 8 per rank on 2 ranks: 1000 steps of a few milliseconds per epoch, so
+// the run lasts seconds, and the signal, sent when the checkpoint of step 250 appears, lands mid-epoch.
+std::vector<std::string> LongJob(const std::string& checkpoint_dir) {
+  return {"--dataset=synthetic", "--synthetic_examples=16000", "--synthetic_input_size=32", "--hidden=24",
+          "--batch_size=8",      "--backend=gloo",             "--epochs=2",                 "--seed=3",
+          "--log_every=250",     "--checkpoint_every=250",     "--timeout=60s",
+          "--checkpoint_dir=" + checkpoint_dir};
+}
+
+struct Started {
+  pid_t pid = -1;
+  std::string out, err;  // paths
+};
+
+Started Start(std::vector<std::string> argv) {
+  static int counter = 0;
+  const std::string dir = t::MakeTempDir();
+  Started s;
+  s.out = absl::StrCat(dir, "/out", counter, ".txt");
+  s.err = absl::StrCat(dir, "/err", counter++, ".txt");
+  std::vector<std::string> unset = t::LauncherVariables();
+  unset.push_back("BUILD_WORKING_DIRECTORY");
+  s.pid = t::StartProcess(argv, {}, unset, s.out, s.err);
+  return s;
+}
+
+RunResult Finish(const Started& s) {
+  const std::optional<int> status = t::WaitFor(s.pid, std::chrono::minutes(3));
+  RunResult r;
+  r.out = t::ReadFile(s.out);
+  r.err = t::ReadFile(s.err);
+  if (status && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
+  return r;
+}
+
+std::vector<std::string> Launch(const std::vector<std::string>& launch_flags, const std::vector<std::string>& job) {
+  std::vector<std::string> argv = {Runfile("dist/launch/launch"), "--nproc_per_node=2"};
+  argv.insert(argv.end(), launch_flags.begin(), launch_flags.end());
+  argv.push_back(Runfile("examples/ddp_mlp"));
+  argv.insert(argv.end(), job.begin(), job.end());
+  return argv;
+}
+
+// The newest step-* folder's step (-1 when none).
+int64_t LatestStep(const std::string& checkpoint_dir) {
+  int64_t latest = -1;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(checkpoint_dir, ec)) {
+    int64_t step = 0;
+    const std::string name = entry.path().filename().string();
+    if (absl::StartsWith(name, "step-") && absl::SimpleAtoi(name.substr(5), &step) && step > latest) latest = step;
+  }
+  return latest;
+}
+
+std::string StepDir(const std::string& checkpoint_dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "/step-%08lld", static_cast<long long>(step));
+  return checkpoint_dir + name;
+}
+
+void ExpectSameState(const std::string& expected, const std::string& actual) {
+  for (const char* file : {"/model.safetensors", "/optimizer.safetensors"}) {
+    const std::string want = t::ReadFile(expected + file);
+    ASSERT_GT(want.size(), 1000u) << expected + file;
+    EXPECT_TRUE(t::ReadFile(actual + file) == want) << actual + file << " differs from the uninterrupted run's";
+  }
+}
+
+TEST(DdpMlpPreemption, ASigtermToLaunchMidEpochCheckpointsExits75AndResumesBitIdentical) {
+  const std::string whole = FreshDir("whole"), preempted = FreshDir("preempted");
+  const RunResult a = Finish(Start(Launch({}, LongJob(whole))));
+  ASSERT_EQ(a.exit_code, 0) << Explain(a);
+  ASSERT_EQ(LatestStep(whole), kSteps) << Explain(a);
+
+  // The same job under --max_restarts=1, told to stop once the checkpoint of step 250 exists.
+  const Started b = Start(Launch({"--max_restarts=1"}, LongJob(preempted)));
+  ASSERT_TRUE(t::WaitForFile(StepDir(preempted, 250), std::chrono::minutes(2))) << Explain(Finish(b));
+  ASSERT_EQ(::kill(b.pid, SIGTERM), 0);
+  const RunResult stopped = Finish(b);
+  EXPECT_EQ(stopped.exit_code, kPreemptedExitCode) << Explain(stopped);
+  EXPECT_TRUE(absl::StrContains(stopped.err, "SIGKILL after 30s")) << "the preemption grace\n" << stopped.err;
+  EXPECT_TRUE(absl::StrContains(stopped.out, "preempted: SIGTERM reached the job, every rank stopped after step "))
+      << Explain(stopped);
+  EXPECT_TRUE(absl::StrContains(stopped.err, "launch: job preempted")) << stopped.err;
+  EXPECT_FALSE(absl::StrContains(stopped.err, "restarting")) << "exit 75 is not restarted\n" << stopped.err;
+  const int64_t at = LatestStep(preempted);
+  std::printf("SIGTERM to launch after step 250: every rank stopped after step %lld of %d\n",
+              static_cast<long long>(at), kSteps);
+  EXPECT_GT(at, 250) << "a checkpoint where it stopped, not only the last periodic one\n" << Explain(stopped);
+  EXPECT_LT(at, kSteps) << "the run was stopped, not finished\n" << Explain(stopped);
+  EXPECT_TRUE(absl::StrContains(stopped.out, absl::StrCat("checkpoint: ", StepDir(preempted, at))))
+      << Explain(stopped);
+
+  std::vector<std::string> resume = LongJob(preempted);
+  resume.push_back("--resume");
+  const RunResult c = Finish(Start(Launch({}, resume)));
+  ASSERT_EQ(c.exit_code, 0) << Explain(c);
+  EXPECT_TRUE(absl::StrContains(c.out, absl::StrCat("resumed from ", StepDir(preempted, at), ": "))) << c.out;
+  ExpectSameState(StepDir(whole, kSteps), StepDir(preempted, kSteps));
+}
+
+TEST(DdpMlpPreemption, ASigusr1ToDdpMlpStartedDirectlyCheckpointsExits75AndIsNotRestarted) {
+  const std::string dir = FreshDir("direct");
+  std::vector<std::string> argv = {Runfile("examples/ddp_mlp"), "--nproc=2", "--max_restarts=1"};
+  for (const std::string& flag : LongJob(dir)) argv.push_back(flag);
+  const Started s = Start(argv);
+  ASSERT_TRUE(t::WaitForFile(StepDir(dir, 250), std::chrono::minutes(2))) << Explain(Finish(s));
+  ASSERT_EQ(::kill(s.pid, SIGUSR1), 0);  // to the process that started the ranks, which forwards SIGTERM
+  const RunResult r = Finish(s);
+  EXPECT_EQ(r.exit_code, kPreemptedExitCode) << Explain(r);
+  EXPECT_TRUE(absl::StrContains(r.out, "preempted: SIGTERM reached the job")) << Explain(r);
+  EXPECT_FALSE(absl::StrContains(r.err, "restarting")) << r.err;
+  const int64_t at = LatestStep(dir);
+  std::printf("SIGUSR1 to ddp_mlp after step 250: every rank stopped after step %lld of %d\n",
+              static_cast<long long>(at), kSteps);
+  EXPECT_GT(at, 250) << Explain(r);
+  EXPECT_LT(at, kSteps) << Explain(r);
+}
+
+}  // namespace
+}  // namespace tinyddp::testing
