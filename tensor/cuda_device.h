@@ -5,6 +5,7 @@
 #define TINYDDP_TENSOR_CUDA_DEVICE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace tinyddp::cuda {
@@ -18,6 +19,8 @@ void SetDevice(int device);
 int CurrentDevice();
 /// "NVIDIA H200, 139 GiB, sm_90" for logs.
 std::string DeviceDescription(int device);
+/// Total memory of GPU `device` in bytes (what cudaGetDeviceProperties reports); 0 without such a device.
+int64_t DeviceTotalMemory(int device);
 /// Blocks until every stream on the current device is idle. For tests and teardown only: the
 /// training step never calls it (see docs/design.md, "Streams").
 void DeviceSynchronize();

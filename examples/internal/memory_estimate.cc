@@ -19,6 +19,7 @@
 #include "dist/launch/env.h"
 #include "dist/launch/spawn.h"
 #include "dist/launch/worker_limits.h"
+#include "base/status_macros.h"
 #include "tensor/cuda_device.h"
 
 namespace tinyddp::examples {
@@ -265,7 +266,29 @@ absl::Status CheckMemoryFits(const TrainOptions& o) {
   // So many ranks that not even their runtime fits: worker_limits.h refuses that next, naming the count.
   if (host.Usable() >= 0 && ranks * kRuntimeBytes > static_cast<double>(host.Usable())) return absl::OkStatus();
   const bool on_gpu = o.backend == "nccl" || (o.backend == "auto" && gpus > 0 && ranks <= gpus);
-  return CheckMemory(EstimateRankMemory(o, std::max(world, 1), on_gpu), std::max(ranks, 1), host);
+  RETURN_IF_ERROR(CheckMemory(EstimateRankMemory(o, std::max(world, 1), on_gpu), std::max(ranks, 1), host));
+  if (!on_gpu || gpus == 0) return absl::OkStatus();
+  return CheckDeviceMemory(o, std::max(world, 1), cuda::DeviceTotalMemory(0),
+                           absl::StrCat("cuda:0 (", cuda::DeviceDescription(0), ")"));
+}
+
+absl::Status CheckDeviceMemory(const TrainOptions& o, int world_size, int64_t device_bytes, const std::string& device) {
+  MemoryEstimate on_device = EstimateRankMemory(o, world_size, /*on_gpu=*/false);
+  // The dataset stays in host memory and the runtime floor is the host's: what is left lives on the GPU.
+  auto& parts = on_device.parts;
+  parts.erase(std::remove_if(parts.begin(), parts.end(),
+                             [](const auto& part) { return part.first == "the dataset" || part.first == "runtime"; }),
+              parts.end());
+  constexpr double kContextBytes = 1 << 30;  // the CUDA context, cuBLAS workspaces and NCCL's buffers
+  const double per_rank = on_device.PerRank();
+  if (device_bytes <= 0 || per_rank + kContextBytes <= static_cast<double>(device_bytes)) return absl::OkStatus();
+  std::vector<std::string> hints = on_device.hints;
+  if (o.zero == 0 && world_size > 1) hints.push_back("--zero=3 (each GPU keeps 1/world of the model's state)");
+  return absl::ResourceExhaustedError(absl::StrCat(
+      on_device.biggest_flag, " needs about ", Size(per_rank), " of GPU memory per rank (", on_device.Breakdown(),
+      ") + about ", Size(kContextBytes), " for CUDA, cuBLAS and NCCL, but ", device, " has ",
+      Size(static_cast<double>(device_bytes)), ". Hint: ", hints.empty() ? "a larger GPU" : absl::StrJoin(hints, ", or "),
+      "; --ignore_worker_limits starts it anyway"));
 }
 
 }  // namespace tinyddp::examples

@@ -75,6 +75,11 @@ absl::Status CheckMemory(const MemoryEstimate& estimate, int ranks_on_host, cons
 /// many for even their runtime (dist/launch/worker_limits.h refuses that next, naming the count).
 absl::Status CheckMemoryFits(const TrainOptions& o);
 
+/// On GPUs each rank keeps the model, its gradients, optimizer state and activations in its own GPU's memory:
+/// OK when EstimateRankMemory's device parts (all but the dataset and the runtime) fit in `device_bytes` (less
+/// a context's worth), else ResourceExhausted with the figures, naming `device` ("cuda:0, NVIDIA H200 ...").
+absl::Status CheckDeviceMemory(const TrainOptions& o, int world_size, int64_t device_bytes, const std::string& device);
+
 }  // namespace tinyddp::examples
 
 #endif  // TINYDDP_EXAMPLES_INTERNAL_MEMORY_ESTIMATE_H_

@@ -56,6 +56,13 @@ std::string DeviceDescription(int device) {
                          prop.minor);
 }
 
+int64_t DeviceTotalMemory(int device) {
+  if (device < 0 || device >= DeviceCount()) return 0;
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return static_cast<int64_t>(prop.totalGlobalMem);
+}
+
 void DeviceSynchronize() {
   if (DeviceCount() == 0) return;
   CUDA_CHECK(cudaDeviceSynchronize());
