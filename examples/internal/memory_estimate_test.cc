@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "examples/internal/train_options.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace tinyddp::examples {
@@ -65,6 +66,28 @@ TEST(MemoryEstimate, CountsWhatTheFlagsMakeEachRankHold) {
   parts = Parts(EstimateRankMemory(o, 4, /*on_gpu=*/true));
   EXPECT_EQ(parts.count("parameters"), 0u);
   EXPECT_EQ(parts.count("the dataset"), 1u);
+}
+
+TEST(MemoryEstimate, OnAGpuTheModelsStateIsCheckedAgainstTheDevicesMemory) {
+  TrainOptions o = TinyJob();
+  // The tests' tiny job fits any GPU; an unknown device (0 bytes) is not checked.
+  EXPECT_TRUE(CheckDeviceMemory(o, 2, 141 * kGiB, "cuda:0 (NVIDIA H200)").ok());
+  EXPECT_TRUE(CheckDeviceMemory(o, 2, 0, "cuda:0").ok());
+  // --hidden=100000000 on one rank: 32*1e8 + 1e8 + 1e8*10 + 10 parameters, each with a gradient and SGD
+  // momentum: about 16.4 GB, over an 80 GiB GPU once activations of the evaluation batch are counted.
+  o.hidden = {100000000};
+  const absl::Status refused = CheckDeviceMemory(o, 1, 80 * kGiB, "cuda:0 (NVIDIA A100)");
+  ASSERT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(std::string(refused.message()), testing::HasSubstr("--hidden=100000000 needs about"));
+  EXPECT_THAT(std::string(refused.message()), testing::HasSubstr("of GPU memory per rank ("));
+  EXPECT_THAT(std::string(refused.message()), testing::HasSubstr("parameters 16.0 GiB, gradients 16.0 GiB"));
+  EXPECT_THAT(std::string(refused.message()), testing::HasSubstr("but cuda:0 (NVIDIA A100) has 80.0 GiB"));
+  EXPECT_THAT(std::string(refused.message()), testing::Not(testing::HasSubstr("the dataset")));
+  // Over 8 ranks with ZeRO-3 the state is sharded and each rank's evaluation batch is an eighth: it fits 80 GiB,
+  // not 16.
+  o.zero = 3;
+  EXPECT_TRUE(CheckDeviceMemory(o, 8, 80 * kGiB, "cuda:0").ok());
+  EXPECT_FALSE(CheckDeviceMemory(o, 8, 16 * kGiB, "cuda:0").ok());
 }
 
 TEST(MemoryEstimate, AWideLayerIsRefusedWithItsFiguresAgainstAvailableMemoryAndTheCgroup) {
