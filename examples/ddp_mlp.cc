@@ -511,6 +511,9 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
     const auto loop_start = std::chrono::steady_clock::now();
     const int64_t steps_before = at.global_step;
     for (;;) {
+      // --trace: start each step together, so that a rank that fell behind on shared CPU cores does not draw
+      // as exposed communication in the other's picture. One tiny collective per traced step.
+      if (setup.tracer) RETURN_IF_ERROR(job.pg->Barrier()->Wait());
       ASSIGN_OR_RETURN(const std::optional<Tensor> loss, StepOnNextBatch(options, setup, at.global_step, report));
       if (!loss) break;  // the end of the epoch
       window.Add(*loss, at.global_step);

@@ -7,8 +7,9 @@
 //   2. the check against the trace: the measured step and exposed communication, the same replayed with
 //      the measured all_reduce times (tests the replay), and with the link model's (tests the link model);
 //   3. a table per GPU count: the step of the DDP ladder's rungs - naive (one all_reduce per parameter
-//      after backward), flat (one all_reduce of everything after backward), bucketed (buckets, after
-//      backward), each followed by one optimizer step; DDP (buckets overlapped with backward, and fused
+//      after backward), flat (one all_reduce of everything after backward), after bwd (DDP's
+//      buckets, all-reduced once backward has ended: not the ladder's bucketed rung, which overlaps), each
+//      followed by one optimizer step; DDP (buckets overlapped with backward, and fused
 //      per-bucket optimizers when the trace had them) - and DDP's exposed communication;
 //   and with --plot, the same as an SVG.
 //
@@ -212,7 +213,7 @@ int Run() {
     absl::StatusOr<StepProfile> per_parameter = Rebucket(*traced, *model, 1, 1);
     if (per_parameter.ok()) naive = AfterBackward(*per_parameter);
   }
-  const StepProfile flat = Flat(ddp), bucketed = AfterBackward(ddp);
+  const StepProfile flat = Flat(ddp), after = AfterBackward(ddp);
   std::printf(
       "\n# predicted, ring all_reduce: %d GPUs per node over NVLink (alpha %.3g us, busbw %.4g GB/s), "
       "%d x 400 Gb/s NICs per node (alpha %.3g us, busbw %.4g GB/s each), base %.3g us\n",
@@ -220,36 +221,36 @@ int Run() {
       cluster.nic.alpha_us, cluster.nic.busbw_gbps, cluster.base_us);
   std::printf(
       "# step per rung of the ladder: naive = one all_reduce per parameter after backward; flat = one of "
-      "everything after backward;\n# bucketed = the buckets after backward; ddp = the buckets overlapped "
+      "everything after backward;\n# after bwd = the buckets after backward; ddp = the buckets overlapped "
       "with backward. Compute alone: %s.\n",
       Ms(ddp.ComputeOnlyUs()).c_str());
-  std::printf("  %5s %5s %12s %12s %12s %12s %12s %12s %10s\n", "GPUs", "nodes", "naive", "flat", "bucketed", "ddp",
+  std::printf("  %5s %5s %12s %12s %12s %12s %12s %12s %10s\n", "GPUs", "nodes", "naive", "flat", "after bwd", "ddp",
               "ddp exposed", "ddp comm", "ddp eff.");
   ScalingSeries s_naive{"naive: per parameter, after backward", "#b07aa1", {}, false};
   ScalingSeries s_flat{"flat: one all_reduce after backward", "#e15759", {}, false};
-  ScalingSeries s_bucketed{"bucketed: buckets after backward", "#f28e2b", {}, false};
+  ScalingSeries s_after{"buckets after backward (no overlap)", "#f28e2b", {}, false};
   ScalingSeries s_ddp{"ddp: buckets overlapped with backward", "#4e79a7", {}, false};
   ScalingSeries s_compute{"compute alone", "#59a14f", {}, true};
-  ScalingSeries e_ddp = s_ddp, e_bucketed = s_bucketed, e_flat = s_flat, e_naive = s_naive;
+  ScalingSeries e_ddp = s_ddp, e_after = s_after, e_flat = s_flat, e_naive = s_naive;
   for (double g : *gpus_d) {
     const int n = static_cast<int>(g);
     const int nodes = (n + cluster.gpus_per_node - 1) / cluster.gpus_per_node;
     const StepPrediction p_ddp = PredictStepOn(ddp, n, cluster, /*overlap=*/true);
-    const StepPrediction p_bucketed = PredictStepOn(bucketed, n, cluster, /*overlap=*/false);
+    const StepPrediction p_after = PredictStepOn(after, n, cluster, /*overlap=*/false);
     const StepPrediction p_flat = PredictStepOn(flat, n, cluster, /*overlap=*/false);
     std::optional<StepPrediction> p_naive;
     if (naive) p_naive = PredictStepOn(*naive, n, cluster, /*overlap=*/false);
     const double compute = ddp.ComputeOnlyUs();
     std::printf("  %5d %5d %12s %12s %12s %12s %12s %12s %9.0f%%\n", n, nodes,
                 p_naive ? Ms(p_naive->step_us).c_str() : "-", Ms(p_flat.step_us).c_str(),
-                Ms(p_bucketed.step_us).c_str(), Ms(p_ddp.step_us).c_str(), Ms(p_ddp.exposed_us).c_str(),
+                Ms(p_after.step_us).c_str(), Ms(p_ddp.step_us).c_str(), Ms(p_ddp.exposed_us).c_str(),
                 Ms(p_ddp.comm_us).c_str(), 100 * compute / p_ddp.step_us);
     if (absl::GetFlag(FLAGS_json)) {
       nlohmann::json j = {{"gpus", n},
                           {"nodes", nodes},
                           {"compute_ms", compute / 1e3},
                           {"flat_ms", p_flat.step_us / 1e3},
-                          {"bucketed_ms", p_bucketed.step_us / 1e3},
+                          {"after_backward_ms", p_after.step_us / 1e3},
                           {"ddp_ms", p_ddp.step_us / 1e3},
                           {"ddp_exposed_ms", p_ddp.exposed_us / 1e3},
                           {"ddp_comm_ms", p_ddp.comm_us / 1e3}};
@@ -257,18 +258,18 @@ int Run() {
       std::printf("%s\n", j.dump().c_str());
     }
     s_ddp.points.emplace_back(g, p_ddp.step_us / 1e3);
-    s_bucketed.points.emplace_back(g, p_bucketed.step_us / 1e3);
+    s_after.points.emplace_back(g, p_after.step_us / 1e3);
     s_flat.points.emplace_back(g, p_flat.step_us / 1e3);
     if (p_naive) s_naive.points.emplace_back(g, p_naive->step_us / 1e3);
     s_compute.points.emplace_back(g, compute / 1e3);
     e_ddp.points.emplace_back(g, 100 * compute / p_ddp.step_us);
-    e_bucketed.points.emplace_back(g, 100 * compute / p_bucketed.step_us);
+    e_after.points.emplace_back(g, 100 * compute / p_after.step_us);
     e_flat.points.emplace_back(g, 100 * compute / p_flat.step_us);
     if (p_naive) e_naive.points.emplace_back(g, 100 * compute / p_naive->step_us);
   }
   const std::string plot = absl::GetFlag(FLAGS_plot);
   if (!plot.empty()) {
-    std::vector<ScalingSeries> steps = {s_compute, s_ddp, s_bucketed, s_flat}, efficiency = {e_ddp, e_bucketed, e_flat};
+    std::vector<ScalingSeries> steps = {s_compute, s_ddp, s_after, s_flat}, efficiency = {e_ddp, e_after, e_flat};
     if (naive) steps.push_back(s_naive), efficiency.push_back(e_naive);
     const std::string svg = RenderScalingSvg(
         "DDP on paper: the traced step on 2 .. 1024 GPUs, ring all_reduce",
