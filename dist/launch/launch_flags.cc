@@ -107,7 +107,10 @@ std::string LaunchUsage() {
       "Starts PROGRAM once per worker with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
       "MASTER_ADDR and MASTER_PORT set (and OMP_NUM_THREADS=1 when several workers share a machine),\n"
       "hosts the job's rendezvous store, and stops every worker when one fails. Flags go before PROGRAM\n"
-      "(--name=value or --name value; dashes or underscores); everything after PROGRAM is PROGRAM's.\n\n",
+      "(--name=value or --name value; dashes or underscores); everything after PROGRAM is PROGRAM's.\n"
+      "torchrun's PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_ADDR, ... (a Kubeflow pod's) are\n"
+      "read as the flags they stand for; the command line wins. On SIGTERM or SIGUSR1 (a preemption) the\n"
+      "workers get SIGTERM and --preempt_grace to checkpoint; exit status 75 from them is launch's, not restarted.\n\n",
       FlagsHelp(Flags()),
       "\nexamples:\n"
       "  launch --nproc_per_node=gpu bazel-bin/examples/ddp_mlp --epochs=20\n"

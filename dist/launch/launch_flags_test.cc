@@ -130,6 +130,17 @@ TEST(ParseLaunchArgs, ARelativeProgramPathIsTheOneTypedWhereBazelRunStarted) {
   EXPECT_EQ(bare->program[0], "python3") << "a bare name is looked up in PATH, as a shell does";
 }
 
+TEST(ParseLaunchArgs, PreemptGraceIsThirtySecondsUnlessGiven) {
+  auto o = ParseLaunchArgs({"p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->preempt_grace_seconds, 30) << "Slurm's KillWait and Kubernetes' terminationGracePeriodSeconds";
+  o = ParseLaunchArgs({"--preempt_grace=90", "p"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->preempt_grace_seconds, 90);
+  EXPECT_EQ(o->grace_seconds, 5) << "a failure's grace is another";
+  EXPECT_FALSE(ParseLaunchArgs({"--preempt_grace=-1", "p"}).ok());
+}
+
 TEST(ParseLaunchArgs, StandaloneIsTorchrunsOneNodeJob) {
   auto o = ParseLaunchArgs({"--standalone", "--nproc_per_node=2", "p"});
   ASSERT_TRUE(o.ok()) << o.status();

@@ -80,9 +80,10 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
     RETURN_IF_ERROR(supervisor.Start(specs));
     const JobResult result = supervisor.Wait();
     exit_code = result.exit_code;
+    const bool preempted = exit_code == kPreemptedExitCode;  // they checkpointed on a signal: no failure
     for (JobObserver* observer : observers) {
-      if (exit_code != 0) observer->FailedRound(round, "spawn: ", {});
-      observer->Finish(exit_code == 0);
+      if (exit_code != 0 && !preempted) observer->FailedRound(round, "spawn: ", {});
+      observer->Finish(exit_code == 0 || preempted);
     }
     if (exit_code == 0) break;
     if (result.interrupted || result.permanent || round >= options.max_restarts) {
@@ -91,8 +92,8 @@ absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& opt
           : result.permanent && round < options.max_restarts
               ? absl::StrCat(" (not restarting: exit code ", kPermanentFailureExitCode, " means a permanent error)")
               : absl::StrCat(" (no restarts left: --max_restarts=", options.max_restarts, ")");
-      std::fprintf(stderr, "spawn: job failed: %s%s; exiting with %d\n", result.reason.c_str(), note.c_str(),
-                   exit_code);
+      std::fprintf(stderr, "spawn: job %s: %s%s; exiting with %d\n", preempted ? "preempted" : "failed",
+                   result.reason.c_str(), note.c_str(), exit_code);
       break;
     }
     std::fprintf(stderr, "spawn: round %d failed: %s; restarting all workers (restart %d of %d, %s=%d)\n", round,

@@ -391,9 +391,10 @@ JobResult Supervisor::Wait() {
     }
     result_.exits.push_back(w.exit);
   }
-  for (const WorkerExit& e : result_.exits) {  // it checkpointed on a signal of its own (a preemption)
-    if (!e.signaled && e.value == kPreemptedExitCode) result_.interrupted = true, result_.exit_code = e.value;
+  for (const WorkerExit& e : result_.exits) {  // it checkpointed on SIGTERM/SIGUSR1 (ours or its own)
+    if (!e.signaled && e.value == kPreemptedExitCode) result_.exit_code = kPreemptedExitCode;
   }
+  result_.interrupted |= result_.exit_code == kPreemptedExitCode;
   if (!result_.interrupted) {
     // Plain, the first failure seen while the job ran is its cause; an observer may judge otherwise.
     if (const std::optional<WorkerExit>& first = result_.first_failure) {

@@ -7,9 +7,8 @@
 //     first failure seen; which one was the root cause when several ranks fail within moments is a
 //     wing's judgement, through the JobObserver seam (job_observer.h; dist/observe/blame/);
 //   - a signal that would end this process (SIGINT, SIGTERM, SIGHUP when the terminal goes, SIGQUIT, ...)
-//     stops the workers instead: SIGINT/SIGTERM/SIGHUP are forwarded, the others become SIGTERM, and a
-//     SIGTERM leaves them preempt_grace to checkpoint before SIGKILL (a second signal kills them at once);
-//     so does a worker's exit with kPreemptedExitCode (it was signalled itself). SIGPIPE is ignored;
+//     stops the workers instead: SIGINT/SIGTERM/SIGHUP are forwarded, the others become SIGTERM (a second
+//     signal kills them), which leaves them preempt_grace to checkpoint; SIGPIPE is ignored;
 //   - every worker runs in its own process group (signals reach its children too) and dies with
 //     this process (PR_SET_PDEATHSIG); what a worker starts in turn is lifeline.h's (the launcher's);
 //   - with prefix_output, each line a worker prints is prefixed with "[rank N] ".
@@ -36,8 +35,7 @@ namespace tinyddp::dist {
 /// A worker's exit status for a failure no restart can fix (a full disk, a read-only folder): sysexits.h's
 /// EX_CANTCREAT. The launcher and spawn do not restart a job whose root cause exited with it.
 inline constexpr int kPermanentFailureExitCode = 73;
-/// A worker's exit status after it checkpointed because the job was told to stop (SIGTERM or SIGUSR1: a
-/// preemption, a time limit): sysexits.h's EX_TEMPFAIL. Not restarted: whoever stopped it runs it again.
+/// EX_TEMPFAIL: a worker told to stop (SIGTERM, SIGUSR1) checkpointed first. Not restarted, as after a signal.
 inline constexpr int kPreemptedExitCode = 75;
 
 struct WorkerProcessSpec {

@@ -50,12 +50,13 @@ using dist::kPreemptedExitCode;
 /// thread only; the handlers run on any thread.
 class Preemption {
  public:
-  /// Catches SIGTERM and SIGUSR1 from now on (with SA_RESTART, so no blocking call fails with EINTR).
+  /// Catches SIGTERM and SIGUSR1 from now on, for the rest of the process's life (with SA_RESTART, so no
+  /// blocking call fails with EINTR).
   /// A handler installed before that is a function (the flight recorder's SIGUSR1 dump) still runs.
   /// `device`: where the job's collectives run (the agreement's tensor lives there). `check_seconds`:
   /// how often the ranks agree (0: after every step, as tests want).
   explicit Preemption(Device device, double check_seconds = 1.0);
-  /// Puts the previous handlers back.
+  /// Leaves the handlers in place: the process is about to end (why: preemption.cc).
   ~Preemption();
   Preemption(const Preemption&) = delete;
   Preemption& operator=(const Preemption&) = delete;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -31,18 +32,23 @@ constexpr int kPreemptedExitCode = 75;  // dist/launch/supervisor.h
 constexpr int kSteps = 2000;            // 2 epochs x 1000
 
 // 2 epochs of 1000 steps of a few milliseconds (16000 synthetic examples, batch 8 on each of 2 ranks): the
-// run lasts seconds, so a signal sent once the checkpoint of step 250 exists lands mid-epoch.
+// run lasts seconds. The signal goes out once rank 0 has logged step 50 to --metrics_out (flushed each
+// --log_every steps): mid-epoch, and early, while the ranks still agree every few steps.
 std::vector<std::string> LongJob(const std::string& checkpoint_dir) {
   return {"--dataset=synthetic", "--synthetic_examples=16000", "--synthetic_input_size=32", "--hidden=24",
           "--batch_size=8",      "--backend=gloo",             "--epochs=2",                 "--seed=3",
-          "--log_every=250",     "--checkpoint_every=250",     "--timeout=60s",
-          "--checkpoint_dir=" + checkpoint_dir};
+          "--log_every=50",      "--timeout=60s",              "--checkpoint_dir=" + checkpoint_dir,
+          "--metrics_out=" + checkpoint_dir + ".jsonl"};
 }
 
-std::string StepDir(const std::string& checkpoint_dir, int64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "/step-%08lld", static_cast<long long>(step));
-  return checkpoint_dir + name;
+// Waits until rank 0 has logged a training step to the job's --metrics_out.
+bool WaitForLoggedStep(const std::string& checkpoint_dir) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (absl::StrContains(dist::testing::ReadFile(checkpoint_dir + ".jsonl"), "\"type\":\"step\"")) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
 }
 
 int64_t StepOf(const std::string& step_dir) {
@@ -103,21 +109,21 @@ TEST_F(SlurmPreemption, ScancelMidEpochUnderSrunCheckpointsExits75AndResumesBitI
 
   const std::string checkpoints = dir_ + "/srun";
   const pid_t srun = StartCommand(Srun("preempted", checkpoints), cluster_->ClientEnv(), dir_, "srun");
-  const bool started = dist::testing::WaitForFile(StepDir(checkpoints, 250), seconds(120));
+  const bool started = WaitForLoggedStep(checkpoints);
   const CommandResult cancel =
       RunCommand({FindProgram("scancel"), "--name=preempted"}, cluster_->ClientEnv(), dir_, seconds(30));
   const CommandResult stopped = WaitCommand(srun, dir_, "srun", seconds(120));
-  ASSERT_TRUE(started) << "no checkpoint of step 250\n" << stopped.Explain();
+  ASSERT_TRUE(started) << "no step logged\n" << stopped.Explain();
   ASSERT_EQ(cancel.exit_code, 0) << cancel.Explain();
   EXPECT_EQ(stopped.exit_code, kPreemptedExitCode) << stopped.Explain();
   EXPECT_TRUE(absl::StrContains(stopped.out, "preempted: SIGTERM reached the job, every rank stopped after step "))
       << stopped.Explain();
   const std::string at = LatestCheckpoint(checkpoints);
-  std::printf("scancel under srun after step 250: every rank stopped after step %lld of %d\n",
+  std::printf("scancel under srun after step 50: every rank stopped after step %lld of %d\n",
               static_cast<long long>(StepOf(at)), kSteps);
-  EXPECT_GT(StepOf(at), 250) << "a checkpoint where it stopped, not only the last periodic one\n"
-                             << stopped.Explain();
+  EXPECT_GT(StepOf(at), 50) << "a checkpoint where the ranks stopped\n" << stopped.Explain();
   EXPECT_LT(StepOf(at), kSteps) << "the run was stopped, not finished\n" << stopped.Explain();
+  EXPECT_NE(StepOf(at) % 1000, 0) << "mid-epoch, not at an epoch's end\n" << stopped.Explain();
 
   // Run again (as a requeued job would), resuming.
   const CommandResult resumed =

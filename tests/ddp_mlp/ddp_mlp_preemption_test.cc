@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -43,13 +44,25 @@ std::string Runfile(const std::string& path) {
          path;
 }
 
-// 16000 synthetic examples, batch 8 per rank on 2 ranks: 1000 steps of a few milliseconds per epoch, so
-// the run lasts seconds, and the signal, sent when the checkpoint of step 250 appears, lands mid-epoch.
+// 16000 synthetic examples, batch 8 per rank on 2 ranks: 2 epochs of 1000 steps of a few milliseconds, so
+// the run lasts seconds. The signal goes out once rank 0 has logged step 50 to --metrics_out (one line per
+// --log_every steps, flushed): mid-epoch, and early, while the ranks still agree every few steps (the
+// interval doubles from 1), so they stop within the epoch however fast this machine is.
 std::vector<std::string> LongJob(const std::string& checkpoint_dir) {
   return {"--dataset=synthetic", "--synthetic_examples=16000", "--synthetic_input_size=32", "--hidden=24",
           "--batch_size=8",      "--backend=gloo",             "--epochs=2",                 "--seed=3",
-          "--log_every=250",     "--checkpoint_every=250",     "--timeout=60s",
-          "--checkpoint_dir=" + checkpoint_dir};
+          "--log_every=50",      "--timeout=60s",              "--checkpoint_dir=" + checkpoint_dir,
+          "--metrics_out=" + checkpoint_dir + ".jsonl"};
+}
+
+// Waits until rank 0 has logged a training step to the job's --metrics_out.
+bool WaitForLoggedStep(const std::string& checkpoint_dir) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (absl::StrContains(t::ReadFile(checkpoint_dir + ".jsonl"), "\"type\":\"step\"")) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
 }
 
 struct Started {
@@ -118,9 +131,9 @@ TEST(DdpMlpPreemption, ASigtermToLaunchMidEpochCheckpointsExits75AndResumesBitId
   ASSERT_EQ(a.exit_code, 0) << Explain(a);
   ASSERT_EQ(LatestStep(whole), kSteps) << Explain(a);
 
-  // The same job under --max_restarts=1, told to stop once the checkpoint of step 250 exists.
+  // The same job under --max_restarts=1, told to stop once it has logged step 50.
   const Started b = Start(Launch({"--max_restarts=1"}, LongJob(preempted)));
-  ASSERT_TRUE(t::WaitForFile(StepDir(preempted, 250), std::chrono::minutes(2))) << Explain(Finish(b));
+  ASSERT_TRUE(WaitForLoggedStep(preempted)) << Explain(Finish(b));
   ASSERT_EQ(::kill(b.pid, SIGTERM), 0);
   const RunResult stopped = Finish(b);
   EXPECT_EQ(stopped.exit_code, kPreemptedExitCode) << Explain(stopped);
@@ -130,10 +143,11 @@ TEST(DdpMlpPreemption, ASigtermToLaunchMidEpochCheckpointsExits75AndResumesBitId
   EXPECT_TRUE(absl::StrContains(stopped.err, "launch: job preempted")) << stopped.err;
   EXPECT_FALSE(absl::StrContains(stopped.err, "restarting")) << "exit 75 is not restarted\n" << stopped.err;
   const int64_t at = LatestStep(preempted);
-  std::printf("SIGTERM to launch after step 250: every rank stopped after step %lld of %d\n",
+  std::printf("SIGTERM to launch after step 50: every rank stopped after step %lld of %d\n",
               static_cast<long long>(at), kSteps);
-  EXPECT_GT(at, 250) << "a checkpoint where it stopped, not only the last periodic one\n" << Explain(stopped);
+  EXPECT_GT(at, 50) << "a checkpoint where the ranks stopped\n" << Explain(stopped);
   EXPECT_LT(at, kSteps) << "the run was stopped, not finished\n" << Explain(stopped);
+  EXPECT_NE(at % 1000, 0) << "mid-epoch, not at an epoch's end\n" << Explain(stopped);
   EXPECT_TRUE(absl::StrContains(stopped.out, absl::StrCat("checkpoint: ", StepDir(preempted, at))))
       << Explain(stopped);
 
@@ -150,16 +164,18 @@ TEST(DdpMlpPreemption, ASigusr1ToDdpMlpStartedDirectlyCheckpointsExits75AndIsNot
   std::vector<std::string> argv = {Runfile("examples/ddp_mlp"), "--nproc=2", "--max_restarts=1"};
   for (const std::string& flag : LongJob(dir)) argv.push_back(flag);
   const Started s = Start(argv);
-  ASSERT_TRUE(t::WaitForFile(StepDir(dir, 250), std::chrono::minutes(2))) << Explain(Finish(s));
+  ASSERT_TRUE(WaitForLoggedStep(dir)) << Explain(Finish(s));
   ASSERT_EQ(::kill(s.pid, SIGUSR1), 0);  // to the process that started the ranks, which forwards SIGTERM
   const RunResult r = Finish(s);
   EXPECT_EQ(r.exit_code, kPreemptedExitCode) << Explain(r);
   EXPECT_TRUE(absl::StrContains(r.out, "preempted: SIGTERM reached the job")) << Explain(r);
+  EXPECT_TRUE(absl::StrContains(r.err, "SIGKILL after 30s")) << "the preemption grace\n" << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "spawn: job preempted: interrupted by SIGUSR1")) << r.err;
   EXPECT_FALSE(absl::StrContains(r.err, "restarting")) << r.err;
   const int64_t at = LatestStep(dir);
-  std::printf("SIGUSR1 to ddp_mlp after step 250: every rank stopped after step %lld of %d\n",
+  std::printf("SIGUSR1 to ddp_mlp after step 50: every rank stopped after step %lld of %d\n",
               static_cast<long long>(at), kSteps);
-  EXPECT_GT(at, 250) << Explain(r);
+  EXPECT_GT(at, 50) << Explain(r);
   EXPECT_LT(at, kSteps) << Explain(r);
 }
 
