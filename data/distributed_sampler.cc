@@ -65,7 +65,13 @@ absl::StatusOr<DistributedSampler> DistributedSampler::Create(int64_t dataset_si
   // PyTorch: ceil((N - R) / R) when dropping an uneven tail. With N = q*R + m, 0 < m < R, that is q
   // (and 0 when N < R), i.e. N / R in integer division, the largest count every rank can fill.
   const int64_t num_samples = (options.drop_last && n % r != 0) ? n / r : (n + r - 1) / r;
-  return DistributedSampler(dataset_size, options, num_samples);
+  if (!options.pad && !options.drop_last) {
+    // No padding: the global list is the N real examples, and rank r holds positions r, r + R, ... < N.
+    const int64_t rank = options.rank;
+    const int64_t mine = n > rank ? (n - rank + r - 1) / r : 0;
+    return DistributedSampler(dataset_size, options, mine, n);
+  }
+  return DistributedSampler(dataset_size, options, num_samples, num_samples * r);
 }
 
 int64_t DistributedSampler::num_real_samples() const {
@@ -91,7 +97,7 @@ std::vector<int64_t> DistributedSampler::Indices() const {
     global.reserve(total);
     for (int64_t i = n; i < total; ++i) global.push_back(global[i % n]);
   } else {
-    global.resize(total);  // drop_last: cut the tail so it divides evenly
+    global.resize(total);  // drop_last: cut the tail so it divides evenly (pad = false: total == n, no cut)
   }
   std::vector<int64_t> mine;
   mine.reserve(num_samples_);

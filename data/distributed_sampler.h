@@ -4,7 +4,7 @@
 // Sits between a Dataset (only its size matters) and the DataLoader (data_loader.h), which turns this
 // rank's index list into batches. Every rank builds the same sampler with its own `rank`; each gets
 // num_samples() indices per epoch, so every rank runs the same number of steps and DDP's collectives
-// line up.
+// line up (unless pad = false, below).
 //
 // One epoch, for N examples and R replicas (as in PyTorch):
 //   num_samples = drop_last && N % R != 0 ? ceil((N - R) / R) : ceil(N / R)      (== N / R in the first case)
@@ -13,6 +13,14 @@
 //   drop_last:   indices = indices[:total_size]                       (the tail is dropped)
 //   otherwise:   indices += indices repeated from the front, cyclically, up to total_size
 //   this rank:   indices[rank : total_size : R]
+//
+// pad = false (not in PyTorch's sampler; what training with uneven inputs wants, docs/uneven_inputs.md):
+// nothing is repeated, so no example is seen twice in an epoch. Rank r reads indices[r : N : R], the real
+// examples only: ranks get ceil(N / R) or floor(N / R) of them, at most one apart, and may run different
+// numbers of steps. DDP alone would then hang at the end of the epoch (the rank with the extra batch waits
+// in an all_reduce nobody else joins); the training loop must use dist/parallel/join/join.h. With
+// drop_last the shards are already equal and nothing is padded, so `pad` changes nothing there.
+//
 // The permutation is identical on every rank (it depends only on seed + epoch), which is what makes the
 // rank shards disjoint. It is our own generator (splitmix64 + Fisher-Yates), NOT torch.randperm: the
 // sizes, padding and striding match PyTorch exactly, the shuffled order does not.
@@ -32,6 +40,9 @@ struct DistributedSamplerOptions {
   bool shuffle = true;
   uint64_t seed = 0;         // must be the same on every rank
   bool drop_last = false;
+  /// true (PyTorch): repeat examples from the front until every rank has num_samples() indices.
+  /// false: every rank gets only its own real examples (counts differ by at most one across ranks).
+  bool pad = true;
 };
 
 /// Not thread-safe (SetEpoch mutates); cheap to copy.
@@ -48,10 +59,12 @@ class DistributedSampler {
   /// This rank's indices for the current epoch: num_samples() of them, each in [0, dataset_size).
   std::vector<int64_t> Indices() const;
 
-  /// Indices per rank per epoch (PyTorch's len(sampler)).
+  /// Indices of this rank per epoch (PyTorch's len(sampler)): the same on every rank, except with
+  /// pad = false (and no drop_last), where it is this rank's count of real examples.
   int64_t num_samples() const { return num_samples_; }
-  /// num_samples() * num_replicas: the padded or truncated length of the global index list.
-  int64_t total_size() const { return num_samples_ * options_.num_replicas; }
+  /// The length of the global index list the ranks' shards are cut from: num_samples() * num_replicas
+  /// when padded or truncated, dataset_size() with pad = false.
+  int64_t total_size() const { return total_size_; }
   /// How many of this rank's indices are real rather than padding. Padding fills the tail of the
   /// global list, so these are the first ones of Indices(); summed over ranks they count every example
   /// once (without drop_last). An evaluation uses it to count each test example exactly once.
@@ -60,11 +73,13 @@ class DistributedSampler {
   const DistributedSamplerOptions& options() const { return options_; }
 
  private:
-  DistributedSampler(int64_t dataset_size, const DistributedSamplerOptions& options, int64_t num_samples)
-      : dataset_size_(dataset_size), options_(options), num_samples_(num_samples) {}
+  DistributedSampler(int64_t dataset_size, const DistributedSamplerOptions& options, int64_t num_samples,
+                     int64_t total_size)
+      : dataset_size_(dataset_size), options_(options), num_samples_(num_samples), total_size_(total_size) {}
   int64_t dataset_size_;
   DistributedSamplerOptions options_;
   int64_t num_samples_;
+  int64_t total_size_;
   int64_t epoch_ = 0;
 };
 

@@ -1,6 +1,7 @@
 // DistributedSampler against PyTorch's documented semantics: the size formulas (computed here exactly as
 // torch/utils/data/distributed.py writes them, with floating-point ceil), padding from the front,
-// truncation, rank striding, coverage, disjointness and determinism.
+// truncation, rank striding, coverage, disjointness and determinism; and pad = false (our addition, for
+// training with uneven inputs): only real examples, shards at most one apart.
 #include "data/distributed_sampler.h"
 
 #include <algorithm>
@@ -181,6 +182,74 @@ TEST(DistributedSampler, WithoutShuffleTheOrderIsSequentialAndIgnoresTheEpoch) {
   EXPECT_EQ(s.Indices(), (std::vector<int64_t>{1, 4, 7, 0}));  // padded with index 0 at position 10
   s.SetEpoch(4);
   EXPECT_EQ(s.Indices(), (std::vector<int64_t>{1, 4, 7, 0}));
+}
+
+// pad = false: every rank reads only real examples. Together the shards are the dataset, each example once;
+// shard sizes differ by at most one (the first N % R ranks hold one more); each shard is the padded
+// shard with its padding taken off, so turning padding off changes nothing but the repeats.
+TEST(DistributedSampler, WithoutPaddingEachRankReadsOnlyItsRealExamplesAndCountsDifferByAtMostOne) {
+  for (int64_t n : {0, 1, 2, 5, 7, 10, 13, 97, 1001}) {
+    for (int64_t r : {1, 2, 3, 4, 8, 16}) {
+      SCOPED_TRACE(testing::Message() << "N=" << n << " R=" << r);
+      std::vector<int> seen(n, 0);
+      int64_t most = 0, fewest = n + 1;
+      for (int64_t rank = 0; rank < r; ++rank) {
+        absl::StatusOr<DistributedSampler> unpadded = DistributedSampler::Create(
+            n, {.num_replicas = r, .rank = rank, .shuffle = true, .seed = 7, .drop_last = false, .pad = false});
+        ASSERT_TRUE(unpadded.ok()) << unpadded.status();
+        unpadded->SetEpoch(3);
+        DistributedSampler padded = Make(n, r, rank, /*shuffle=*/true, /*drop_last=*/false, /*seed=*/7);
+        padded.SetEpoch(3);
+        const std::vector<int64_t> mine = unpadded->Indices();
+        const std::vector<int64_t> with_padding = padded.Indices();
+        EXPECT_EQ(static_cast<int64_t>(mine.size()), unpadded->num_samples());
+        EXPECT_EQ(unpadded->num_real_samples(), unpadded->num_samples());
+        EXPECT_EQ(unpadded->num_samples(), padded.num_real_samples());
+        EXPECT_EQ(unpadded->total_size(), n);
+        // The padded shard is this one followed by its padding.
+        ASSERT_LE(mine.size(), with_padding.size());
+        EXPECT_TRUE(std::equal(mine.begin(), mine.end(), with_padding.begin()));
+        // Rank r holds positions r, r + R, ... below N: ceil((N - r) / R) of them.
+        EXPECT_EQ(unpadded->num_samples(), n > rank ? (n - rank + r - 1) / r : 0);
+        for (int64_t i : mine) {
+          ASSERT_GE(i, 0);
+          ASSERT_LT(i, n);
+          ++seen[i];
+        }
+        most = std::max<int64_t>(most, mine.size());
+        fewest = std::min<int64_t>(fewest, mine.size());
+      }
+      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(seen[i], 1) << "index " << i;
+      EXPECT_LE(most - fewest, 1);
+    }
+  }
+}
+
+TEST(DistributedSampler, WithoutPaddingTenExamplesOverThreeRanksGiveFourThreeAndThree) {
+  std::vector<std::vector<int64_t>> shards;
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    absl::StatusOr<DistributedSampler> s =
+        DistributedSampler::Create(10, {.num_replicas = 3, .rank = rank, .shuffle = false, .pad = false});
+    ASSERT_TRUE(s.ok()) << s.status();
+    shards.push_back(s->Indices());
+  }
+  EXPECT_EQ(shards[0], (std::vector<int64_t>{0, 3, 6, 9}));
+  EXPECT_EQ(shards[1], (std::vector<int64_t>{1, 4, 7}));  // padded, it would end with a repeated 0
+  EXPECT_EQ(shards[2], (std::vector<int64_t>{2, 5, 8}));  // padded, it would end with a repeated 1
+}
+
+TEST(DistributedSampler, PaddingIsTheDefaultAndDropLastIgnoresIt) {
+  EXPECT_TRUE(DistributedSamplerOptions{}.pad);
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    // drop_last already makes the shards equal: pad = false changes nothing.
+    absl::StatusOr<DistributedSampler> cut = DistributedSampler::Create(
+        11, {.num_replicas = 3, .rank = rank, .shuffle = true, .seed = 1, .drop_last = true, .pad = false});
+    ASSERT_TRUE(cut.ok()) << cut.status();
+    DistributedSampler reference = Make(11, 3, rank, /*shuffle=*/true, /*drop_last=*/true, /*seed=*/1);
+    EXPECT_EQ(cut->Indices(), reference.Indices());
+    EXPECT_EQ(cut->num_samples(), 3);
+    EXPECT_EQ(cut->total_size(), 9);
+  }
 }
 
 TEST(RandomPermutation, IsAPermutationAndLooksUniform) {

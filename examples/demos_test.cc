@@ -7,9 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tensor/cuda_device.h"
 
@@ -143,6 +146,76 @@ TEST(CollectivesDemo, ThreeGlooRanksShowEachCollectiveBeforeAndAfter) {
             "After all_reduce: Rank 0: [6, 60]\n"
             "After all_reduce: Rank 1: [6, 60]\n"
             "After all_reduce: Rank 2: [6, 60]\n");
+}
+
+// uneven_inputs prints numbers that vary from run to run (a collective's sequence number, the weights'
+// checksum); everything else is checked line for line. popen's pipe reaches its end only once every process
+// holding it has exited, the workers included, so a returning RunDemo also shows that nothing is left running.
+std::vector<std::string> Lines(const std::string& text) { return absl::StrSplit(text, '\n', absl::SkipEmpty()); }
+
+// The checksum at the end of "rank r: trained ... weights checksum -11.158177".
+std::string ChecksumOf(const std::string& line) { return line.substr(line.rfind(' ') + 1); }
+
+TEST(UnevenInputsDemo, PlainDdpHangsUntilTheTimeoutThenJoinFinishesWithTheSameWeightsEverywhere) {
+  int code = 0;
+  const std::string out = RunDemo("uneven_inputs", "", "", &code);  // 3 ranks: 2, 4 and 3 batches
+  EXPECT_EQ(code, 0) << out;
+  const std::vector<std::string> lines = Lines(out);
+  ASSERT_EQ(lines.size(), 16u) << out;
+  // Part 1: rank 0 runs out after 2 steps; ranks 1 and 2 wait for it in DDP's all_reduce at step 3.
+  EXPECT_EQ(lines[0], "== Part 1: plain DDP, ranks with 2, 4, 3 batches; the group's timeout is 3 s ==");
+  EXPECT_EQ(lines[1], "rank 0: trained its 2 batches, ran out of data and left the loop; it waits for the others at "
+                      "the next collective");
+  for (int r : {1, 2}) {
+    const std::string& said = lines[2 + 2 * (r - 1)];
+    const std::string& error = lines[3 + 2 * (r - 1)];
+    EXPECT_EQ(said, absl::StrCat("rank ", r, ": had ", r == 1 ? 4 : 3, " batches; at step 3 its backward waited in "
+                                 "DDP's gradient all_reduce for rank 0, which had run out of data, until the 3 s "
+                                 "timeout ended the wait (DEADLINE_EXCEEDED):"));
+    EXPECT_TRUE(absl::StartsWith(error, absl::StrCat("    DistributedDataParallel: all_reduce of bucket 0 on rank ", r,
+                                                     " failed: AllReduce(float32 [1732], AVG) #")))
+        << error;
+    EXPECT_TRUE(absl::EndsWith(error, absl::StrCat(" on gloo rank ", r, "/3 timed out after 3000 ms"))) << error;
+  }
+  EXPECT_TRUE(absl::StartsWith(lines[6], "Without Join, the ranks with more data wait in DDP's all_reduce")) << out;
+  // Part 2: every step, who trains and who shadows; every rank ends with the same weights.
+  EXPECT_EQ(lines[7], "== Part 2: the same uneven inputs with Join (dist/parallel/join/join.h) ==");
+  EXPECT_EQ(lines[8], "step 1: ranks 0, 1, 2 train");
+  EXPECT_EQ(lines[9], "step 2: ranks 0, 1, 2 train");
+  EXPECT_EQ(lines[10], "step 3: ranks 1, 2 train, rank 0 shadows");
+  EXPECT_EQ(lines[11], "step 4: rank 1 trains, ranks 0, 2 shadow");
+  EXPECT_TRUE(absl::StartsWith(lines[12], "rank 0: trained 2 steps, shadowed 2; weights checksum ")) << lines[12];
+  EXPECT_TRUE(absl::StartsWith(lines[13], "rank 1: trained 4 steps, shadowed 0; weights checksum ")) << lines[13];
+  EXPECT_TRUE(absl::StartsWith(lines[14], "rank 2: trained 3 steps, shadowed 1; weights checksum ")) << lines[14];
+  double checksum = 0;
+  EXPECT_TRUE(absl::SimpleAtod(ChecksumOf(lines[12]), &checksum)) << lines[12];
+  EXPECT_EQ(ChecksumOf(lines[13]), ChecksumOf(lines[12]));
+  EXPECT_EQ(ChecksumOf(lines[14]), ChecksumOf(lines[12]));
+  EXPECT_EQ(lines[15], "Every rank finished all 4 steps and holds the same weights, bit for bit.");
+}
+
+TEST(UnevenInputsDemo, TwoRanksAndAShorterTimeoutFromTheFlags) {
+  int code = 0;
+  const std::string out = RunDemo("uneven_inputs", "", "--batches=1,3 --hang_timeout_s=4", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "rank 1: had 3 batches; at step 2 its backward waited in DDP's gradient "
+                                     "all_reduce for rank 0, which had run out of data, until the 4 s timeout"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "step 3: rank 1 trains, rank 0 shadows\n")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "rank 0: trained 1 steps, shadowed 2; weights checksum ")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "Every rank finished all 3 steps and holds the same weights, bit for bit."))
+      << out;
+}
+
+TEST(UnevenInputsDemo, ABadBatchesFlagIsRefusedWithExitStatusTwo) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string err_path = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/uneven_inputs_", getpid(), ".err");
+  int code = 0;
+  const std::string out = RunDemo("uneven_inputs", "", "--batches=4", &code, err_path);
+  EXPECT_EQ(code, 2);
+  EXPECT_EQ(out, "");
+  EXPECT_TRUE(absl::StrContains(ReadAll(err_path), "--batches=4: give one count per rank, at least 2"))
+      << ReadAll(err_path);
 }
 
 }  // namespace
