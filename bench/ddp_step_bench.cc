@@ -18,6 +18,10 @@
 //          bucket's gradients (coalesced buckets, staged). 3: ZeRO-3, no DDP: every layer sharded, gathered
 //          for its forward and backward, its gradient reduce-scattered, fp32 only. 1-3 print a table of what
 //          each rank holds: parameters, gradients, optimizer state, and the host allocator's peak)
+//          --tp=N (tensor parallelism, dist/parallel/tensor, docs/tensor_parallel.md: the MLP's Linear pairs split
+//          column -> row over rows of N ranks of a (world/N) x N mesh, DDP down its columns; --tp=1 runs the
+//          tensor-parallel module over groups of one, the plain step's work through its code path; --ddp=full
+//          with --zero=0 only, eager; the ranks of a row share a batch, so samples_per_s counts rows)
 //          --precision=fp32|bf16 (bf16: bfloat16 compute copies and activations, float32 master weights,
 //          gradients, momentum and loss; nn/precision.h, docs/mixed_precision.md)
 //          --cuda_graph (the whole step - zero_grad, forward, backward with DDP's all_reduces, optimizer -
@@ -89,6 +93,8 @@
 #include "dist/launch/spawn.h"
 #include "dist/observe/trace/trace.h"
 #include "dist/observe/trace/traced_comm_hook.h"
+#include "dist/parallel/subgroups/device_mesh.h"
+#include "dist/parallel/tensor/tensor_parallel_mlp.h"
 #include "dist/parallel/zero/fully_sharded.h"
 #include "dist/parallel/zero/gradient_shards.h"
 #include "dist/parallel/zero/memory_table.h"
@@ -125,6 +131,7 @@ struct Options {
   bool bf16_hook = false;
   bool fused_optimizer = true;
   int zero = 0;
+  int tp = 0;  // 0: the plain MLP; N >= 1: TensorParallelMlp over rows of N ranks
   bool cuda_graph = false;
   std::string cuda_graph_dot;
   nn::Precision precision = nn::Precision::kFloat32;
@@ -170,6 +177,7 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.cuda_graph_dot = v;
     } else if (kv[0] == "--zero" && has && v.size() == 1 && v[0] >= '0' && v[0] <= '3') {
       o.zero = v[0] - '0';
+    } else if (kv[0] == "--tp" && has && absl::SimpleAtoi(v, &o.tp) && o.tp >= 1) {
     } else if (kv[0] == "--hook" && has && (v == "allreduce" || v == "bf16")) {
       o.bf16_hook = v == "bf16";
     } else if (kv[0] == "--precision" && has) {
@@ -199,6 +207,10 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     return absl::InvalidArgumentError(
         "--zero shards the optimizer (and steps it inside backward) with its own reduce-scatter: it needs --ddp=full "
         "and cannot be combined with --no_ddp, --fused_optimizer=false or --hook=bf16");
+  }
+  if (o.tp > 0 && (o.no_ddp || o.ddp != "full" || o.zero != 0 || o.sweep_buckets)) {
+    return absl::InvalidArgumentError("--tp runs with DDP down the mesh's columns: --ddp=full, --zero=0, no --no_ddp "
+                                      "or --sweep_buckets");
   }
   if (o.zero == 1 && !o.bucket_view) return absl::InvalidArgumentError("--zero=1 needs flat buckets (--bucket_view)");
   if (o.zero == 2) o.bucket_view = false;  // ZeRO-2 stages coalesced buckets and keeps no flat ones
@@ -292,6 +304,21 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   mo.seed = 0;
   mo.precision = o.precision;
   std::shared_ptr<nn::Sequential> model = nn::MLP(o.dims, mo);
+  // --tp=N: the rows of a (world/N) x N mesh split every Linear pair (dist/parallel/tensor); DDP runs down the
+  // columns on the shards, and the ranks of a row share a batch. `trained` is what the step runs.
+  std::shared_ptr<dist::ProcessGroup> dp_pg = pg;
+  std::unique_ptr<dist::tensor_parallel::TensorParallelMlp> tp_model;
+  if (o.tp > 0) {
+    if (pg->size() % o.tp != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--tp=", o.tp, " does not divide the ", pg->size(), " ranks"));
+    }
+    ASSIGN_OR_RETURN(const dist::DeviceMesh mesh,
+                     dist::DeviceMesh::Create(*pg, pg->SubStore("mesh"), pg->size() / o.tp, o.tp));
+    ASSIGN_OR_RETURN(tp_model, dist::tensor_parallel::TensorParallelMlp::Create(*model, mesh.tp_group));
+    dp_pg = mesh.dp_group;
+    if (rank == 0 && print_table) std::printf("# %s\n%s", mesh.ToString(rank).c_str(), tp_model->Describe(o.batch).c_str());
+  }
+  nn::Module& trained = tp_model ? static_cast<nn::Module&>(*tp_model) : *model;
   std::unique_ptr<dist::Tracer> tracer;
   if (traced) tracer = std::make_unique<dist::Tracer>(rank, device);
   std::unique_ptr<dist::DistributedDataParallel> ddp;  // --ddp=full: the production DDP
@@ -308,7 +335,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   } else if (pg && o.ddp == "full") {
     // Traced: each bucket's collective recorded by wrapping the hook (forward_backward records the rest).
     if (tracer) ddp_options.comm_hook = dist::TracedCommHook(ddp_options.comm_hook, tracer.get());
-    ASSIGN_OR_RETURN(ddp, dist::DistributedDataParallel::Create(*model, pg, ddp_options));
+    ASSIGN_OR_RETURN(ddp, dist::DistributedDataParallel::Create(trained, dp_pg, ddp_options));
   } else if (pg) {
     ASSIGN_OR_RETURN(rung, dist::ladder::CreateDataParallel(o.ddp, *model, pg, ddp_options, tracer.get()));
   }
@@ -323,14 +350,14 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   nn::SgdOptions so;
   so.lr = 0.01;
   so.momentum = 0.9;
-  nn::SGD optimizer(model->Parameters(), so);
-  optimizer.SetComputeCopies(model->ComputeCopies());  // bf16: the step writes them; fp32: there are none
+  nn::SGD optimizer(trained.Parameters(), so);
+  optimizer.SetComputeCopies(trained.ComputeCopies());  // bf16: the step writes them; fp32: there are none
   const bool fused = (ddp && o.fused_optimizer) || o.zero == 3;
   std::unique_ptr<dist::zero::ZeroRedundancyOptimizer> zero;  // --zero=1|2: the fused optimizer, sharded
   if (fused) {
-    auto factory = [so, model](std::vector<autograd::Variable> params) -> std::unique_ptr<nn::Optimizer> {
+    auto factory = [so, &trained](std::vector<autograd::Variable> params) -> std::unique_ptr<nn::Optimizer> {
       auto sgd = std::make_unique<nn::SGD>(std::move(params), so);
-      sgd->SetComputeCopies(model->ComputeCopies());  // this bucket's parameters' copies
+      sgd->SetComputeCopies(trained.ComputeCopies());  // this bucket's parameters' copies
       return sgd;
     };
     if (o.zero == 3) {
@@ -342,9 +369,10 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     }
   }
   Tensor x = Tensor::Empty({o.batch, o.dims.front()}, DType::kFloat32, device);
-  ops::NormalInit(x, 0.0, 1.0, /*seed=*/1234 + rank);
+  const int replica = dp_pg ? dp_pg->rank() : 0;  // --tp: a row's ranks see the same batch
+  ops::NormalInit(x, 0.0, 1.0, /*seed=*/1234 + replica);
   std::vector<int64_t> labels(o.batch);
-  for (int64_t i = 0; i < o.batch; ++i) labels[i] = (i * 7 + rank * 3) % o.dims.back();
+  for (int64_t i = 0; i < o.batch; ++i) labels[i] = (i * 7 + replica * 3) % o.dims.back();
   const Tensor y = Tensor::FromVector<int64_t>(labels, {o.batch}, device);
   const autograd::Variable input(x);
 
@@ -357,7 +385,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
       logits = rung->Forward(input);  // every rung records its own "forward" span
     } else {
       dist::Tracer::Span f = dist::Tracer::MaybeScope(trace, "forward");
-      logits = ddp ? ddp->Forward(input) : fsdp ? fsdp->Forward(input) : model->Forward(input);
+      logits = ddp ? ddp->Forward(input) : fsdp ? fsdp->Forward(input) : trained.Forward(input);
     }
     autograd::Variable loss = autograd::CrossEntropy(logits, y);
     {
@@ -368,6 +396,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     if (rung) RETURN_IF_ERROR(rung->FinishBackward());
     if (ddp) RETURN_IF_ERROR(ddp->status());
     if (fsdp) RETURN_IF_ERROR(fsdp->status());
+    if (tp_model) RETURN_IF_ERROR(tp_model->status());  // a tensor-parallel all_reduce failed
     return loss.data();
   };
   auto eager_step = [&]() -> absl::StatusOr<Tensor> {
@@ -394,6 +423,8 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     } else if (o.zero != 0) {
       go.eager_reason = absl::StrCat("ZeRO-", o.zero, " under a CUDA graph is not implemented (its sharded steps are "
                                      "not recorded)");
+    } else if (o.tp > 0) {
+      go.eager_reason = "--tp under a CUDA graph is not implemented";
     }
     graphed = std::make_unique<dist::GraphedStep>(device, eager_step, ddp.get(),
                                                   std::vector<const nn::Optimizer*>{&optimizer}, std::move(go));
@@ -542,7 +573,7 @@ int Run(const Options& o) {
   // --hook=allreduce over NCCL: the copy-engine hook, which sends the large float32 buckets of two GPUs to the
   // copy engines and the others to NCCL's all_reduce (collective setup; the bucket table names each path).
   std::shared_ptr<dist::CopyEngineHook> copy_engines;
-  if (pg && o.ddp == "full" && o.zero == 0 && !ddp_options.comm_hook.run &&
+  if (pg && o.ddp == "full" && o.zero == 0 && o.tp == 0 && !ddp_options.comm_hook.run &&
       std::string(pg->backend_name()) == "nccl") {
     absl::StatusOr<std::shared_ptr<dist::CopyEngineHook>> made = dist::CopyEngineHook::Create(*pg);
     if (!made.ok()) return Fail("copy engines", made.status());
@@ -596,7 +627,7 @@ int Run(const Options& o) {
     if (full && o.zero == 3) {  // no DDP: a layer's all-gathers and its reduce-scatter
       what = absl::StrCat(" zero=3 layers=", m->collectives, " all_gather+reduce_scatter per layer");
     } else if (full) {
-      what = absl::StrCat(" buckets=", m->collectives, o.bucket_view ? " layout=views" : " layout=coalesced",
+      what = absl::StrCat(o.tp > 0 ? absl::StrCat(" tp=", o.tp) : "", " buckets=", m->collectives, o.bucket_view ? " layout=views" : " layout=coalesced",
                           fused ? " fused_optimizer" : "", o.zero ? absl::StrCat(" zero=", o.zero) : "",
                           o.bf16_hook ? " hook=bf16" : "",
                           " all_reduce=", m->paths);
@@ -642,12 +673,13 @@ int Run(const Options& o) {
                           {"step_ms_median_synced", round4(m->median_ms)},
                           {"step_ms_burst", round4(m->burst_ms)},
                           {"cpu_ms_per_step", round4(m->cpu_ms)},
-                          {"samples_per_s", std::round(o.batch * world * 10000.0 / m->burst_ms) / 10.0},
+                          {"samples_per_s", std::round(o.batch * (world / std::max(1, o.tp)) * 10000.0 / m->burst_ms) / 10.0},
                           {"params", m->params},
                           {"buckets", m->collectives},
                           {"bucket_view", o.bucket_view},
                           {"fused_optimizer", fused},
                           {"zero", o.zero},
+                          {"tp", o.tp},
                           {"optimizer_state_bytes_per_rank", m->state_bytes},
                           {"parameter_bytes_per_rank", m->held.parameters},
                           {"gradient_bytes_per_rank", m->held.gradients},

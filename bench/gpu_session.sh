@@ -21,6 +21,9 @@
 #   zero    the DDP step on every GPU, --zero=0, 1, 2, 3 (ZeRO-1/2/3, docs/zero.md; 3 is fp32 only):
 #           step time, bytes each rank holds (parameters, gradients, state, peak); PyTorch's
 #           ZeroRedundancyOptimizer beside it on two or more GPUs                          -> OUT/zero.log
+#   tp      tensor parallelism (docs/tensor_parallel.md): ddp_step_bench with the MLP split over --tp ranks beside the
+#           plain step: --tp=1 on one GPU (the tensor-parallel module's path, one rank), and on N >= 2 GPUs
+#           --tp=N (one row) and --tp=2 with N/2 data-parallel replicas                 -> OUT/tp.log
 #   graphs  the step as one CUDA graph (--cuda_graph) beside eager, tinyddp and PyTorch, one GPU
 #           (tiny, medium, large x fp32, bf16), then DDP on every GPU               -> OUT/graphs.log
 #   ladder  the DDP ladder (--ddp=naive|flat|bucketed|full) on the medium MLP with SVG timelines, and the
@@ -29,7 +32,7 @@
 #   mlp     ddp_mlp on Fashion-MNIST (needs DATA_DIR with the IDX files)               -> OUT/mlp.log
 # Every JSON line the benchmarks print is also collected in OUT/results.jsonl.
 set -uo pipefail
-(( $# >= 2 )) || { sed -n '2,31p' "$0"; exit 2; }
+(( $# >= 2 )) || { sed -n '2,34p' "$0"; exit 2; }
 bundle=$(cd "$1" && pwd) || exit 2
 out=$2
 shift 2
@@ -116,6 +119,17 @@ for step in "${steps[@]}"; do
           # PyTorch's ZeRO-1 beside it: ZeroRedundancyOptimizer around SGD, with DDP
           torch_ok && (( gpus > 1 )) && run zero torchrun --nproc_per_node="$gpus" \
             "$repo/bench/reference/torch_ddp_step.py" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p --zero
+        done
+      done ;;
+    tp)
+      has ddp_step_bench || continue
+      for w in tiny medium large; do
+        for p in fp32 bf16; do
+          run tp "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p
+          run tp "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p --tp=1
+          (( gpus > 1 )) && run tp "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p --tp="$gpus"
+          (( gpus > 2 && gpus % 2 == 0 )) && run tp "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" \
+            --precision=$p --tp=2
         done
       done ;;
     ladder)

@@ -102,19 +102,24 @@ struct Report {
 };
 
 void PrintHeader(const TrainOptions& options, const Job& job, const Setup& setup, Progress& progress) {
+  const int replicas = job.dp().size();  // data-parallel: the world, or under --tp its mesh's columns
   progress.Print(absl::StrFormat(
-      "ddp_mlp: MLP %s (%d parameters), %d rank(s) over %s on %s, %s: %d train / %d test examples",
+      "ddp_mlp: MLP %s (%d parameters), %s over %s on %s, %s: %d train / %d test examples",
       absl::StrJoin(setup.dims, "-"), setup.fsdp ? setup.fsdp->Memory().parameters : setup.model->NumParameters(),
-      job.pg->size(), job.pg->backend_name(),
+      job.tensor ? absl::StrFormat("%d ranks as %d data-parallel replicas x %d tensor-parallel", job.pg->size(),
+                                   replicas, job.tensor->size())
+                 : absl::StrFormat("%d rank(s)", job.pg->size()),
+      job.pg->backend_name(),
       job.device.ToString(), options.dataset, setup.datasets.train->Size(), setup.datasets.test->Size()));
   const std::string accumulation =
       options.grad_accum_steps == 1
           ? ""
           : absl::StrFormat(" x %d accumulated (%d examples per optimizer step)", options.grad_accum_steps,
-                            options.batch_size * job.pg->size() * options.grad_accum_steps);
-  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per rank (%d global)%s, %s, lr %s%s, --ddp=%s%s",
-                                 options.epochs, OptimizerStepsPerEpoch(options, *setup.loader), options.batch_size,
-                                 options.batch_size * job.pg->size(), accumulation, options.optimizer,
+                            options.batch_size * replicas * options.grad_accum_steps);
+  progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per %s (%d global)%s, %s, lr %s%s, --ddp=%s%s",
+                                 options.epochs, setup.steps_per_epoch, options.batch_size,
+                                 job.tensor ? "replica" : "rank",
+                                 options.batch_size * replicas, accumulation, options.optimizer,
                                  setup.schedule->ToString(),
                                  options.precision == "bf16" ? ", bf16 mixed precision" : "", options.ddp,
                                  std::vector<std::string>{"", ", optimizer sharded by ZeRO-1",
@@ -156,13 +161,34 @@ absl::Status LogLoss(const Job& job, LossWindow& window, double lr, TrainingProg
   return absl::OkStatus();
 }
 
+// Collective (--join), after an epoch: how many steps each rank trained and how many it shadowed, its data
+// having run out (one small all_reduce of every rank's two counts); rank 0 prints them.
+absl::Status ReportJoin(const Job& job, const Setup& setup, Report& report) {
+  const int n = job.dp().size(), me = job.dp().rank();
+  std::vector<int64_t> counts(2 * static_cast<size_t>(n), 0);
+  counts[2 * me] = setup.join->steps_trained();
+  counts[2 * me + 1] = setup.join->steps_shadowed();
+  Tensor all = Tensor::FromVector<int64_t>(counts, {2 * n}, job.device);
+  RETURN_IF_ERROR(job.dp().AllReduce(all, dist::ReduceOp::kSum)->Wait());
+  counts = all.ToVector<int64_t>();
+  std::vector<std::string> ranks;
+  for (int r = 0; r < n; ++r) ranks.push_back(absl::StrFormat("rank %d %d/%d", r, counts[2 * r], counts[2 * r + 1]));
+  if (report.lead) {
+    report.progress.Print(absl::StrCat("join: steps trained/shadowed this epoch (a rank whose data ran out shadows "
+                                       "the others' all_reduces with zeros): ", absl::StrJoin(ranks, ", ")));
+  }
+  return absl::OkStatus();
+}
+
 // Collective, after an epoch: every rank evaluates its unpadded shard of the test set, one all_reduce
 // combines the sums, and rank 0 prints and records the epoch's line.
 absl::StatusOr<EvalMetrics> EvaluateEpoch(const TrainOptions& options, const Job& job, const Setup& setup,
                                           const TrainingProgress& at, int64_t epoch, bool epoch_done, Report& report) {
-  nn::Module& model = setup.fsdp ? static_cast<nn::Module&>(*setup.fsdp) : *setup.model;  // ZeRO-3: gathered per layer
-  ASSIGN_OR_RETURN(const EvalSums local, EvaluateShard(model, *setup.datasets.test, setup.eval_indices, job.device));
-  ASSIGN_OR_RETURN(const EvalMetrics eval, AllReduceEvalSums(*job.pg, job.device, local));
+  // ZeRO-3: gathered per layer; --tp: the ranks of a row evaluate the same shard together, and the sums
+  // are combined down the data-parallel column only (a row's ranks hold the same sums).
+  ASSIGN_OR_RETURN(const EvalSums local,
+                   EvaluateShard(TrainedModel(setup), *setup.datasets.test, setup.eval_indices, job.device));
+  ASSIGN_OR_RETURN(const EvalMetrics eval, AllReduceEvalSums(job.dp(), job.device, local));
   const double train_loss = at.epoch_loss_count > 0 ? at.epoch_loss_sum / at.epoch_loss_count : std::nan("");
   if (report.lead) {
     report.progress.Print(
@@ -192,15 +218,24 @@ absl::Status CheckpointOnEveryRank(const TrainOptions& options, const Job& job, 
                      zero ? zero->ConsolidatedStateTensors() : setup.fsdp->ConsolidatedStateTensors());
     RETURN_IF_ERROR(setup.optimizer->LoadStateTensors(full));
   }
+  // --tp: each row gathers its layers' shards into the whole model and optimizer (collective over the row;
+  // under ZeRO the column's shards were consolidated into the row's optimizer first, just above).
+  if (setup.tp) {
+    RETURN_IF_ERROR(setup.tp->GatherInto(*setup.model));
+    ASSIGN_OR_RETURN(const nn::TensorMap whole, setup.tp->GatherOptimizerState(*setup.optimizer));
+    RETURN_IF_ERROR(setup.full_optimizer->LoadStateTensors(whole));
+  }
+  nn::Optimizer& whole_optimizer = setup.full_optimizer ? *setup.full_optimizer : *setup.optimizer;
   absl::Status saved_ok;
   if (report.lead) {
     absl::StatusOr<std::string> saved =
-        SaveTrainingCheckpoint(options.checkpoint_dir, *setup.model, *setup.optimizer, at,
-                               options.TrajectorySettings(job.pg->size()), options.keep_checkpoints);
+        SaveTrainingCheckpoint(options.checkpoint_dir, *setup.model, whole_optimizer, at,
+                               options.TrajectorySettings(job.dp().size()), options.keep_checkpoints);
     if (saved.ok()) report.progress.Print(absl::StrCat("  checkpoint: ", *saved));
     saved_ok = saved.status();
   }
   if (zero != nullptr || setup.fsdp) RETURN_IF_ERROR(setup.optimizer->LoadStateTensors({}));  // the shards hold it
+  if (setup.full_optimizer) RETURN_IF_ERROR(setup.full_optimizer->LoadStateTensors({}));
   if (setup.fsdp) setup.fsdp->ReleaseFullParameters();
   return AgreeOnStatus(job, saved_ok, "writing the checkpoint");
 }
@@ -362,6 +397,9 @@ void SetUpCudaGraph(const TrainOptions& options, const Job& job, const TrainingP
   } else if (options.zero != 0) {
     graph_options.eager_reason =
         absl::StrCat("ZeRO-", options.zero, " under a CUDA graph is not implemented (its sharded steps are not recorded)");
+  } else if (options.tp != 1 || options.join) {
+    graph_options.eager_reason = options.join ? "--join decides on the host whether each step trains or shadows"
+                                              : "--tp under a CUDA graph is not implemented";
   }
   auto graphed = std::make_unique<dist::GraphedStep>(
       job.device,
@@ -393,6 +431,16 @@ absl::StatusOr<std::optional<Tensor>> StepOnNextBatch(const TrainOptions& option
     if (rows == 0) return std::optional<Tensor>();
   } else {
     batches = NextBatches(*setup.loader, options.grad_accum_steps);
+    if (setup.join) {  // --join: every rank says whether it has a batch; none: the epoch is over for all
+      if (batches.empty()) RETURN_IF_ERROR(setup.loader->status());
+      ASSIGN_OR_RETURN(const dist::join::Turn turn, setup.join->Next(!batches.empty()));
+      if (turn == dist::join::Turn::kAllDone) return std::optional<Tensor>();
+      if (turn == dist::join::Turn::kShadow) {  // out of data: DDP's step with a zero gradient, then the
+        SetLearningRate(setup, step);         // optimizer's on the others' average, so every rank stays equal
+        RETURN_IF_ERROR(setup.join->Shadow(*setup.ddp, setup.optimizer.get(), setup.placeholder));
+        return std::optional<Tensor>(Tensor());  // no loss of its own
+      }
+    }
     if (batches.empty()) return std::optional<Tensor>();
   }
   // Failure tests make a rank hang, exit or die here (TINYDDP_FAULT); "nan" poisons this batch.
@@ -430,7 +478,7 @@ void StartEpoch(const TrainOptions& options, const Job& job, int64_t epoch, Setu
   at.batch_in_epoch = first_batch;
   if (report.lead) {
     report.progress.BeginEpoch(epoch, options.epochs, at.steps_per_epoch, first_batch,
-                          options.batch_size * job.pg->size() * options.grad_accum_steps);
+                          options.batch_size * job.dp().size() * options.grad_accum_steps);
   }
 }
 
@@ -448,13 +496,23 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
   for (const std::string& note : setup.notes) report.progress.Print(note);
 
   // 2. Where to start: step 0, or the latest good checkpoint (also after an elastic restart).
-  const int64_t steps_per_epoch = OptimizerStepsPerEpoch(options, *setup.loader);
+  int64_t steps_per_epoch = OptimizerStepsPerEpoch(options, *setup.loader);
+  if (options.join) {  // uneven shards: an epoch lasts as long as the longest one (the others shadow), and the
+    Tensor most = Tensor::FromVector<int64_t>({steps_per_epoch}, {1}, job.device);  // schedule follows it
+    RETURN_IF_ERROR(job.dp().AllReduce(most, dist::ReduceOp::kMax)->Wait());
+    steps_per_epoch = most.ToVector<int64_t>()[0];
+    setup.schedule = MakeSchedule(options, steps_per_epoch);
+  }
+  setup.steps_per_epoch = steps_per_epoch;
   TrainingProgress at;
   if (options.resume) {
     ASSIGN_OR_RETURN(at,
                      ResumeOnEveryRank(job, options, steps_per_epoch, *setup.model, *setup.optimizer, report.progress));
   }
   at.steps_per_epoch = steps_per_epoch;
+
+  // --tp: the model is split over this rank's row of the mesh; DDP then sees the shards (dist/parallel/tensor).
+  if (job.tensor) RETURN_IF_ERROR(SplitModel(options, job, setup));
 
   // 3. DDP: from here on, every backward averages the gradients over the ranks.
   dist::DdpOptions ddp_options;  // PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket, grads as bucket views
@@ -464,16 +522,21 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
   if (options.comm_hook == "bf16") {
     ddp_options.comm_hook = dist::Bf16CompressHook();
   } else if (options.zero == 1) {
-    ddp_options.comm_hook = dist::zero::ReduceScatterHook(*job.pg);  // ZeRO-1: buckets padded, reduce-scattered
+    ddp_options.comm_hook = dist::zero::ReduceScatterHook(job.dp());  // ZeRO-1: buckets padded, reduce-scattered
   } else if (options.zero == 2) {  // ZeRO-2: buckets staged, reduce-scattered, only this rank's block kept
-    setup.gradient_shards = dist::zero::GradientShards::Create(*job.pg);
+    setup.gradient_shards = dist::zero::GradientShards::Create(job.dp());
     ddp_options.comm_hook = setup.gradient_shards->Hook();
     ddp_options.gradient_as_bucket_view = false;
-  } else if (options.ddp == "full" && std::string(job.pg->backend_name()) == "nccl") {
+  } else if (options.ddp == "full" && !job.tensor && std::string(job.pg->backend_name()) == "nccl") {
     // On GPUs: the copy-engine hook, which sends the large buckets of two GPUs of one machine to their copy
     // engines and every other bucket to NCCL's all_reduce (a collective setup; the bucket table says which).
     ASSIGN_OR_RETURN(setup.copy_engines, dist::CopyEngineHook::Create(*job.pg));
     ddp_options.comm_hook = setup.copy_engines->AsCommHook();
+  }
+  if (options.join) {  // uneven inputs: each bucket averaged over the ranks that train this step
+    ASSIGN_OR_RETURN(setup.join, dist::join::Join::Create(job.data));
+    ddp_options.comm_hook = setup.join->Hook(ddp_options.comm_hook);
+    setup.placeholder = Variable(Tensor::Zeros({1, setup.datasets.train->input_size()}, DType::kFloat32, job.device));
   }
   if (!options.trace.empty()) setup.tracer = std::make_unique<dist::Tracer>(job.pg->rank(), job.device);
   if (options.zero == 3) {
@@ -481,7 +544,7 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
   } else if (options.ddp == "full") {
     // --trace: each bucket's collective recorded by wrapping the hook (forward: DdpForward records it).
     if (setup.tracer) ddp_options.comm_hook = dist::TracedCommHook(ddp_options.comm_hook, setup.tracer.get());
-    ASSIGN_OR_RETURN(setup.ddp, dist::DistributedDataParallel::Create(*setup.model, job.pg, ddp_options));
+    ASSIGN_OR_RETURN(setup.ddp, dist::DistributedDataParallel::Create(TrainedModel(setup), job.data, ddp_options));
   } else {
     ASSIGN_OR_RETURN(setup.rung, dist::ladder::CreateDataParallel(options.ddp, *setup.model, job.pg, ddp_options,
                                                                   setup.tracer.get()));
@@ -516,7 +579,7 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
       if (setup.tracer) RETURN_IF_ERROR(job.pg->Barrier()->Wait());
       ASSIGN_OR_RETURN(const std::optional<Tensor> loss, StepOnNextBatch(options, setup, at.global_step, report));
       if (!loss) break;  // the end of the epoch
-      window.Add(*loss, at.global_step);
+      if (loss->defined()) window.Add(*loss, at.global_step);  // undefined: --join's shadow step
       if (!memory_reported && options.zero > 0) {  // after the first step, once: the state exists. Collective.
         memory_reported = true;
         if (lead && setup.zero) {
@@ -546,6 +609,7 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
     report.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
     report.train_steps += at.global_step - steps_before;
     if (lead) report.progress.EndEpoch();
+    if (setup.join) RETURN_IF_ERROR(ReportJoin(job, setup, report));
     const bool epoch_done = at.batch_in_epoch == steps_per_epoch;
     if (epoch_done) {
       at.epoch = epoch + 1;  // checkpoints record where to continue: the next epoch's first batch
@@ -609,6 +673,14 @@ int RunWorker(TrainOptions options) {
     job.device = Device::CUDA(cuda::CurrentDevice());
     cuda::Stream::SetCurrent(cuda::Stream::Create(job.device.index));
   }
+  // --tp: the world becomes a mesh of data-parallel x tensor-parallel groups (collective; train_setup.h).
+  absl::StatusOr<std::string> mesh = JoinMesh(options, job);
+  if (!mesh.ok()) {
+    std::fprintf(stderr, "ddp_mlp: rank %d: %s\n", job.pg->rank(), std::string(mesh.status().message()).c_str());
+    dist::RecordWorkerFailure(job.pg->rank(), mesh.status());
+    return 2;
+  }
+  if (job.pg->rank() == 0 && !mesh->empty()) std::printf("%s\n", mesh->c_str());
   // With a checkpoint folder, a SIGTERM or SIGUSR1 (a preemption, a time limit, a pod's deletion) ends
   // the run after one more checkpoint instead of losing everything since the last one.
   std::unique_ptr<Preemption> preemption;

@@ -74,6 +74,14 @@ ABSL_FLAG(int64_t, zero, kDefaults.zero,
           "ZeRO stage (docs/zero.md): 0 = plain DDP; 1 shards the optimizer state over the ranks (reduce-scatter, "
           "step 1/N, all-gather), 2 also the gradients, 3 also the parameters (each layer gathered for its forward "
           "and backward); --ddp=full only (0|1|2|3)");
+// Beyond data parallelism (wings in dist/parallel/).
+ABSL_FLAG(int64_t, tp, kDefaults.tp,
+          "tensor parallelism (docs/tensor_parallel.md): each pair of Linears split over this many ranks, the first "
+          "by columns, the second by rows, one all_reduce per pair each way; the ranks form a (world/tp) x tp mesh, "
+          "data parallelism (DDP, ZeRO-1/2) runs down its columns and --batch_size is per data-parallel replica");
+ABSL_FLAG(bool, join, kDefaults.join,
+          "uneven inputs (docs/uneven_inputs.md): the data is not padded, so ranks may have different numbers of "
+          "batches; a rank that runs out shadows the others' collectives (PyTorch's Join) instead of hanging them");
 // Data.
 ABSL_FLAG(std::string, dataset, kDefaults.dataset,
           "synthetic: a learnable generated problem, no files needed (fashion_mnist|synthetic)");
@@ -115,6 +123,7 @@ const std::vector<FlagGroup>& Flags() {
         "lr_step_epochs", "lr_gamma", "epochs", "batch_size", "max_steps", "seed", "shuffle"}},
       {"data parallelism (DDP)",
        {"ddp", "bucket_cap_mb", "first_bucket_mb", "grad_accum_steps", "find_unused_parameters", "comm_hook", "zero"}},
+      {"beyond data parallelism", {"tp", "join"}},
       {"data", {"dataset", "data_dir", "synthetic_examples", "synthetic_input_size"}},
       {"output and state",
        {"log_every", "checkpoint_dir", "checkpoint_every", "keep_checkpoints", "resume", "preemption", "init_from",
@@ -167,6 +176,8 @@ absl::StatusOr<TrainOptions> FromFlags() {
   o.find_unused_parameters = absl::GetFlag(FLAGS_find_unused_parameters);
   o.comm_hook = absl::GetFlag(FLAGS_comm_hook);
   o.zero = absl::GetFlag(FLAGS_zero);
+  o.tp = absl::GetFlag(FLAGS_tp);
+  o.join = absl::GetFlag(FLAGS_join);
   o.dataset = absl::GetFlag(FLAGS_dataset);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.synthetic_examples = absl::GetFlag(FLAGS_synthetic_examples);
@@ -268,6 +279,15 @@ absl::Status Validate(const TrainOptions& o) {
       OnlyFor(o, "find_unused_parameters", o.find_unused_parameters, {"full"}),
       OnlyFor(o, "comm_hook", o.comm_hook != kDefaults.comm_hook, {"full"}),
       OnlyFor(o, "zero", o.zero != kDefaults.zero, {"full"}),
+      Check(o.tp >= 1 && o.tp <= 1024, "tp", absl::StrCat("must be in [1, 1024] ranks per tensor-parallel group, got ", o.tp)),
+      OnlyFor(o, "tp", o.tp != kDefaults.tp, {"full"}),
+      Check(o.tp == 1 || o.zero != 3, "tp",
+            "with --zero=3 is not implemented (ZeRO-3 shards whole Linears; tensor parallelism splits them): use "
+            "--zero=1 or --zero=2 across the data-parallel dimension"),
+      OnlyFor(o, "join", o.join, {"full"}),
+      Check(!o.join || o.zero == 0, "join", "runs under plain DDP (--zero=0): ZeRO's sharded steps have no shadow"),
+      Check(!o.join || o.grad_accum_steps == 1, "join",
+            "shadows one batch per step: use --grad_accum_steps=1 with it"),
   };
   for (const absl::Status& s : checks) {
     RETURN_IF_ERROR(s);
@@ -295,6 +315,7 @@ std::map<std::string, std::string> TrainOptions::TrajectorySettings(int world_si
   // Likewise recorded only when not the default.
   if (grad_accum_steps != 1) s["grad_accum_steps"] = absl::StrCat(grad_accum_steps);
   if (comm_hook != "allreduce") s["comm_hook"] = comm_hook;
+  if (join) s["join"] = "true";  // unpadded shards: other batches than a padded run's
   if (dataset == "synthetic") {
     s["synthetic_examples"] = absl::StrCat(synthetic_examples);
     s["synthetic_input_size"] = absl::StrCat(synthetic_input_size);

@@ -51,6 +51,8 @@ struct TrainOptions {
   int64_t seed = 0;
   bool shuffle = true;
   int64_t zero = 0;  // ZeRO stage: 1 shards the optimizer state, 2 also the gradients, 3 also the parameters
+  int64_t tp = 1;     // tensor-parallel ranks per data-parallel replica (dist/parallel/tensor)
+  bool join = false;  // uneven inputs: no padding, ranks that ran out shadow the others (dist/parallel/join)
 
   // Data parallelism: which DDP of the ladder (docs/ddp_ladder.md), and DDP's own settings.
   std::string ddp = "full";             // naive | flat | bucketed | full (DistributedDataParallel)
@@ -84,7 +86,9 @@ struct TrainOptions {
 
   /// The settings that decide the sequence of parameters a run produces, as name -> text. A checkpoint
   /// records them, and --resume refuses to continue under different ones (the result would match
-  /// neither run). `world_size` is part of it: it changes the data each step sees.
+  /// neither run). `world_size` is part of it: it changes the data each step sees. It is the number of
+  /// data-parallel replicas (the world's ranks / --tp): tensor parallelism splits layers, not data, so a
+  /// checkpoint resumes at any --tp with the same number of replicas.
   std::map<std::string, std::string> TrajectorySettings(int world_size) const;
 };
 

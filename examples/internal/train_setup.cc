@@ -14,6 +14,7 @@
 #include "data/distributed_sampler.h"
 #include "data/fashion_mnist.h"
 #include "data/synthetic.h"
+#include "dist/parallel/subgroups/device_mesh.h"
 #include "dist/parallel/zero/memory_table.h"
 #include "examples/internal/evaluate.h"
 #include "examples/internal/startup_checks.h"
@@ -90,15 +91,34 @@ absl::Status AgreeOnStatus(const Job& job, const absl::Status& local, const char
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> JoinMesh(const TrainOptions& o, Job& job) {
+  job.data = job.pg;
+  if (o.tp == 1) return std::string();
+  const int world = job.pg->size();
+  if (world % o.tp != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--tp=%d does not divide the job's %d ranks: start a multiple of %d ranks (--nproc, or --nproc_per_node "
+        "x --nnodes), each group of %d consecutive ranks splitting the layers", o.tp, world, o.tp, o.tp));
+  }
+  ASSIGN_OR_RETURN(const dist::DeviceMesh mesh,
+                   dist::DeviceMesh::Create(*job.pg, job.pg->SubStore("mesh"), world / static_cast<int>(o.tp),
+                                            static_cast<int>(o.tp), {.flight_recorder = true}));
+  job.data = mesh.dp_group;
+  job.tensor = mesh.tp_group;
+  return mesh.ToString(job.pg->rank());
+}
+
 absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
-  const int rank = job.pg->rank(), world = job.pg->size();
-  // Data: every rank loads the whole dataset; the sampler decides which part each rank trains on.
+  // Data: every rank loads the whole dataset; the sampler decides which part each rank trains on. Under
+  // --tp the ranks of one tensor-parallel group are one replica: they get the same part (data-parallel rank).
+  const int rank = job.dp().rank(), world = job.dp().size();
   absl::StatusOr<Datasets> datasets = LoadDatasets(o);
   RETURN_IF_ERROR(datasets.status());
   s.datasets = *std::move(datasets);
   auto sampler = data::DistributedSampler::Create(
       s.datasets.train->Size(),
-      {.num_replicas = world, .rank = rank, .shuffle = o.shuffle, .seed = static_cast<uint64_t>(o.seed)});
+      {.num_replicas = world, .rank = rank, .shuffle = o.shuffle, .seed = static_cast<uint64_t>(o.seed),
+       .pad = !o.join});  // --join: uneven shards, no padding (dist/parallel/join)
   RETURN_IF_ERROR(sampler.status());
   auto loader =
       data::DataLoader::Create(s.datasets.train, *sampler, {.batch_size = o.batch_size, .device = job.device});
@@ -122,7 +142,7 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
   s.schedule = MakeSchedule(o, OptimizerStepsPerEpoch(o, *s.loader));
 
   // Outputs writable now rather than after an epoch; no other run's checkpoints in a fresh run's folder.
-  if (rank == 0) {
+  if (job.pg->rank() == 0) {
     ASSIGN_OR_RETURN(s.notes, PrepareOutputs(o, o.resume));
   }
   return absl::OkStatus();
@@ -166,13 +186,30 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
   }
   const std::string path = CheckpointPath(o.checkpoint_dir, chosen);
   auto loaded =
-      LoadTrainingCheckpoint(path, o.TrajectorySettings(job.pg->size()), steps_per_epoch, model, optimizer);
+      LoadTrainingCheckpoint(path, o.TrajectorySettings(job.dp().size()), steps_per_epoch, model, optimizer);
   RETURN_IF_ERROR(AgreeOnStatus(job, loaded.status(), "loading the checkpoint"));
   if (job.pg->rank() == 0) {
     progress.Print(absl::StrFormat("resumed from %s: epoch %d, batch %d, step %d", path, loaded->epoch + 1,
                                    loaded->batch_in_epoch, loaded->global_step));
   }
   return loaded;
+}
+
+nn::Module& TrainedModel(const Setup& s) {
+  if (s.fsdp) return *s.fsdp;
+  if (s.tp) return *s.tp;
+  return *s.model;
+}
+
+absl::Status SplitModel(const TrainOptions& o, const Job& job, Setup& s) {
+  ASSIGN_OR_RETURN(s.tp, dist::tensor_parallel::TensorParallelMlp::Create(*s.model, job.tensor));
+  std::unique_ptr<nn::Optimizer> shards = MakeOptimizer(o, s.tp->Parameters());
+  shards->SetComputeCopies(s.tp->ComputeCopies());  // none under fp32
+  RETURN_IF_ERROR(s.tp->LoadOptimizerState(s.optimizer->StateTensors(), *shards));  // a resumed state, sliced
+  RETURN_IF_ERROR(s.optimizer->LoadStateTensors({}));
+  s.full_optimizer = std::move(s.optimizer);
+  s.optimizer = std::move(shards);
+  return absl::OkStatus();
 }
 
 // --zero=1|2: the optimizer becomes ZeRO's, sharded over the ranks inside DDP (docs/zero.md). s.optimizer
@@ -188,7 +225,7 @@ absl::Status ShardOptimizer(const TrainOptions& o, Setup& s) {
 // --zero=3: the model sharded layer by layer (it replaces DDP); the vessel hands over a resumed state.
 absl::Status ShardModel(const TrainOptions& o, const Job& job, Setup& s) {
   auto factory = [o](std::vector<autograd::Variable> params) { return MakeOptimizer(o, std::move(params)); };
-  ASSIGN_OR_RETURN(s.fsdp, dist::zero::FullyShardedDataParallel::Create(s.model, job.pg, factory));
+  ASSIGN_OR_RETURN(s.fsdp, dist::zero::FullyShardedDataParallel::Create(s.model, job.data, factory));
   RETURN_IF_ERROR(s.fsdp->LoadConsolidatedStateTensors(s.optimizer->StateTensors()));
   return s.optimizer->LoadStateTensors({});
 }
@@ -222,12 +259,15 @@ autograd::Variable DdpForward(Setup& s, const autograd::Variable& input, bool sy
 
 absl::Status FinishBackward(Setup& s) {
   if (s.fsdp) return s.fsdp->status();
+  if (s.tp) RETURN_IF_ERROR(s.tp->status());  // a tensor-parallel all_reduce failed
   return s.rung ? s.rung->FinishBackward() : s.ddp->status();
 }
 
 std::string DescribeDdp(const Setup& s) {
   if (s.rung) return s.rung->Describe();
   if (s.fsdp) return s.fsdp->ShardTable();
+  if (s.tp) return absl::StrCat(s.tp->Describe(s.loader->options().batch_size), s.ddp->BucketTable(),
+                                s.zero ? s.zero->ShardTable() : "");
   if (s.zero) return absl::StrCat(s.ddp->BucketTable(), s.zero->ShardTable());
   return s.copy_engines ? absl::StrCat(s.ddp->BucketTable(), s.copy_engines->Describe()) : s.ddp->BucketTable();
 }

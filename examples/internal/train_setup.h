@@ -20,6 +20,8 @@
 #include "dist/ddp/ddp.h"
 #include "dist/ladder/data_parallel.h"
 #include "dist/observe/trace/trace.h"
+#include "dist/parallel/join/join.h"
+#include "dist/parallel/tensor/tensor_parallel_mlp.h"
 #include "dist/parallel/zero/fully_sharded.h"
 #include "dist/parallel/zero/gradient_shards.h"
 #include "dist/parallel/zero/zero_optimizer.h"
@@ -56,14 +58,27 @@ std::unique_ptr<nn::LrSchedule> MakeSchedule(const TrainOptions& o, int64_t step
 int64_t OptimizerStepsPerEpoch(const TrainOptions& o, const data::DataLoader& loader);
 
 /// This rank's place in the job: its process group, and the device its model and batches live on.
+/// Under --tp the world is a mesh (dist/parallel/subgroups/device_mesh.h) and two of its groups matter:
+/// `data`, this rank's column (the ranks that hold the same shards and see different batches: DDP, ZeRO,
+/// the sampler and the evaluation run over it), and `tensor`, its row (the ranks that split each layer and
+/// see the same batch). Without --tp, `data` is `pg` and `tensor` is null.
 struct Job {
-  std::shared_ptr<dist::ProcessGroup> pg;
+  std::shared_ptr<dist::ProcessGroup> pg;  // the world: agreement, checkpoints, logging
   Device device;
+  std::shared_ptr<dist::ProcessGroup> data;    // data parallel: pg itself without --tp
+  std::shared_ptr<dist::ProcessGroup> tensor;  // tensor parallel (--tp > 1), else null
+  dist::ProcessGroup& dp() const { return data ? *data : *pg; }
 };
 
 /// Collective: OK only when every rank's `local` is OK. A rank that failed gets its own error back; the
 /// others learn that someone failed (whose message is printed above theirs) and stop too, cleanly.
 absl::Status AgreeOnStatus(const Job& job, const absl::Status& local, const char* what);
+
+/// Collective over job.pg: sets job.data and job.tensor. Without --tp, data is the world. With --tp=T the
+/// world's W ranks become a (W/T) x T mesh (DeviceMesh, rows of consecutive ranks: on machines of T GPUs a
+/// row is a machine, so the chatty tensor-parallel all_reduces stay on NVLink). InvalidArgument when T does
+/// not divide W. Returns the mesh's line for rank 0 to print ("" without --tp).
+absl::StatusOr<std::string> JoinMesh(const TrainOptions& o, Job& job);
 
 /// Everything a rank trains with: BuildSetup fills the first part, Train adds DDP once the weights are final.
 struct Setup {
@@ -71,6 +86,7 @@ struct Setup {
   std::unique_ptr<data::DataLoader> loader;  // this rank's batches of the training set
   std::vector<int64_t> eval_indices;         // this rank's unpadded shard of the test set
   std::vector<int64_t> dims;                 // 784, hidden..., 10
+  int64_t steps_per_epoch = 0;               // optimizer steps; under --join the longest shard's
   std::shared_ptr<nn::Sequential> model;
   std::unique_ptr<nn::Optimizer> optimizer;
   std::unique_ptr<nn::LrSchedule> schedule;
@@ -82,6 +98,15 @@ struct Setup {
   std::unique_ptr<dist::zero::ZeroRedundancyOptimizer> zero;  // --zero=1|2: the optimizer, attached to `ddp`
   std::shared_ptr<dist::zero::GradientShards> gradient_shards;  // --zero=2: the comm hook `ddp` uses, its blocks
   std::unique_ptr<dist::zero::FullyShardedDataParallel> fsdp;   // --zero=3: instead of `ddp`, the model sharded
+  // --tp: the model DDP wraps and trains is `tp`, this rank's shards of `model` (which stays, whole, as the
+  // vessel checkpoints are written from and read into), and `optimizer` steps the shards; `full_optimizer`
+  // is the whole model's, a vessel like `model` (it holds state only while a checkpoint is written or read).
+  std::unique_ptr<dist::tensor_parallel::TensorParallelMlp> tp;
+  std::unique_ptr<nn::Optimizer> full_optimizer;
+  // --join: the ranks agree each step on who still has a batch; one that ran out shadows the step with
+  // `placeholder` as its input (dist/parallel/join/join.h).
+  std::unique_ptr<dist::join::Join> join;
+  autograd::Variable placeholder;
   int64_t memory_baseline = 0;  // tensor bytes live before the model was built (the memory table's peak is above it)
   std::shared_ptr<dist::CopyEngineHook> copy_engines;  // --ddp=full over NCCL: the comm hook `ddp` uses
   std::vector<std::string> notes;                   // rank 0's lines from PrepareOutputs
@@ -102,6 +127,13 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s);
 /// A fresh TrainingProgress when there is nothing to resume from.
 absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOptions& o, int64_t steps_per_epoch,
                                                    nn::Module& model, nn::Optimizer& optimizer, Progress& progress);
+
+/// The module that trains: ZeRO-3's sharded model, --tp's shards, else `model`.
+nn::Module& TrainedModel(const Setup& s);
+
+/// --tp: splits s.model over job.tensor (s.tp), and the optimizer with it: s.optimizer becomes the shards'
+/// (with the resumed state sliced in), the whole one moves to s.full_optimizer. Collective over job.tensor.
+absl::Status SplitModel(const TrainOptions& o, const Job& job, Setup& s);
 
 /// --zero=1|2: the optimizer becomes ZeRO's, sharded over the ranks inside DDP (docs/zero.md): attached to
 /// s.ddp, which reduce-scatters its buckets (zero::ReduceScatterHook, or under --zero=2 the hook of
