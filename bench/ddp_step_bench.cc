@@ -16,7 +16,7 @@
 //          each rank steps its 1/N of the SGD (its momentum only), the parameters all-gathered, all inside
 //          backward; needs the fused optimizer. 2: ZeRO-2, the same keeping only this rank's block of each
 //          bucket's gradients (coalesced buckets, staged). 3: ZeRO-3, no DDP: every layer sharded, gathered
-//          for its forward and backward, its gradient reduce-scattered, fp32 only. 1-3 print a table of what
+//          for its forward and backward, its gradient reduce-scattered (bf16: the bfloat16 copies gathered). 1-3 print a table of what
 //          each rank holds: parameters, gradients, optimizer state, and the host allocator's peak)
 //          --tp=N (tensor parallelism, dist/parallel/tensor, docs/tensor_parallel.md: the MLP's Linear pairs split
 //          column -> row over rows of N ranks of a (world/N) x N mesh, DDP down its columns; --tp=1 runs the
@@ -214,9 +214,6 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
   }
   if (o.zero == 1 && !o.bucket_view) return absl::InvalidArgumentError("--zero=1 needs flat buckets (--bucket_view)");
   if (o.zero == 2) o.bucket_view = false;  // ZeRO-2 stages coalesced buckets and keeps no flat ones
-  if (o.zero == 3 && o.precision != nn::Precision::kFloat32) {
-    return absl::InvalidArgumentError("--zero=3 under --precision=bf16 is not implemented");
-  }
   return o;
 }
 

@@ -18,7 +18,7 @@
 #   torch   the same steps in PyTorch: eager fp32, bf16 autocast, CUDA graph (tiny)    -> OUT/torch.log
 #   compile PyTorch with torch.compile (slow: minutes of autotuning)                   -> OUT/compile.log
 #   ddp     the DDP step on every GPU of the machine, tinyddp and PyTorch              -> OUT/ddp.log
-#   zero    the DDP step on every GPU, --zero=0, 1, 2, 3 (ZeRO-1/2/3, docs/zero.md; 3 is fp32 only):
+#   zero    the DDP step on every GPU, --zero=0, 1, 2, 3 (ZeRO-1/2/3, docs/zero.md):
 #           step time, bytes each rank holds (parameters, gradients, state, peak); PyTorch's
 #           ZeroRedundancyOptimizer beside it on two or more GPUs                          -> OUT/zero.log
 #   tp      tensor parallelism (docs/tensor_parallel.md): ddp_step_bench with the MLP split over --tp ranks beside the
@@ -113,7 +113,6 @@ for step in "${steps[@]}"; do
       for w in tiny medium large; do
         for p in fp32 bf16; do
           for z in 0 1 2 3; do
-            [[ $z == 3 && $p == bf16 ]] && continue  # ZeRO-3 under bf16 is not implemented
             run zero "$bin/ddp_step_bench" --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p --zero=$z
           done
           # PyTorch's ZeRO-1 beside it: ZeroRedundancyOptimizer around SGD, with DDP

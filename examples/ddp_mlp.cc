@@ -255,6 +255,10 @@ absl::Status Finish(const TrainOptions& options, const Job& job, const Setup& se
       dist::TraceSvgOptions svg;
       svg.bucket_bytes = AllReduceBytes(setup);
       svg.title = absl::StrCat("DDP step timeline, --ddp=", options.ddp);
+      if (setup.fsdp) {  // ZeRO-3: each layer's all_gathers and reduce_scatter, its bytes whole
+        svg.title = "ZeRO-3 step timeline";
+        svg.comm_unit = "layer";
+      }
       const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(options.trace, svg);
       report.progress.Print(absl::StrCat("trace: ", options.trace, " (open in https://ui.perfetto.dev), timeline: ",
                                     drawn.ok() ? *drawn : std::string(drawn.status().message())));

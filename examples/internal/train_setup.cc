@@ -225,8 +225,13 @@ absl::Status ShardOptimizer(const TrainOptions& o, Setup& s) {
 // --zero=3: the model sharded layer by layer (it replaces DDP); the vessel hands over a resumed state.
 absl::Status ShardModel(const TrainOptions& o, const Job& job, Setup& s) {
   auto factory = [o](std::vector<autograd::Variable> params) { return MakeOptimizer(o, std::move(params)); };
-  ASSIGN_OR_RETURN(s.fsdp, dist::zero::FullyShardedDataParallel::Create(s.model, job.data, factory));
+  // --trace: each layer's compute, all_gathers and reduce_scatter (dist/parallel/zero/fully_sharded.h).
+  ASSIGN_OR_RETURN(s.fsdp, dist::zero::FullyShardedDataParallel::Create(s.model, job.data, factory,
+                                                                        {.tracer = s.tracer.get()}));
   RETURN_IF_ERROR(s.fsdp->LoadConsolidatedStateTensors(s.optimizer->StateTensors()));
+  // bf16: the vessel never steps under ZeRO-3 (each layer's optimizer writes its shard's bfloat16 copy); it
+  // lets go of the model's whole copies, which the sharding replaced with empty ones.
+  s.optimizer->SetComputeCopies({});
   return s.optimizer->LoadStateTensors({});
 }
 
@@ -251,7 +256,11 @@ absl::StatusOr<std::string> MemoryTable(const TrainOptions& o, const Job& job, c
 autograd::Variable DdpForward(Setup& s, const autograd::Variable& input, bool sync) {
   if (s.rung) return s.rung->Forward(input, sync);  // records its own "forward" span
   dist::Tracer::Span span = dist::Tracer::MaybeScope(s.tracer.get(), "forward");
-  if (s.fsdp) return s.fsdp->Forward(input);  // --zero=3: every backward synchronises (no accumulation)
+  if (s.fsdp) {  // --zero=3: a backward under NoSync adds each layer's gradient into its whole sum
+    if (sync) return s.fsdp->Forward(input);
+    dist::zero::FullyShardedDataParallel::NoSyncGuard no_sync = s.fsdp->NoSync();  // only the Forward decides
+    return s.fsdp->Forward(input);
+  }
   if (sync) return s.ddp->Forward(input);
   dist::DistributedDataParallel::NoSyncGuard no_sync = s.ddp->NoSync();  // only the Forward decides: ddp.h
   return s.ddp->Forward(input);

@@ -80,6 +80,7 @@ void Analyse(RankStep& step) {
   std::vector<TimeInterval> busy;
   for (const TraceSpan& s : step.compute) {
     if (s.name == "step") continue;  // encloses the others, computes nothing of its own
+    if (HasParts(s, step.compute)) continue;  // busy in its parts (spans of their own), waiting between them
     if (s.name == "backward") {
       const TimeInterval own{s.start_us, BackwardComputeEnd(s, step.compute, step.comm)};
       step.backward_compute.push_back(own);
@@ -97,6 +98,15 @@ void Analyse(RankStep& step) {
 }
 
 }  // namespace
+
+bool IsPartOf(const TraceSpan& span, const TraceSpan& phase) {
+  return (phase.name == "forward" || phase.name == "backward") && span.start_us >= phase.start_us &&
+         span.end_us <= phase.end_us && absl::StartsWith(span.name, phase.name + " ");
+}
+
+bool HasParts(const TraceSpan& phase, const std::vector<TraceSpan>& compute) {
+  return std::any_of(compute.begin(), compute.end(), [&](const TraceSpan& s) { return IsPartOf(s, phase); });
+}
 
 std::vector<TimeInterval> UnionOf(std::vector<TimeInterval> intervals) {
   std::sort(intervals.begin(), intervals.end(),
@@ -229,7 +239,7 @@ absl::StatusOr<StepTimeline> BuildStepTimeline(const ChromeTrace& trace, const S
         }
       }
       for (const TraceSpan& c : SpansIn(r.comm, s.start_us, s.end_us)) {
-        BucketComm b{static_cast<int>(c.index), c.start_us, c.end_us, c.bytes, c.path};
+        BucketComm b{c.name, static_cast<int>(c.index), c.start_us, c.end_us, c.bytes, c.path};
         if (b.bytes < 0 && b.bucket >= 0 && b.bucket < static_cast<int>(options.bucket_bytes.size())) {
           b.bytes = options.bucket_bytes[b.bucket];
         }

@@ -4,8 +4,9 @@
 // communication, by which a DDP step is longer than the same step without any communication.
 //
 // Tracks (dist/observe/trace/trace.h's TraceTrack): tid 0 host (the training thread), tid 1 GPU compute
-// stream, tid 2 communication (one "all_reduce" span per bucket, args.i = the bucket). The compute lane is
-// tid 1 when the trace has it (GPU) and tid 0 otherwise: on a CPU the training thread is the computation.
+// stream, tid 2 communication (one "all_reduce" span per bucket, args.i = the bucket; ZeRO-3 records
+// "all_gather" and "reduce_scatter" spans instead, args.i = the layer). The compute lane is tid 1 when the
+// trace has it (GPU) and tid 0 otherwise: on a CPU the training thread is the computation.
 //
 // Steps: each "forward" span on a rank's compute lane starts a step, which lasts until the next one
 // starts (the last step: until the rank's last span ends). Without forward spans "step" spans mark the
@@ -20,6 +21,10 @@
 //     gradients, inside the end-of-backward wait.
 // The compute lane is busy during all its spans (except "step", which only encloses the others), with
 // backward cut at that estimate. Exposed = the communication spans' union minus busy time, per step.
+// Parts: a forward or backward span may hold nested spans named after it and a word ("forward layer",
+// "backward layer": ZeRO-3's per-layer compute, fully_sharded.h). Such a phase is busy only during its
+// parts (and other spans nested in it): the rest of it is waiting (for a layer's all_gather, say), and
+// no estimate is needed.
 // When the last bucket had to queue behind the one before it, its start comes after the gradients'
 // end and the estimate misses that stretch: exposed is then a lower bound.
 #ifndef TINYDDP_TOOLS_TIMELINE_STEP_TIMELINE_H_
@@ -47,7 +52,8 @@ struct TimeInterval {
 
 /// One bucket's all_reduce on one rank in one step.
 struct BucketComm {
-  int bucket = -1;  // args.i; -1 when the span had none
+  std::string name;  // the collective: "all_reduce" (DDP's buckets), "all_gather", "reduce_scatter" (ZeRO-3)
+  int bucket = -1;  // args.i (the bucket, or for ZeRO-3 the layer); -1 when the span had none
   int64_t start_us = 0;
   int64_t end_us = 0;
   int64_t bytes = -1;  // args.bytes, else StepTimelineOptions::bucket_bytes[bucket], else -1
@@ -63,7 +69,7 @@ struct RankStep {
   std::vector<TraceSpan> host;     // host-lane spans overlapping the step in time (GPU traces only: the
                                    // thread runs ahead, so these may belong to later steps)
   std::vector<BucketComm> comm;    // communication spans that start in the step, by start
-  /// Per backward span of the step: where its own computation ended (the estimate in the header).
+  /// Per backward span of the step without parts: where its own computation ended (the estimate above).
   std::vector<TimeInterval> backward_compute;
   std::vector<TimeInterval> busy;     // the compute lane's busy time (merged, sorted)
   std::vector<TimeInterval> exposed;  // communication beside no busy time (merged, sorted)
@@ -104,6 +110,11 @@ struct StepTimelineOptions {
 
 /// Cuts `trace` into steps as the header describes. FailedPrecondition when the trace holds no span.
 absl::StatusOr<StepTimeline> BuildStepTimeline(const ChromeTrace& trace, const StepTimelineOptions& options = {});
+
+/// True when `span` is a part of `phase` (the header's "Parts"): nested in it and named "<phase> <word>".
+bool IsPartOf(const TraceSpan& span, const TraceSpan& phase);
+/// True when `phase` (a forward or backward span of `compute`) holds parts.
+bool HasParts(const TraceSpan& phase, const std::vector<TraceSpan>& compute);
 
 /// Sorted, merged union of `intervals` (empty ones dropped).
 std::vector<TimeInterval> UnionOf(std::vector<TimeInterval> intervals);

@@ -1,12 +1,16 @@
 // Drawing a StepTimeline (tools/timeline/timeline_svg.h): a header with the step's numbers, a time
 // axis, per rank its lanes (host on GPUs, compute, communication), then a legend and the bucket table.
+// A DDP trace draws all_reduce bars per bucket; a ZeRO-3 trace all_gather and reduce_scatter bars per
+// layer, and its layers' compute as parts of forward and backward (step_timeline.h, "Parts").
 #include "tools/timeline/timeline_svg.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -39,6 +43,68 @@ const char* PhaseColor(const std::string& name) {
 const char* BucketColor(int bucket) {
   static const char* kColors[] = {"#6a51a3", "#2b8cbe", "#1b9e77", "#9e6ab8", "#5aa6d6", "#3d8f6d"};
   return kColors[(bucket < 0 ? 0 : bucket) % 6];
+}
+
+// --- Which collective a bar is: DDP's all_reduce of a bucket, or ZeRO-3's all_gather / reduce_scatter of
+// a layer. Each kind has its colour (two shades, so neighbours differ) and its short label.
+constexpr char kGatherColor[] = "#6a51a3";   // purple: parameters arriving
+constexpr char kGatherColor2[] = "#8b72c6";
+constexpr char kScatterColor[] = "#1a8fa3";  // teal: gradients leaving
+constexpr char kScatterColor2[] = "#3fb1c4";
+
+bool IsAllReduce(const std::string& name) { return name.empty() || name == "all_reduce"; }
+
+const char* CommColor(const BucketComm& c) {
+  const bool odd = c.bucket >= 0 && c.bucket % 2 == 1;
+  if (c.name == "all_gather") return odd ? kGatherColor2 : kGatherColor;
+  if (c.name == "reduce_scatter") return odd ? kScatterColor2 : kScatterColor;
+  return IsAllReduce(c.name) ? BucketColor(c.bucket) : "#9d9d9d";
+}
+
+// "b" for buckets, "L" for layers: the prefix of an index in labels.
+std::string UnitLetter(const std::string& unit) {
+  if (unit.empty() || unit == "bucket") return "b";
+  return std::string(1, static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+}
+
+// "b3" (an all_reduce), "AG L1", "RS L1"; without an index, the collective's name.
+std::string CommShort(const BucketComm& c, const std::string& unit) {
+  const std::string index = c.bucket >= 0 ? absl::StrCat(UnitLetter(unit), c.bucket) : "";
+  if (IsAllReduce(c.name)) return c.bucket >= 0 ? index : "all_reduce";
+  const std::string kind = c.name == "all_gather" ? "AG" : c.name == "reduce_scatter" ? "RS" : c.name;
+  return index.empty() ? c.name : absl::StrCat(kind, " ", index);
+}
+
+// Whether the timeline holds anything but DDP's all_reduce (then the legend, table and notes say so).
+bool HasShardedCollectives(const StepTimeline& t) {
+  for (const auto& step : t.steps) {
+    for (const RankStep& r : step) {
+      for (const BucketComm& c : r.comm) {
+        if (!IsAllReduce(c.name)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Whether some forward or backward of the timeline is drawn in parts (step_timeline.h).
+bool HasPhaseParts(const StepTimeline& t) {
+  for (const auto& step : t.steps) {
+    for (const RankStep& r : step) {
+      for (const TraceSpan& s : r.compute) {
+        if (HasParts(s, r.compute)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// The forward or backward span of `compute` that `part` is a part of, or null.
+const TraceSpan* PhaseOf(const TraceSpan& part, const std::vector<TraceSpan>& compute) {
+  for (const TraceSpan& phase : compute) {
+    if (&phase != &part && IsPartOf(part, phase)) return &phase;
+  }
+  return nullptr;
 }
 
 // The time window drawn and its mapping to x.
@@ -126,11 +192,28 @@ void DrawAxis(SvgCanvas& svg, const Frame& f, double y, double bottom) {
   svg.Line(f.x0, y, f.x0 + f.width, y, "#999", 1);
 }
 
-// The compute lane of one rank: phases, with backward's waiting tail hatched.
-void DrawCompute(SvgCanvas& svg, const Frame& f, const RankStep& r, double y) {
+// The compute lane of one rank: phases, with backward's waiting tail hatched. A phase drawn in parts
+// (ZeRO-3's layers) is a light band, with its parts in full colour on it: the light gaps are waits.
+void DrawCompute(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, const std::string& unit) {
   for (const TraceSpan& s : r.compute) {
     if (s.name == "step") continue;
     const double x = f.X(s.start_us), w = std::max(1.0, f.W(s.start_us, s.end_us));
+    const std::string took = FormatDurationUs(static_cast<double>(s.duration_us()));
+    if (HasParts(s, r.compute)) {
+      svg.Rect(x, y, w, kLaneHeight, PhaseColor(s.name),
+               absl::StrCat(s.name, ": ", took, " (lighter: waiting, e.g. for a layer's all_gather)"),
+               "fill-opacity=\"0.3\" stroke=\"white\" stroke-width=\"0.5\"");
+      continue;
+    }
+    if (const TraceSpan* phase = PhaseOf(s, r.compute)) {
+      const std::string index = s.index >= 0 ? absl::StrCat(UnitLetter(unit), s.index) : "";
+      svg.Rect(x, y, w, kLaneHeight, PhaseColor(phase->name),
+               absl::StrCat(s.name, s.index >= 0 ? absl::StrCat(" ", s.index) : "", ": ", took),
+               "stroke=\"white\" stroke-width=\"0.5\"");
+      LabelInside(svg, x, w, y + kLaneHeight / 2 + 4,
+                  {absl::StrCat(phase->name == "forward" ? "fwd " : "bwd ", index), index});
+      continue;
+    }
     const bool nested =
         s.name != "backward" && std::any_of(r.compute.begin(), r.compute.end(), [&](const TraceSpan& b) {
           return b.name == "backward" && s.start_us > b.start_us && s.end_us <= b.end_us;
@@ -167,15 +250,18 @@ void DrawCompute(SvgCanvas& svg, const Frame& f, const RankStep& r, double y) {
   }
 }
 
-// The communication lane of one rank: one bar per bucket, exposed stretches hatched red.
-void DrawComm(SvgCanvas& svg, const Frame& f, const RankStep& r, double y) {
+// The communication lane of one rank: one bar per bucket (or per layer's collective), exposed stretches
+// hatched red.
+void DrawComm(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, const std::string& unit) {
   for (const BucketComm& c : r.comm) {
     const double x = f.X(c.start_us), w = std::max(1.5, f.W(c.start_us, c.end_us));
-    const std::string bucket = c.bucket >= 0 ? absl::StrCat("b", c.bucket) : "all_reduce";
+    const std::string bucket = CommShort(c, unit);
     const std::string dur = FormatDurationUs(static_cast<double>(c.duration_us()));
-    svg.Rect(x, y, w, kLaneHeight, BucketColor(c.bucket),
-             absl::StrCat("all_reduce of bucket ", c.bucket, ": ", FormatBytes(c.bytes),
-                          c.path.empty() ? "" : absl::StrCat(", ", c.path), ", ", dur),
+    const std::string what = IsAllReduce(c.name) ? absl::StrCat("all_reduce of bucket ", c.bucket)
+                                                 : absl::StrCat(c.name, " of ", unit, " ", c.bucket);
+    svg.Rect(x, y, w, kLaneHeight, CommColor(c),
+             absl::StrCat(what, ": ", FormatBytes(c.bytes), c.path.empty() ? "" : absl::StrCat(", ", c.path), ", ",
+                          dur),
              "stroke=\"white\" stroke-width=\"0.75\"");
     std::vector<std::string> top = {
         absl::StrCat(bucket, " · ", FormatBytes(c.bytes), c.path.empty() ? "" : absl::StrCat(" · ", c.path)),
@@ -220,28 +306,50 @@ void LaneBox(SvgCanvas& svg, const Frame& f, double y, double h, const std::stri
   if (!sub.empty()) svg.Text(kLeft - 10, y + h / 2 + 12, sub, {.size = 10, .fill = "#777", .anchor = "end"});
 }
 
-double DrawLegend(SvgCanvas& svg, double y) {
+double DrawLegend(SvgCanvas& svg, double y, const StepTimeline& t, const TimelineSvgOptions& o) {
   struct Item {
     const char* fill;
-    const char* text;
+    std::string text;
+    const char* extra = "";
   };
-  const Item items[] = {{"#4e79a7", "forward"},
-                        {"#59a14f", "backward (computing gradients)"},
-                        {"url(#wait)", "backward waiting for communication"},
-                        {"#f28e2b", "optimizer"},
-                        {"#6a51a3", "all_reduce of bucket b (bytes, path)"},
-                        {"url(#exposed)", "exposed: communication, no computation"}};
+  std::vector<Item> items;
+  if (HasPhaseParts(t)) {  // ZeRO-3: layers inside the phases
+    const std::string l = UnitLetter(o.comm_unit);
+    items = {{"#4e79a7", absl::StrCat("forward of ", o.comm_unit, " ", l, "k")},
+             {"#59a14f", absl::StrCat("backward of ", o.comm_unit, " ", l, "k (dx, then dW and db)")},
+             {"#59a14f", "lighter: inside forward/backward, waiting", "fill-opacity=\"0.3\" "},
+             {"#f28e2b", "optimizer"}};
+  } else {
+    items = {{"#4e79a7", "forward"},
+             {"#59a14f", "backward (computing gradients)"},
+             {"url(#wait)", "backward waiting for communication"},
+             {"#f28e2b", "optimizer"}};
+  }
+  if (HasShardedCollectives(t)) {
+    items.push_back({kGatherColor, absl::StrCat("all_gather of ", o.comm_unit, " k (its parameters, whole)")});
+    items.push_back({kScatterColor, absl::StrCat("reduce_scatter of ", o.comm_unit, " k's gradient")});
+  } else {
+    items.push_back({"#6a51a3", "all_reduce of bucket b (bytes, path)"});
+  }
+  items.push_back({"url(#exposed)", "exposed: communication, no computation"});
   double x = 16;
   for (const Item& item : items) {
-    svg.Rect(x, y - 11, 22, 14, item.fill, "", "stroke=\"#888\" stroke-width=\"0.5\"");
+    const double width = 28 + TextWidth(item.text, 12) + 26;  // swatch, text, gap
+    if (x > 16 && x + width - 26 > o.width - 8) {  // the next line
+      x = 16;
+      y += 22;
+    }
+    svg.Rect(x, y - 11, 22, 14, item.fill, "",
+             absl::StrCat(item.extra, "stroke=\"#888\" stroke-width=\"0.5\""));
     svg.Text(x + 28, y, item.text, {.size = 12});
-    x += 28 + TextWidth(item.text, 12) + 26;
+    x += width;
   }
   return y + 24;
 }
 
-// Per bucket: bytes, path, mean time on each rank, and the bandwidths (docs/collectives.md).
-double DrawBucketTable(SvgCanvas& svg, const StepTimeline& t, double y) {
+// Per bucket (per collective and layer): bytes, path, mean time on each rank, and the bandwidths
+// (docs/collectives.md).
+double DrawBucketTable(SvgCanvas& svg, const StepTimeline& t, double y, const std::string& unit) {
   struct Row {
     int64_t bytes = -1;
     std::string path;
@@ -249,11 +357,12 @@ double DrawBucketTable(SvgCanvas& svg, const StepTimeline& t, double y) {
     std::vector<int> count;
   };
   const int n = t.num_ranks();
-  std::map<int, Row> rows;
+  const bool sharded = HasShardedCollectives(t);
+  std::map<std::pair<std::string, int>, Row> rows;  // (collective, index): all_gathers, then reduce_scatters
   for (const auto& step : t.steps) {
     for (int rank = 0; rank < n; ++rank) {
       for (const BucketComm& c : step[rank].comm) {
-        Row& row = rows[c.bucket];
+        Row& row = rows[{IsAllReduce(c.name) ? std::string() : c.name, c.bucket}];
         if (row.sum_us.empty()) row.sum_us.assign(n, 0), row.count.assign(n, 0);
         row.bytes = std::max(row.bytes, c.bytes);
         if (!c.path.empty()) row.path = c.path;
@@ -262,12 +371,15 @@ double DrawBucketTable(SvgCanvas& svg, const StepTimeline& t, double y) {
       }
     }
   }
-  svg.Text(16, y,
-           absl::StrCat("Buckets, mean over the steps shown. algbw = bytes / time; busbw = algbw x 2(n-1)/n ",
-                        "with n = ", n, ": what each link carried (docs/collectives.md)"),
-           {.size = 12, .bold = true});
+  const std::string title =
+      sharded ? absl::StrCat("Collectives, mean over the steps shown (bytes: the ", unit, " whole). algbw = bytes / ",
+                             "time; busbw = algbw x (n-1)/n with n = ", n,
+                             ": what each link carried (docs/collectives.md)")
+              : absl::StrCat("Buckets, mean over the steps shown. algbw = bytes / time; busbw = algbw x 2(n-1)/n ",
+                             "with n = ", n, ": what each link carried (docs/collectives.md)");
+  svg.Text(16, y, title, {.size = 12, .bold = true});
   y += 20;
-  std::string header = absl::StrFormat("%-7s %-11s %-16s", "bucket", "bytes", "path");
+  std::string header = absl::StrFormat("%-7s %-11s %-16s", sharded ? "what" : "bucket", "bytes", "path");
   for (int rank = 0; rank < std::min(n, 4); ++rank) {
     header += absl::StrFormat(" | %-10s %6s %6s", absl::StrCat("r", rank, " time"), "algbw", "busbw");
   }
@@ -275,13 +387,18 @@ double DrawBucketTable(SvgCanvas& svg, const StepTimeline& t, double y) {
   svg.Text(16, y, header, {.size = 12, .fill = "#444", .mono = true});
   y += 17;
   int shown = 0;
-  for (const auto& [bucket, row] : rows) {
+  for (const auto& [key, row] : rows) {
     if (++shown > 24) {
-      svg.Text(16, y, absl::StrCat("... and ", rows.size() - 24, " more buckets"), {.size = 12, .mono = true});
+      svg.Text(16, y, absl::StrCat("... and ", rows.size() - 24, sharded ? " more" : " more buckets"),
+               {.size = 12, .mono = true});
       y += 17;
       break;
     }
-    std::string line = absl::StrFormat("%-7s %-11s %-16s", absl::StrCat("b", bucket), FormatBytes(row.bytes),
+    BucketComm c;
+    c.name = key.first;
+    c.bucket = key.second;
+    const double bus = IsAllReduce(c.name) ? 2.0 : 1.0;  // ring: an all_reduce is two passes, the others one
+    std::string line = absl::StrFormat("%-7s %-11s %-16s", CommShort(c, unit), FormatBytes(row.bytes),
                                        row.path.empty() ? "-" : row.path.substr(0, 16));
     for (int rank = 0; rank < std::min(n, 4); ++rank) {
       const double us = row.count[rank] > 0 ? row.sum_us[rank] / row.count[rank] : 0;
@@ -290,18 +407,35 @@ double DrawBucketTable(SvgCanvas& svg, const StepTimeline& t, double y) {
         const double a = static_cast<double>(row.bytes) / us / 1e3;  // bytes/us = MB/s; /1e3 = GB/s
         const char* format = a >= 10 ? "%.0f" : "%.2f";
         algbw = absl::StrFormat(format, a);
-        busbw = absl::StrFormat(format, a * 2.0 * (n - 1) / n);
+        busbw = absl::StrFormat(format, a * bus * (n - 1) / n);
       }
       line += absl::StrFormat(" | %-10s %6s %6s", FormatDurationUs(us), algbw, busbw);
     }
-    svg.Rect(12, y - 12, 14, 14, BucketColor(bucket));
+    svg.Rect(12, y - 12, 14, 14, CommColor(c));
     svg.Text(30, y, line, {.size = 12, .mono = true});
     y += 17;
   }
   return y;
 }
 
-double DrawNotes(SvgCanvas& svg, double y) {
+double DrawNotes(SvgCanvas& svg, double y, bool sharded) {
+  const char* zero3[] = {
+      "Each layer's all_gather is issued when the layer before it starts its forward (after it, in backward), so "
+      "it runs while that layer computes; the first",
+      "layer's, at the start of forward, has nothing to hide behind. Each reduce_scatter is issued as soon as its "
+      "layer's dW and db exist, and runs",
+      "while the next layer's dx is computed. Gloo runs one collective at a time, in the order they were issued. "
+      "The optimizer steps every layer's",
+      "shard at the end of backward, once the last reduce_scatter has arrived. Communication beside no compute is "
+      "exposed. Hover over any bar for its numbers.",
+  };
+  if (sharded) {
+    for (const char* line : zero3) {
+      svg.Text(16, y, line, {.size = 11.5, .fill = "#555"});
+      y += 16;
+    }
+    return y;
+  }
   const char* lines[] = {
       "How the exposed part is found: backward's span ends when DDP's end-of-backward wait returns, so its tail is "
       "waiting, not computing. Its computation",
@@ -340,6 +474,7 @@ std::string RenderTimelineSvg(const StepTimeline& t, const TimelineSvgOptions& o
   f.width = o.width - kLeft - kRight;
 
   DrawHeader(svg, t, o);
+  const bool sharded = HasShardedCollectives(t);
   const double axis_y = 126;
   // The host lane (GPU traces): only when the host thread did something inside the window; in a run
   // whose host is far ahead of the GPU it did all its work for these steps before the window opened.
@@ -373,12 +508,13 @@ std::string RenderTimelineSvg(const StepTimeline& t, const TimelineSvgOptions& o
     LaneBox(svg, f, compute_y, kLaneHeight, t.on_gpu ? "GPU compute stream" : "compute",
             t.on_gpu ? "" : "the training thread");
     const double comm_y = compute_y + kLaneHeight + kLaneGap;
-    LaneBox(svg, f, comm_y, kLaneHeight, "communication", t.on_gpu ? "all_reduce per bucket" : "Gloo's thread");
+    LaneBox(svg, f, comm_y, kLaneHeight, "communication",
+            !t.on_gpu ? "Gloo's thread" : sharded ? "all_gather, reduce_scatter" : "all_reduce per bucket");
     for (size_t k = 0; k < t.steps.size(); ++k) {
       const RankStep& r = t.steps[k][rank];
       if (host_lane) DrawHost(svg, f, r, top);
-      DrawCompute(svg, f, r, compute_y);
-      DrawComm(svg, f, r, comm_y);
+      DrawCompute(svg, f, r, compute_y, o.comm_unit);
+      DrawComm(svg, f, r, comm_y, o.comm_unit);
       const double x = f.X(r.start_us);
       svg.Line(x, top - 14, x, comm_y + kLaneHeight + 4, "#333", 1, "4,3");
       svg.Text(x + 4, top - 4, absl::StrCat("step ", t.first_step + static_cast<int>(k) + 1),
@@ -387,9 +523,9 @@ std::string RenderTimelineSvg(const StepTimeline& t, const TimelineSvgOptions& o
     y = comm_y + kLaneHeight + kRankGap;
   }
   y += 6;
-  y = DrawLegend(svg, y);
-  y = DrawBucketTable(svg, t, y + 14);
-  y = DrawNotes(svg, y + 10);
+  y = DrawLegend(svg, y, t, o);
+  y = DrawBucketTable(svg, t, y + 14, o.comm_unit);
+  y = DrawNotes(svg, y + 10, sharded);
   return svg.Finish(o.width, static_cast<int>(y + 8));
 }
 
@@ -408,6 +544,7 @@ absl::StatusOr<std::string> WriteTimelineSvg(const std::string& trace_path, cons
   }
   TimelineSvgOptions svg_options;
   svg_options.title = options.title;
+  svg_options.comm_unit = options.comm_unit;
   svg_options.source = options.source.empty() ? absl::StrCat("trace: ", trace_path) : options.source;
   const std::string svg = RenderTimelineSvg(*timeline, svg_options);
   const std::string path = options.svg_path.empty() ? SvgPathFor(trace_path) : options.svg_path;

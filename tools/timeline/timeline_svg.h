@@ -11,6 +11,11 @@
 //
 // Below the lanes, a legend and a table per bucket: bytes, path, time on each rank, and the algbw and
 // busbw those give (docs/collectives.md explains the two).
+//
+// A ZeRO-3 trace (dist/parallel/zero/fully_sharded.h) draws the same way, with what it records instead:
+// each layer's forward and backward as parts of the forward and backward bars (drawn lighter where the
+// rank waits between them), and each layer's all_gather and reduce_scatter on the communication lane
+// ("AG L1", "RS L1"), one table row per collective and layer (docs/images/zero3_timeline.svg).
 #ifndef TINYDDP_TOOLS_TIMELINE_TIMELINE_SVG_H_
 #define TINYDDP_TOOLS_TIMELINE_TIMELINE_SVG_H_
 
@@ -28,6 +33,8 @@ struct TimelineSvgOptions {
   /// One line under the title: the trace file, or the command that made it.
   std::string source;
   int width = 1400;  // pixels; the height follows from the number of ranks and buckets
+  /// What args.i of a collective numbers: "bucket" (DDP: labels b0, b1, ...) or "layer" (ZeRO-3: L0, ...).
+  std::string comm_unit = "bucket";
 };
 
 /// The whole SVG document for `timeline`. Precondition: timeline.steps is not empty (BuildStepTimeline
@@ -43,6 +50,7 @@ struct TraceSvgOptions {
   std::string title = "DDP step timeline";
   std::string source;    // default: "trace: <trace_path>"
   std::string svg_path;  // default: SvgPathFor(trace_path)
+  std::string comm_unit = "bucket";  // see TimelineSvgOptions::comm_unit
 };
 
 /// Reads the trace at `trace_path`, draws its last steps and writes the SVG. Returns the SVG's path;

@@ -1,6 +1,7 @@
 // The SVG timeline (tools/timeline/timeline_svg.h): what a reader must find in the picture is in the
-// document - a lane pair per rank, a labelled bar per bucket's all_reduce, the exposed stretches, the
-// bucket table - text from the trace is escaped, and the file lands beside the trace.
+// document - a lane pair per rank, a labelled bar per bucket's all_reduce (or per layer's all_gather and
+// reduce_scatter, for ZeRO-3), the exposed stretches, the bucket table - text from the trace is escaped,
+// and the file lands beside the trace.
 #include "tools/timeline/timeline_svg.h"
 
 #include <cstdio>
@@ -86,6 +87,85 @@ TEST(TimelineSvg, DrawsEveryRanksLanesAndALabelledBarPerBucketWithItsExposedTail
   // The table: a row per bucket.
   EXPECT_TRUE(absl::StrContains(svg, "b0      1.0 MiB     Gloo"));
   EXPECT_TRUE(absl::StrContains(svg, "b1      1.5 MiB     Gloo"));
+}
+
+// Two CPU ranks, three ZeRO-3 steps of a 3-layer model as dist/parallel/zero/fully_sharded.h records them:
+// each layer's compute nested in forward and backward ("forward layer", "backward layer", args.i = the
+// layer; layer 1's backward in two parts, dx then dW), the step nested at backward's end, and each layer's
+// all_gather and reduce_scatter. Per step, three stretches of communication beside no layer's compute:
+// layer 0's gather before forward has anything to compute (500 us), layer 2's reduce_scatter in the gap
+// before layer 1's backward (400 us), and layer 0's reduce_scatter before the step (1000 us).
+std::string ZeroThreeTrace() {
+  json events = json::array();
+  for (int rank = 0; rank < 2; ++rank) {
+    auto span = [&](int tid, const std::string& name, int64_t start, int64_t end, int64_t i) {
+      json e = {{"name", name}, {"ph", "X"}, {"pid", rank}, {"tid", tid}, {"ts", start + 50 * rank},
+                {"dur", end - start}};
+      if (i >= 0) e["args"]["i"] = i;
+      events.push_back(e);
+    };
+    events.push_back(
+        {{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", rank},
+                      {"tid", 2},
+                      {"args", {{"name", "Gloo collectives (all_reduce)"}}}});
+    for (int k = 0; k < 3; ++k) {
+      const int64_t t = 10000 * k;
+      span(0, "forward", t, t + 3000, k);
+      span(0, "forward layer", t + 500, t + 1300, 0);
+      span(0, "forward layer", t + 1400, t + 2200, 1);
+      span(0, "forward layer", t + 2300, t + 2900, 2);
+      span(0, "backward", t + 3000, t + 9000, k);
+      span(0, "backward layer", t + 3000, t + 4000, 2);
+      span(0, "backward layer", t + 4500, t + 5500, 1);  // dx
+      span(0, "backward layer", t + 5600, t + 6000, 1);  // dW and db, after layer 2's reduce_scatter
+      span(0, "backward layer", t + 6000, t + 7500, 0);
+      span(0, "optimizer", t + 8500, t + 9000, -1);
+      span(2, "all_gather", t, t + 500, 0);
+      span(2, "all_gather", t + 500, t + 1300, 1);         // prefetched by layer 0: hidden behind it
+      span(2, "all_gather", t + 1400, t + 2200, 2);
+      span(2, "all_gather", t + 3000, t + 3900, 1);        // layer 2 stays whole into backward
+      span(2, "reduce_scatter", t + 4000, t + 4400, 2);
+      span(2, "all_gather", t + 4500, t + 5400, 0);
+      span(2, "reduce_scatter", t + 6000, t + 7000, 1);
+      span(2, "reduce_scatter", t + 7500, t + 8500, 0);
+    }
+  }
+  return json{{"traceEvents", events}}.dump();
+}
+
+TEST(TimelineSvg, DrawsAZeroThreeStepsLayersInsideItsPhasesAndEachLayersGatherAndReduceScatter) {
+  absl::StatusOr<ChromeTrace> trace = ParseChromeTrace(ZeroThreeTrace());
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  absl::StatusOr<StepTimeline> t =
+      BuildStepTimeline(*trace, {.last_steps = 2, .bucket_bytes = {1 << 20, 1 << 20, 1 << 19}});
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::string svg = RenderTimelineSvg(*t, {.title = "ZeRO-3 step timeline", .comm_unit = "layer"});
+  EXPECT_EQ(Count(svg, "<text"), Count(svg, "</text>"));
+  EXPECT_TRUE(absl::StrContains(svg, "ZeRO-3 step timeline: 2 ranks over Gloo (CPU), steps 2-3 of 3"));
+  // Each layer's compute inside its phase, and the phase itself drawn lighter: its gaps are waits.
+  EXPECT_EQ(Count(svg, "<title>forward layer 0: 800 us</title>"), 2 * 2);
+  EXPECT_EQ(Count(svg, "<title>backward layer 1: "), 2 * 2 * 2);  // dx, then dW and db
+  EXPECT_EQ(Count(svg, "<title>forward: 3.00 ms (lighter: waiting"), 2 * 2);
+  EXPECT_EQ(Count(svg, "<title>optimizer: 500 us</title>"), 2 * 2);
+  EXPECT_EQ(Count(svg, "backward waits for communication"), 0);  // no estimate: the parts say when it computed
+  // Each collective, named with its layer and bytes.
+  EXPECT_EQ(Count(svg, "<title>all_gather of layer 0: 1.0 MiB, Gloo, 500 us</title>"), 2 * 2);
+  EXPECT_EQ(Count(svg, "<title>all_gather of layer 2: 512.0 KiB, Gloo, 800 us</title>"), 2 * 2);
+  EXPECT_EQ(Count(svg, "<title>reduce_scatter of layer 0: 1.0 MiB, Gloo, 1.00 ms</title>"), 2 * 2);
+  // Exposed: the three stretches beside no layer's compute, 1.9 ms a step on each rank.
+  EXPECT_EQ(Count(svg, "exposed 1.90 ms/step"), 2);
+  EXPECT_EQ(Count(svg, "<title>exposed 500 us: "), 2 * 2);
+  EXPECT_EQ(Count(svg, "<title>exposed 400 us: "), 2 * 2);
+  EXPECT_EQ(Count(svg, "<title>exposed 1.00 ms: "), 2 * 2);
+  // A table row per collective and layer (layer 0's two gathers, 500 and 900 us, averaged); an all_gather's
+  // busbw is algbw x (n-1)/n, half of it on 2 ranks.
+  EXPECT_TRUE(absl::StrContains(svg, "AG L0   1.0 MiB     Gloo             | 700 us       1.50   0.75"));
+  EXPECT_TRUE(absl::StrContains(svg, "RS L2   512.0 KiB   Gloo"));
+  EXPECT_TRUE(absl::StrContains(svg, "all_gather of layer k (its parameters, whole)"));
+  EXPECT_TRUE(absl::StrContains(svg, "all_gather is issued when the layer before it starts its forward"));
 }
 
 TEST(TimelineSvg, EscapesTextThatComesFromTheTrace) {

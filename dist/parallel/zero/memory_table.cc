@@ -45,7 +45,7 @@ RankMemory HeldBy(const ZeroRedundancyOptimizer& zero) {
 
 RankMemory HeldBy(const FullyShardedDataParallel& fsdp) {
   const FullyShardedMemory s = fsdp.Memory();
-  return RankMemory{s.parameter_bytes, s.gradient_bytes, s.optimizer_state_bytes, 0};
+  return RankMemory{s.parameter_bytes + s.compute_copy_bytes, s.gradient_bytes, s.optimizer_state_bytes, 0};
 }
 
 int64_t LiveTensorBytes(Device device) {

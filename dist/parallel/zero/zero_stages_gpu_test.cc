@@ -1,7 +1,8 @@
 // ZeRO-2 and ZeRO-3 on GPUs over NCCL, against plain DDP on the same group and the same batches (tag gpu;
 // skipped without a GPU):
 //   * a one-rank group and, when present, two GPUs (two ranks add in one order only): the same bits as
-//     plain DDP, with SGD (momentum) and AdamW; ZeRO-2 also under bf16;
+//     plain DDP, with SGD (momentum) and AdamW; ZeRO-2 and ZeRO-3 also under bf16 (ZeRO-3's all-gathers then
+//     move the bfloat16 copies: NCCL's bf16 path, and the compute copies the next forward reads are DDP's);
 //   * ZeRO-2 leaves no gradient on the parameters; ZeRO-3 holds at most two layers whole.
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "dist/ddp/ddp.h"
 #include "dist/parallel/zero/fully_sharded.h"
 #include "dist/parallel/zero/gradient_shards.h"
@@ -55,6 +57,13 @@ DistributedDataParallel::OptimizerFactory Factory(Opt kind) {
 nn::TensorMap Parameters(const nn::Module& model) {
   nn::TensorMap map;
   for (const auto& [name, p] : model.NamedParameters()) map[name] = p.data();
+  return map;
+}
+
+// bf16: the compute copies by parameter name (after GatherFullParameters under ZeRO-3); empty under fp32.
+nn::TensorMap ComputeCopies(const nn::Module& model) {
+  nn::TensorMap map;
+  for (const auto& [p, copy] : model.ComputeCopies()) map[p.name()] = copy;
   return map;
 }
 
@@ -112,9 +121,14 @@ void TrainBothAndCompare(const RankContext& ctx, int stage, Opt kind, nn::Precis
     absl::StatusOr<nn::TensorMap> state = sharded ? sharded->ConsolidatedStateTensors() : fsdp->ConsolidatedStateTensors();
     ASSERT_TRUE(state.ok()) << state.status();
     zero_testing::ExpectSameBits(*state, plain_opt->StateTensors(), "state " + when);
-    if (fsdp) ASSERT_TRUE(fsdp->GatherFullParameters().ok());
+    if (fsdp) {
+      ASSERT_TRUE(fsdp->GatherFullParameters().ok());
+    }
     zero_testing::ExpectSameBits(Parameters(*zero_model), Parameters(*plain_model), when);
-    if (fsdp) fsdp->ReleaseFullParameters();
+    if (fsdp) {
+      zero_testing::ExpectSameBits(ComputeCopies(*zero_model), ComputeCopies(*plain_model), "copies " + when);
+      fsdp->ReleaseFullParameters();
+    }
     if (ddp) {
       for (const auto& [name, p] : zero_model->NamedParameters()) EXPECT_FALSE(p.grad().defined()) << name << when;
     }
@@ -122,6 +136,16 @@ void TrainBothAndCompare(const RankContext& ctx, int stage, Opt kind, nn::Precis
   if (fsdp) {
     const zero::FullyShardedMemory m = fsdp->Memory();
     EXPECT_LE(m.peak_gathered_bytes, 2 * m.largest_unit_bytes) << m.ToString();
+    if (precision == nn::Precision::kBFloat16) {
+      EXPECT_EQ(m.compute_copy_bytes, 2 * m.shard_elements) << m.ToString();
+      EXPECT_EQ(2 * m.largest_unit_bytes, m.largest_gradient_bytes) << "the gathers move bfloat16: " << m.ToString();
+    }
+    // Evaluation through it, without a graph: under bf16 the GEMMs read the gathered bfloat16 copies.
+    const Batch test = ddp_testing::MakeBatch(8, kDims.front(), kDims.back(), 77, device);
+    autograd::NoGradGuard no_grad;
+    const Tensor got = fsdp->Forward(Variable(test.x)).data(), want = plain_model->Forward(Variable(test.x)).data();
+    zero_testing::ExpectSameBits({{"logits", got}}, {{"logits", want}}, "evaluation, ZeRO-3, " +
+                                 std::string(nn::PrecisionName(precision)));
   }
 }
 
@@ -131,6 +155,7 @@ void AllStages(const RankContext& ctx) {
     TrainBothAndCompare(ctx, 3, kind, nn::Precision::kFloat32);
   }
   TrainBothAndCompare(ctx, 2, Opt::kAdamW, nn::Precision::kBFloat16);
+  for (Opt kind : {Opt::kSgdMomentum, Opt::kAdamW}) TrainBothAndCompare(ctx, 3, kind, nn::Precision::kBFloat16);
 }
 
 TEST(ZeroStagesOnGpu, OneRankNcclGroupTrainsToTheSameBitsAsPlainDdp) {
