@@ -186,8 +186,12 @@ absl::StatusOr<EvalMetrics> EvaluateEpoch(const TrainOptions& options, const Job
                                           const TrainingProgress& at, int64_t epoch, bool epoch_done, Report& report) {
   // ZeRO-3: gathered per layer; --tp: the ranks of a row evaluate the same shard together, and the sums
   // are combined down the data-parallel column only (a row's ranks hold the same sums).
-  ASSIGN_OR_RETURN(const EvalSums local,
-                   EvaluateShard(TrainedModel(setup), *setup.datasets.test, setup.eval_indices, job.device));
+  // --trace records the training steps: ZeRO-3's and --tp's layers would record evaluation's forwards too.
+  if (setup.tracer) setup.tracer->set_enabled(false);
+  absl::StatusOr<EvalSums> evaluated =
+      EvaluateShard(TrainedModel(setup), *setup.datasets.test, setup.eval_indices, job.device);
+  if (setup.tracer) setup.tracer->set_enabled(true);
+  ASSIGN_OR_RETURN(const EvalSums local, std::move(evaluated));
   ASSIGN_OR_RETURN(const EvalMetrics eval, AllReduceEvalSums(job.dp(), job.device, local));
   const double train_loss = at.epoch_loss_count > 0 ? at.epoch_loss_sum / at.epoch_loss_count : std::nan("");
   if (report.lead) {
@@ -258,6 +262,10 @@ absl::Status Finish(const TrainOptions& options, const Job& job, const Setup& se
       if (setup.fsdp) {  // ZeRO-3: each layer's all_gathers and reduce_scatter, its bytes whole
         svg.title = "ZeRO-3 step timeline";
         svg.comm_unit = "layer";
+      } else if (setup.tp) {  // --tp: each Linear's all_reduce (g after a pair, f before its second layer's dx)
+        svg.title = absl::StrCat("Tensor parallelism step timeline, --tp=", options.tp);
+        svg.comm_unit = "layer";
+        svg.bucket_bytes = setup.tp->AllReduceBytes(options.batch_size);
       }
       const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(options.trace, svg);
       report.progress.Print(absl::StrCat("trace: ", options.trace, " (open in https://ui.perfetto.dev), timeline: ",
@@ -543,11 +551,13 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
     setup.placeholder = Variable(Tensor::Zeros({1, setup.datasets.train->input_size()}, DType::kFloat32, job.device));
   }
   if (!options.trace.empty()) setup.tracer = std::make_unique<dist::Tracer>(job.pg->rank(), job.device);
+  // --tp --trace: each layer's compute and its all_reduces (f, g); the picture then shows those, not DDP's buckets.
+  if (setup.tp) setup.tp->set_tracer(setup.tracer.get());
   if (options.zero == 3) {
     RETURN_IF_ERROR(ShardModel(options, job, setup));  // ZeRO-3 replaces DDP: every layer sharded
   } else if (options.ddp == "full") {
     // --trace: each bucket's collective recorded by wrapping the hook (forward: DdpForward records it).
-    if (setup.tracer) ddp_options.comm_hook = dist::TracedCommHook(ddp_options.comm_hook, setup.tracer.get());
+    if (setup.tracer && !setup.tp) ddp_options.comm_hook = dist::TracedCommHook(ddp_options.comm_hook, setup.tracer.get());
     ASSIGN_OR_RETURN(setup.ddp, dist::DistributedDataParallel::Create(TrainedModel(setup), job.data, ddp_options));
   } else {
     ASSIGN_OR_RETURN(setup.rung, dist::ladder::CreateDataParallel(options.ddp, *setup.model, job.pg, ddp_options,

@@ -214,13 +214,20 @@ bool GemmLt(const LaunchScope& scope, cudaDataType_t in_type, cudaDataType_t out
       internal::StreamScratch(internal::ScratchKind::kGemmWorkspace, scope.device(), scope.stream(), kWorkspaceBytes);
   const Epilogue epilogue = bias != nullptr ? (relu ? Epilogue::kReluBias : Epilogue::kBias)
                                             : (relu ? Epilogue::kRelu : Epilogue::kNone);
+  // A bias that is a view at an address not aligned to 16 bytes (a layer's bias inside one flat buffer, as
+  // ZeRO-3 gathers it) is not fused: cuBLASLt's bias epilogue read such a bfloat16 bias wrongly on an H200
+  // (results that changed from run to run). The product then runs below and the caller adds the bias.
+  const bool fusable = bias == nullptr || AlignmentOf(bias) >= 16;
   const GemmKey key{trans_a,        trans_b,        epilogue,       in_type,          out_type, m, n, k,
                     AlignmentOf(a), AlignmentOf(b), AlignmentOf(c), AlignmentOf(bias)};
   std::lock_guard<std::mutex> lock(ctx.mu);
-  auto it = ctx.plans.find(key);
-  if (it == ctx.plans.end()) it = ctx.plans.emplace(key, MakePlan(ctx.lt, key, bias)).first;
-  const GemmPlan& plan = *it->second;
-  if (plan.usable) {
+  auto it = ctx.plans.end();
+  if (fusable) {
+    it = ctx.plans.find(key);
+    if (it == ctx.plans.end()) it = ctx.plans.emplace(key, MakePlan(ctx.lt, key, bias)).first;
+  }
+  if (fusable && it->second->usable) {
+    const GemmPlan& plan = *it->second;
     if (bias != nullptr) SetDesc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
     CUBLAS_CHECK(cublasLtMatmul(ctx.lt, plan.desc, &alpha, b, plan.first, a, plan.second, &beta, c, plan.out, c,
                                 plan.out, &plan.algo, workspace, kWorkspaceBytes, scope.stream()));

@@ -5,7 +5,8 @@
 //
 // Tracks (dist/observe/trace/trace.h's TraceTrack): tid 0 host (the training thread), tid 1 GPU compute
 // stream, tid 2 communication (one "all_reduce" span per bucket, args.i = the bucket; ZeRO-3 records
-// "all_gather" and "reduce_scatter" spans instead, args.i = the layer). The compute lane is tid 1 when the
+// "all_gather" and "reduce_scatter" spans instead, args.i = the layer; tensor parallelism "all_reduce (g)"
+// and "all_reduce (f)", args.i = the layer). The compute lane is tid 1 when the
 // trace has it (GPU) and tid 0 otherwise: on a CPU the training thread is the computation.
 //
 // Steps: each "forward" span on a rank's compute lane starts a step, which lasts until the next one
@@ -22,9 +23,9 @@
 // The compute lane is busy during all its spans (except "step", which only encloses the others), with
 // backward cut at that estimate. Exposed = the communication spans' union minus busy time, per step.
 // Parts: a forward or backward span may hold nested spans named after it and a word ("forward layer",
-// "backward layer": ZeRO-3's per-layer compute, fully_sharded.h). Such a phase is busy only during its
-// parts (and other spans nested in it): the rest of it is waiting (for a layer's all_gather, say), and
-// no estimate is needed.
+// "backward layer": ZeRO-3's per-layer compute, fully_sharded.h; tensor parallelism's, tensor_parallel_mlp.h).
+// Such a phase is busy only during its parts (and other spans nested in it): the rest of it is waiting (for
+// a layer's all_gather or an all_reduce, say), and no estimate is needed.
 // When the last bucket had to queue behind the one before it, its start comes after the gradients'
 // end and the estimate misses that stretch: exposed is then a lower bound.
 #ifndef TINYDDP_TOOLS_TIMELINE_STEP_TIMELINE_H_
@@ -52,7 +53,8 @@ struct TimeInterval {
 
 /// One bucket's all_reduce on one rank in one step.
 struct BucketComm {
-  std::string name;  // the collective: "all_reduce" (DDP's buckets), "all_gather", "reduce_scatter" (ZeRO-3)
+  std::string name;  // the collective: "all_reduce" (DDP's buckets), "all_gather", "reduce_scatter" (ZeRO-3),
+                    // "all_reduce (g)", "all_reduce (f)" (tensor parallelism)
   int bucket = -1;  // args.i (the bucket, or for ZeRO-3 the layer); -1 when the span had none
   int64_t start_us = 0;
   int64_t end_us = 0;

@@ -1,7 +1,8 @@
 // Drawing a StepTimeline (tools/timeline/timeline_svg.h): a header with the step's numbers, a time
 // axis, per rank its lanes (host on GPUs, compute, communication), then a legend and the bucket table.
 // A DDP trace draws all_reduce bars per bucket; a ZeRO-3 trace all_gather and reduce_scatter bars per
-// layer, and its layers' compute as parts of forward and backward (step_timeline.h, "Parts").
+// layer, and its layers' compute as parts of forward and backward (step_timeline.h, "Parts"); a
+// tensor-parallel trace the same parts, and its f and g all_reduces per layer.
 #include "tools/timeline/timeline_svg.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,19 +47,28 @@ const char* BucketColor(int bucket) {
   return kColors[(bucket < 0 ? 0 : bucket) % 6];
 }
 
-// --- Which collective a bar is: DDP's all_reduce of a bucket, or ZeRO-3's all_gather / reduce_scatter of
-// a layer. Each kind has its colour (two shades, so neighbours differ) and its short label.
+// --- Which collective a bar is: DDP's all_reduce of a bucket, ZeRO-3's all_gather / reduce_scatter of a
+// layer, or tensor parallelism's all_reduce of a layer's output (g, forward) or input gradient (f,
+// backward; dist/parallel/tensor/comm.h names them). Each kind has its colour (two shades, so neighbours
+// differ) and its short label.
 constexpr char kGatherColor[] = "#6a51a3";   // purple: parameters arriving
 constexpr char kGatherColor2[] = "#8b72c6";
 constexpr char kScatterColor[] = "#1a8fa3";  // teal: gradients leaving
 constexpr char kScatterColor2[] = "#3fb1c4";
+constexpr char kForwardSumColor[] = "#b6458f";   // magenta: g, a layer's output summed in forward
+constexpr char kBackwardSumColor[] = "#8c6d1f";  // ochre: f, a layer's input gradient summed in backward
+constexpr char kForwardSumName[] = "all_reduce (g)";
+constexpr char kBackwardSumName[] = "all_reduce (f)";
 
 bool IsAllReduce(const std::string& name) { return name.empty() || name == "all_reduce"; }
+bool IsTensorParallel(const std::string& name) { return name == kForwardSumName || name == kBackwardSumName; }
 
 const char* CommColor(const BucketComm& c) {
   const bool odd = c.bucket >= 0 && c.bucket % 2 == 1;
   if (c.name == "all_gather") return odd ? kGatherColor2 : kGatherColor;
   if (c.name == "reduce_scatter") return odd ? kScatterColor2 : kScatterColor;
+  if (c.name == kForwardSumName) return kForwardSumColor;
+  if (c.name == kBackwardSumName) return kBackwardSumColor;
   return IsAllReduce(c.name) ? BucketColor(c.bucket) : "#9d9d9d";
 }
 
@@ -67,24 +78,33 @@ std::string UnitLetter(const std::string& unit) {
   return std::string(1, static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
 }
 
-// "b3" (an all_reduce), "AG L1", "RS L1"; without an index, the collective's name.
+// "b3" (an all_reduce), "AG L1", "RS L1", "g L1", "f L2"; without an index, the collective's name.
 std::string CommShort(const BucketComm& c, const std::string& unit) {
   const std::string index = c.bucket >= 0 ? absl::StrCat(UnitLetter(unit), c.bucket) : "";
   if (IsAllReduce(c.name)) return c.bucket >= 0 ? index : "all_reduce";
-  const std::string kind = c.name == "all_gather" ? "AG" : c.name == "reduce_scatter" ? "RS" : c.name;
+  const std::string kind = c.name == "all_gather"       ? "AG"
+                           : c.name == "reduce_scatter" ? "RS"
+                           : c.name == kForwardSumName  ? "g"
+                           : c.name == kBackwardSumName ? "f"
+                                                        : c.name;
   return index.empty() ? c.name : absl::StrCat(kind, " ", index);
 }
 
-// Whether the timeline holds anything but DDP's all_reduce (then the legend, table and notes say so).
-bool HasShardedCollectives(const StepTimeline& t) {
+// What the timeline's collectives are: DDP's all_reduces of buckets, ZeRO-3's (or anything else but an
+// all_reduce), or tensor parallelism's f and g; the legend, the table and the notes say so.
+enum class CommKind { kBuckets, kSharded, kTensorParallel };
+
+CommKind KindOf(const StepTimeline& t) {
+  CommKind kind = CommKind::kBuckets;
   for (const auto& step : t.steps) {
     for (const RankStep& r : step) {
       for (const BucketComm& c : r.comm) {
-        if (!IsAllReduce(c.name)) return true;
+        if (IsTensorParallel(c.name)) return CommKind::kTensorParallel;
+        if (!IsAllReduce(c.name)) kind = CommKind::kSharded;
       }
     }
   }
-  return false;
+  return kind;
 }
 
 // Whether some forward or backward of the timeline is drawn in parts (step_timeline.h).
@@ -193,15 +213,19 @@ void DrawAxis(SvgCanvas& svg, const Frame& f, double y, double bottom) {
 }
 
 // The compute lane of one rank: phases, with backward's waiting tail hatched. A phase drawn in parts
-// (ZeRO-3's layers) is a light band, with its parts in full colour on it: the light gaps are waits.
-void DrawCompute(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, const std::string& unit) {
+// (ZeRO-3's or tensor parallelism's layers) is a light band, with its parts in full colour on it: the light
+// gaps are waits.
+void DrawCompute(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, const std::string& unit,
+                 CommKind kind) {
   for (const TraceSpan& s : r.compute) {
     if (s.name == "step") continue;
     const double x = f.X(s.start_us), w = std::max(1.0, f.W(s.start_us, s.end_us));
     const std::string took = FormatDurationUs(static_cast<double>(s.duration_us()));
     if (HasParts(s, r.compute)) {
       svg.Rect(x, y, w, kLaneHeight, PhaseColor(s.name),
-               absl::StrCat(s.name, ": ", took, " (lighter: waiting, e.g. for a layer's all_gather)"),
+               absl::StrCat(s.name, ": ", took,
+                            kind == CommKind::kTensorParallel ? " (lighter: waiting, e.g. for an all_reduce)"
+                                                              : " (lighter: waiting, e.g. for a layer's all_gather)"),
                "fill-opacity=\"0.3\" stroke=\"white\" stroke-width=\"0.5\"");
       continue;
     }
@@ -210,6 +234,10 @@ void DrawCompute(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, co
       svg.Rect(x, y, w, kLaneHeight, PhaseColor(phase->name),
                absl::StrCat(s.name, s.index >= 0 ? absl::StrCat(" ", s.index) : "", ": ", took),
                "stroke=\"white\" stroke-width=\"0.5\"");
+      if (s.index < 0) {  // a part that is no layer's ("forward loss"): its word
+        LabelInside(svg, x, w, y + kLaneHeight / 2 + 4, {s.name.substr(phase->name.size() + 1)});
+        continue;
+      }
       LabelInside(svg, x, w, y + kLaneHeight / 2 + 4,
                   {absl::StrCat(phase->name == "forward" ? "fwd " : "bwd ", index), index});
       continue;
@@ -251,14 +279,19 @@ void DrawCompute(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, co
 }
 
 // The communication lane of one rank: one bar per bucket (or per layer's collective), exposed stretches
-// hatched red.
-void DrawComm(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, const std::string& unit) {
+// hatched red. Tensor parallelism's lane holds a few short all_reduces far apart: a bar too narrow for its
+// label has it beside it, to its right.
+void DrawComm(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, const std::string& unit,
+              CommKind kind) {
   for (const BucketComm& c : r.comm) {
     const double x = f.X(c.start_us), w = std::max(1.5, f.W(c.start_us, c.end_us));
     const std::string bucket = CommShort(c, unit);
     const std::string dur = FormatDurationUs(static_cast<double>(c.duration_us()));
+    const char* of_what = c.name == kForwardSumName    ? "'s output"
+                          : c.name == kBackwardSumName ? "'s input gradient"
+                                                       : "";
     const std::string what = IsAllReduce(c.name) ? absl::StrCat("all_reduce of bucket ", c.bucket)
-                                                 : absl::StrCat(c.name, " of ", unit, " ", c.bucket);
+                                                 : absl::StrCat(c.name, " of ", unit, " ", c.bucket, of_what);
     svg.Rect(x, y, w, kLaneHeight, CommColor(c),
              absl::StrCat(what, ": ", FormatBytes(c.bytes), c.path.empty() ? "" : absl::StrCat(", ", c.path), ", ",
                           dur),
@@ -267,6 +300,11 @@ void DrawComm(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, const
         absl::StrCat(bucket, " · ", FormatBytes(c.bytes), c.path.empty() ? "" : absl::StrCat(" · ", c.path)),
         absl::StrCat(bucket, " · ", FormatBytes(c.bytes)), bucket};
     if (c.bytes < 0) top.erase(top.begin(), top.begin() + 2);
+    if (kind == CommKind::kTensorParallel && TextWidth(bucket, 11) + 6 > w) {
+      svg.Text(x + w + 3, y + 15, bucket, {.size = 11, .fill = CommColor(c), .bold = true});
+      svg.Text(x + w + 3, y + 30, dur, {.size = 10, .fill = "#555"});
+      continue;
+    }
     LabelInside(svg, x, w, y + 15, top);
     LabelInside(svg, x, w, y + 30, {dur});
   }
@@ -313,10 +351,13 @@ double DrawLegend(SvgCanvas& svg, double y, const StepTimeline& t, const Timelin
     const char* extra = "";
   };
   std::vector<Item> items;
-  if (HasPhaseParts(t)) {  // ZeRO-3: layers inside the phases
+  const CommKind kind = KindOf(t);
+  if (HasPhaseParts(t)) {  // ZeRO-3, tensor parallelism: layers inside the phases
     const std::string l = UnitLetter(o.comm_unit);
     items = {{"#4e79a7", absl::StrCat("forward of ", o.comm_unit, " ", l, "k")},
-             {"#59a14f", absl::StrCat("backward of ", o.comm_unit, " ", l, "k (dx, then dW and db)")},
+             {"#59a14f", kind == CommKind::kTensorParallel
+                             ? absl::StrCat("backward of ", o.comm_unit, " ", l, "k (dx, dW and db)")
+                             : absl::StrCat("backward of ", o.comm_unit, " ", l, "k (dx, then dW and db)")},
              {"#59a14f", "lighter: inside forward/backward, waiting", "fill-opacity=\"0.3\" "},
              {"#f28e2b", "optimizer"}};
   } else {
@@ -325,7 +366,11 @@ double DrawLegend(SvgCanvas& svg, double y, const StepTimeline& t, const Timelin
              {"url(#wait)", "backward waiting for communication"},
              {"#f28e2b", "optimizer"}};
   }
-  if (HasShardedCollectives(t)) {
+  if (kind == CommKind::kTensorParallel) {
+    items.push_back({kForwardSumColor, absl::StrCat("g: all_reduce of ", o.comm_unit, " k's output (forward)")});
+    items.push_back(
+        {kBackwardSumColor, absl::StrCat("f: all_reduce of ", o.comm_unit, " k's input gradient (backward)")});
+  } else if (kind == CommKind::kSharded) {
     items.push_back({kGatherColor, absl::StrCat("all_gather of ", o.comm_unit, " k (its parameters, whole)")});
     items.push_back({kScatterColor, absl::StrCat("reduce_scatter of ", o.comm_unit, " k's gradient")});
   } else {
@@ -357,12 +402,16 @@ double DrawBucketTable(SvgCanvas& svg, const StepTimeline& t, double y, const st
     std::vector<int> count;
   };
   const int n = t.num_ranks();
-  const bool sharded = HasShardedCollectives(t);
-  std::map<std::pair<std::string, int>, Row> rows;  // (collective, index): all_gathers, then reduce_scatters
+  const CommKind kind = KindOf(t);
+  const bool sharded = kind != CommKind::kBuckets;  // a row per collective and layer
+  const bool tp = kind == CommKind::kTensorParallel;
+  // (order, collective, index): by bucket; ZeRO-3's all_gathers, then its reduce_scatters; tensor
+  // parallelism's by layer, as they run in forward.
+  std::map<std::tuple<int, std::string, int>, Row> rows;
   for (const auto& step : t.steps) {
     for (int rank = 0; rank < n; ++rank) {
       for (const BucketComm& c : step[rank].comm) {
-        Row& row = rows[{IsAllReduce(c.name) ? std::string() : c.name, c.bucket}];
+        Row& row = rows[{tp ? c.bucket : 0, IsAllReduce(c.name) ? std::string() : c.name, c.bucket}];
         if (row.sum_us.empty()) row.sum_us.assign(n, 0), row.count.assign(n, 0);
         row.bytes = std::max(row.bytes, c.bytes);
         if (!c.path.empty()) row.path = c.path;
@@ -372,7 +421,10 @@ double DrawBucketTable(SvgCanvas& svg, const StepTimeline& t, double y, const st
     }
   }
   const std::string title =
-      sharded ? absl::StrCat("Collectives, mean over the steps shown (bytes: the ", unit, " whole). algbw = bytes / ",
+      tp        ? absl::StrCat("All_reduces of the tp group, mean over the steps shown (bytes: the ", unit,
+                               "'s output, or its input gradient). algbw = bytes / time; busbw = algbw x 2(n-1)/n ",
+                               "with n = ", n, " (docs/collectives.md)")
+      : sharded ? absl::StrCat("Collectives, mean over the steps shown (bytes: the ", unit, " whole). algbw = bytes / ",
                              "time; busbw = algbw x (n-1)/n with n = ", n,
                              ": what each link carried (docs/collectives.md)")
               : absl::StrCat("Buckets, mean over the steps shown. algbw = bytes / time; busbw = algbw x 2(n-1)/n ",
@@ -388,6 +440,7 @@ double DrawBucketTable(SvgCanvas& svg, const StepTimeline& t, double y, const st
   y += 17;
   int shown = 0;
   for (const auto& [key, row] : rows) {
+    const auto& [order, name, index] = key;
     if (++shown > 24) {
       svg.Text(16, y, absl::StrCat("... and ", rows.size() - 24, sharded ? " more" : " more buckets"),
                {.size = 12, .mono = true});
@@ -395,9 +448,10 @@ double DrawBucketTable(SvgCanvas& svg, const StepTimeline& t, double y, const st
       break;
     }
     BucketComm c;
-    c.name = key.first;
-    c.bucket = key.second;
-    const double bus = IsAllReduce(c.name) ? 2.0 : 1.0;  // ring: an all_reduce is two passes, the others one
+    c.name = name;
+    c.bucket = index;
+    // Ring: an all_reduce is two passes, the others one.
+    const double bus = IsAllReduce(c.name) || IsTensorParallel(c.name) ? 2.0 : 1.0;
     std::string line = absl::StrFormat("%-7s %-11s %-16s", CommShort(c, unit), FormatBytes(row.bytes),
                                        row.path.empty() ? "-" : row.path.substr(0, 16));
     for (int rank = 0; rank < std::min(n, 4); ++rank) {
@@ -418,7 +472,27 @@ double DrawBucketTable(SvgCanvas& svg, const StepTimeline& t, double y, const st
   return y;
 }
 
-double DrawNotes(SvgCanvas& svg, double y, bool sharded) {
+double DrawNotes(SvgCanvas& svg, double y, CommKind kind) {
+  const char* tensor_parallel[] = {
+      "Each column -> row pair ends its forward in g, the all_reduce of the row layer's partial outputs: the next "
+      "layer's input is their sum, so the thread",
+      "waits for it, and it is exposed. In backward, f sums the gradient of a column layer's input before the layer "
+      "below it can go on; the first pair's",
+      "input is the data, which needs no gradient: it has no f. Nothing overlaps these sums in this form: each is "
+      "waited for where it was issued. Their bytes",
+      "grow with the batch, not the parameters. An all_reduce cannot finish before every rank has joined it: the "
+      "rank that arrives first waits inside it,",
+      "and its bar is longer than the other's. Communication beside no compute is exposed. Hover over any bar for "
+      "its numbers.",
+  };
+  if (kind == CommKind::kTensorParallel) {
+    for (const char* line : tensor_parallel) {
+      svg.Text(16, y, line, {.size = 11.5, .fill = "#555"});
+      y += 16;
+    }
+    return y;
+  }
+  const bool sharded = kind == CommKind::kSharded;
   const char* zero3[] = {
       "Each layer's all_gather is issued when the layer before it starts its forward (after it, in backward), so "
       "it runs while that layer computes; the first",
@@ -474,7 +548,7 @@ std::string RenderTimelineSvg(const StepTimeline& t, const TimelineSvgOptions& o
   f.width = o.width - kLeft - kRight;
 
   DrawHeader(svg, t, o);
-  const bool sharded = HasShardedCollectives(t);
+  const CommKind kind = KindOf(t);
   const double axis_y = 126;
   // The host lane (GPU traces): only when the host thread did something inside the window; in a run
   // whose host is far ahead of the GPU it did all its work for these steps before the window opened.
@@ -509,12 +583,15 @@ std::string RenderTimelineSvg(const StepTimeline& t, const TimelineSvgOptions& o
             t.on_gpu ? "" : "the training thread");
     const double comm_y = compute_y + kLaneHeight + kLaneGap;
     LaneBox(svg, f, comm_y, kLaneHeight, "communication",
-            !t.on_gpu ? "Gloo's thread" : sharded ? "all_gather, reduce_scatter" : "all_reduce per bucket");
+            !t.on_gpu                          ? "Gloo's thread"
+            : kind == CommKind::kSharded        ? "all_gather, reduce_scatter"
+            : kind == CommKind::kTensorParallel ? "all_reduce f and g"
+                                                : "all_reduce per bucket");
     for (size_t k = 0; k < t.steps.size(); ++k) {
       const RankStep& r = t.steps[k][rank];
       if (host_lane) DrawHost(svg, f, r, top);
-      DrawCompute(svg, f, r, compute_y, o.comm_unit);
-      DrawComm(svg, f, r, comm_y, o.comm_unit);
+      DrawCompute(svg, f, r, compute_y, o.comm_unit, kind);
+      DrawComm(svg, f, r, comm_y, o.comm_unit, kind);
       const double x = f.X(r.start_us);
       svg.Line(x, top - 14, x, comm_y + kLaneHeight + 4, "#333", 1, "4,3");
       svg.Text(x + 4, top - 4, absl::StrCat("step ", t.first_step + static_cast<int>(k) + 1),
@@ -525,7 +602,7 @@ std::string RenderTimelineSvg(const StepTimeline& t, const TimelineSvgOptions& o
   y += 6;
   y = DrawLegend(svg, y, t, o);
   y = DrawBucketTable(svg, t, y + 14, o.comm_unit);
-  y = DrawNotes(svg, y + 10, sharded);
+  y = DrawNotes(svg, y + 10, kind);
   return svg.Finish(o.width, static_cast<int>(y + 8));
 }
 

@@ -16,6 +16,11 @@
 // each layer's forward and backward as parts of the forward and backward bars (drawn lighter where the
 // rank waits between them), and each layer's all_gather and reduce_scatter on the communication lane
 // ("AG L1", "RS L1"), one table row per collective and layer (docs/images/zero3_timeline.svg).
+//
+// A tensor-parallel trace (dist/parallel/tensor/tensor_parallel_mlp.h) draws its layers the same way, and on
+// the communication lane each all_reduce of a layer's output ("g L1", forward) or of its input gradient
+// ("f L2", backward), labelled beside its bar when the bar is too narrow; its own legend, table (by layer)
+// and notes (docs/images/tp_timeline.svg).
 #ifndef TINYDDP_TOOLS_TIMELINE_TIMELINE_SVG_H_
 #define TINYDDP_TOOLS_TIMELINE_TIMELINE_SVG_H_
 
@@ -33,7 +38,8 @@ struct TimelineSvgOptions {
   /// One line under the title: the trace file, or the command that made it.
   std::string source;
   int width = 1400;  // pixels; the height follows from the number of ranks and buckets
-  /// What args.i of a collective numbers: "bucket" (DDP: labels b0, b1, ...) or "layer" (ZeRO-3: L0, ...).
+  /// What args.i of a collective numbers: "bucket" (DDP: labels b0, b1, ...) or "layer" (ZeRO-3, tensor
+  /// parallelism: L0, ...).
   std::string comm_unit = "bucket";
 };
 

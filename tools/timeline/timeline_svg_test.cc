@@ -1,7 +1,7 @@
 // The SVG timeline (tools/timeline/timeline_svg.h): what a reader must find in the picture is in the
 // document - a lane pair per rank, a labelled bar per bucket's all_reduce (or per layer's all_gather and
-// reduce_scatter, for ZeRO-3), the exposed stretches, the bucket table - text from the trace is escaped,
-// and the file lands beside the trace.
+// reduce_scatter, for ZeRO-3; per layer's f or g all_reduce, for tensor parallelism), the exposed stretches,
+// the bucket table - text from the trace is escaped, and the file lands beside the trace.
 #include "tools/timeline/timeline_svg.h"
 
 #include <cstdio>
@@ -166,6 +166,82 @@ TEST(TimelineSvg, DrawsAZeroThreeStepsLayersInsideItsPhasesAndEachLayersGatherAn
   EXPECT_TRUE(absl::StrContains(svg, "RS L2   512.0 KiB   Gloo"));
   EXPECT_TRUE(absl::StrContains(svg, "all_gather of layer k (its parameters, whole)"));
   EXPECT_TRUE(absl::StrContains(svg, "all_gather is issued when the layer before it starts its forward"));
+}
+
+// Two CPU ranks, three tensor-parallel steps of two column -> row pairs as dist/parallel/tensor/ records them:
+// each layer's compute nested in forward and backward (a row layer's GEMM, then its bias after g), g's
+// all_reduce after layers 1 and 3 in forward, f's before layer 2 in backward, each waited for where it was
+// issued: 500 + 300 + 400 us a step beside no compute.
+std::string TensorParallelTrace() {
+  json events = json::array();
+  for (int rank = 0; rank < 2; ++rank) {
+    auto span = [&](int tid, const std::string& name, int64_t start, int64_t end, int64_t i) {
+      json e = {{"name", name}, {"ph", "X"}, {"pid", rank}, {"tid", tid}, {"ts", start + 50 * rank},
+                {"dur", end - start}};
+      if (i >= 0) e["args"]["i"] = i;
+      events.push_back(e);
+    };
+    events.push_back(
+        {{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", rank},
+                      {"tid", 2},
+                      {"args", {{"name", "Gloo collectives (all_reduce)"}}}});
+    for (int k = 0; k < 3; ++k) {
+      const int64_t t = 10000 * k;
+      span(0, "forward", t, t + 4000, k);
+      span(0, "forward layer", t, t + 500, 0);
+      span(0, "forward layer", t + 500, t + 1300, 1);
+      span(2, "all_reduce (g)", t + 1300, t + 1800, 1);
+      span(0, "forward layer", t + 1800, t + 1900, 1);  // the bias, after the sum
+      span(0, "forward layer", t + 1900, t + 2700, 2);
+      span(0, "forward layer", t + 2700, t + 3500, 3);
+      span(2, "all_reduce (g)", t + 3500, t + 3800, 3);
+      span(0, "forward layer", t + 3800, t + 3900, 3);
+      span(0, "backward", t + 4000, t + 8500, k);
+      span(0, "backward layer", t + 4000, t + 5000, 3);
+      span(0, "backward layer", t + 5000, t + 6000, 2);
+      span(2, "all_reduce (f)", t + 6000, t + 6400, 2);
+      span(0, "backward layer", t + 6400, t + 7400, 1);
+      span(0, "backward layer", t + 7400, t + 8000, 0);
+      span(0, "optimizer", t + 8500, t + 9000, k);
+    }
+  }
+  return json{{"traceEvents", events}}.dump();
+}
+
+TEST(TimelineSvg, DrawsATensorParallelStepsLayersAndEachLayersFOrGAllReduce) {
+  absl::StatusOr<ChromeTrace> trace = ParseChromeTrace(TensorParallelTrace());
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  absl::StatusOr<StepTimeline> t =
+      BuildStepTimeline(*trace, {.last_steps = 2, .bucket_bytes = {0, 1 << 20, 1 << 20, 1 << 19}});
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::string svg = RenderTimelineSvg(*t, {.title = "Tensor parallelism step timeline", .comm_unit = "layer"});
+  EXPECT_EQ(Count(svg, "<text"), Count(svg, "</text>"));
+  EXPECT_TRUE(absl::StrContains(svg, "Tensor parallelism step timeline: 2 ranks over Gloo (CPU), steps 2-3 of 3"));
+  EXPECT_EQ(Count(svg, "<title>forward layer 1: "), 2 * 2 * 2);  // the GEMM, then the bias
+  EXPECT_EQ(Count(svg, "<title>backward layer 0: 600 us</title>"), 2 * 2);
+  EXPECT_EQ(Count(svg, "<title>forward: 4.00 ms (lighter: waiting, e.g. for an all_reduce)"), 2 * 2);
+  // Each all_reduce, named after its op and layer, with its bytes; labelled (inside, or beside a narrow bar).
+  EXPECT_EQ(Count(svg, "<title>all_reduce (g) of layer 1&apos;s output: 1.0 MiB, Gloo, 500 us</title>"), 2 * 2);
+  EXPECT_EQ(Count(svg, "<title>all_reduce (g) of layer 3&apos;s output: 512.0 KiB, Gloo, 300 us</title>"), 2 * 2);
+  EXPECT_EQ(Count(svg, "<title>all_reduce (f) of layer 2&apos;s input gradient: 1.0 MiB, Gloo, 400 us</title>"),
+            2 * 2);
+  EXPECT_EQ(Count(svg, ">g L1"), 2 * 2 + 1);  // and the table's row
+  EXPECT_EQ(Count(svg, ">f L2"), 2 * 2 + 1);
+  // Exposed: every sum, 1.2 ms a step on each rank.
+  EXPECT_EQ(Count(svg, "exposed 1.20 ms/step"), 2);
+  EXPECT_EQ(Count(svg, "<title>exposed 500 us: "), 2 * 2);
+  EXPECT_EQ(Count(svg, "<title>exposed 400 us: "), 2 * 2);
+  // A row per all_reduce, by layer; an all_reduce's busbw is algbw x 2(n-1)/n, equal to it on 2 ranks.
+  EXPECT_TRUE(absl::StrContains(svg, "g L1    1.0 MiB     Gloo             | 500 us       2.10   2.10"));
+  EXPECT_LT(svg.find("g L1    1.0 MiB"), svg.find("f L2    1.0 MiB"));
+  EXPECT_LT(svg.find("f L2    1.0 MiB"), svg.find("g L3    512.0 KiB"));
+  EXPECT_TRUE(absl::StrContains(svg, "g: all_reduce of layer k&apos;s output (forward)"));
+  EXPECT_TRUE(absl::StrContains(svg, "f: all_reduce of layer k&apos;s input gradient (backward)"));
+  EXPECT_TRUE(absl::StrContains(svg, "Each column -&gt; row pair ends its forward in g"));
+  EXPECT_FALSE(absl::StrContains(svg, "all_gather"));
 }
 
 TEST(TimelineSvg, EscapesTextThatComesFromTheTrace) {

@@ -14,12 +14,13 @@ namespace tinyddp::dist::tensor_parallel {
 using autograd::Variable;
 
 ColumnParallelLinear::ColumnParallelLinear(const Tensor& weight, const Tensor& bias, ShardRange rows,
-                                           std::shared_ptr<TensorParallelComm> comm, const std::string& name)
+                                           std::shared_ptr<TensorParallelComm> comm, const std::string& name,
+                                           int64_t index)
     : in_features_(weight.size(1)),
       out_features_(weight.size(0)),
       rows_(rows),
       comm_(std::move(comm)),
-      layer_(absl::StrCat("layer ", name)) {
+      layer_{absl::StrCat("layer ", name), index} {
   TINYDDP_CHECK_OP(weight.dim() == 2 && (!bias.defined() || bias.shape() == Shape{out_features_}),
                    "ColumnParallelLinear", "the layer's weight must be [out, in] and its bias [out], got ",
                    ShapeToString(weight.shape()), " and ", bias.defined() ? ShapeToString(bias.shape()) : "none");
@@ -34,7 +35,9 @@ Variable ColumnParallelLinear::Forward(const Variable& x) { return Compute(x, /*
 Variable ColumnParallelLinear::ForwardRelu(const Variable& x) { return Compute(x, /*relu=*/true); }
 
 Variable ColumnParallelLinear::Compute(const Variable& x, bool relu) {
-  const Variable input = CopyToTensorParallelRegion(x, comm_, layer_);
+  // Tracing: the backward span of this layer ends before f's all_reduce (region_ops.h).
+  const Variable input = MarkLayerInput(CopyToTensorParallelRegion(x, comm_, layer_), comm_);
+  Tracer::Span span = Tracer::MaybeScope(comm_->tracer(), "forward layer", layer_.index);
   if (precision() == nn::Precision::kFloat32) {
     return relu ? autograd::LinearRelu(input, weight_, bias_) : autograd::Linear(input, weight_, bias_);
   }

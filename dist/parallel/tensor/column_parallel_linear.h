@@ -31,12 +31,15 @@ namespace tinyddp::dist::tensor_parallel {
 class ColumnParallelLinear : public nn::Module {
  public:
   /// This rank's shard of the whole layer `weight` [out, in] and `bias` [out] (undefined: no bias): rows
-  /// `rows` of both, copied (their dtype and device). `name` ("0") names the layer in errors. Precondition:
-  /// rows lies inside [0, out) and is not empty. The shard computes in float32 until SetPrecision.
+  /// `rows` of both, copied (their dtype and device). `name` ("0") names the layer in errors, `index` (its
+  /// position among the model's Linears) in a trace. Precondition: rows lies inside [0, out) and is not
+  /// empty. The shard computes in float32 until SetPrecision.
   ColumnParallelLinear(const Tensor& weight, const Tensor& bias, ShardRange rows,
-                       std::shared_ptr<TensorParallelComm> comm, const std::string& name);
+                       std::shared_ptr<TensorParallelComm> comm, const std::string& name, int64_t index);
 
-  /// x [N, in] (the same on every tp rank) -> [N, rows.size()]: f(x) @ weight^T + bias.
+  /// x [N, in] (the same on every tp rank) -> [N, rows.size()]: f(x) @ weight^T + bias. When tracing
+  /// (comm.h), the GEMM is a "forward layer" span, and its input is marked for the layer's backward span
+  /// (region_ops.h: f's all_reduce comes after it).
   autograd::Variable Forward(const autograd::Variable& x) override;
   /// relu(Forward(x)) as one node (ops::LinearRelu), as nn::Linear::ForwardRelu.
   autograd::Variable ForwardRelu(const autograd::Variable& x);
@@ -55,7 +58,7 @@ class ColumnParallelLinear : public nn::Module {
   int64_t in_features_, out_features_;
   ShardRange rows_;
   std::shared_ptr<TensorParallelComm> comm_;
-  std::string layer_;  // "layer 0": how errors name it (short: no allocation per step)
+  LayerLabel layer_;  // "layer 0" and its index: how errors and the trace name it (short: no allocation per step)
   autograd::Variable weight_, bias_;
 };
 

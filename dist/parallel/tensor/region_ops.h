@@ -23,10 +23,18 @@
 // one all_reduce per pair in forward, one in backward (none when X needs no gradient: the data batch).
 //
 // Errors: the all_reduce's failure goes to `comm`'s status (comm.h), which the loop checks after Backward.
-// `layer` ("layer 2") names the layer in that error. Not thread-safe: the training thread.
+// `layer` names the layer in that error ("layer 2") and in the trace (its index among the Linears).
+//
+// Tracing (comm.h's tracer): two more identity ops, inserted only while a tracer is active, time each
+// layer's backward as one span. A layer's backward is not one C++ scope: the engine runs its nodes (the
+// GEMMs, the activation, the bias) one after another, then the next layer's. MarkLayerOutput, at the end
+// of a layer's forward, is the first of its nodes to run in backward (it opens the span); MarkLayerInput,
+// at its start (after f, for a column layer), the last (it closes it). So f's all_reduce falls between two
+// layers' spans, where the picture shows it: the thread waiting. Not thread-safe: the training thread.
 #ifndef TINYDDP_DIST_PARALLEL_TENSOR_REGION_OPS_H_
 #define TINYDDP_DIST_PARALLEL_TENSOR_REGION_OPS_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -39,13 +47,23 @@ namespace tinyddp::dist::tensor_parallel {
 /// backward sums the gradient over the tp group (a copy of it: the op never changes what the engine holds).
 /// When x needs no gradient (the data batch) there is no backward, and so no all_reduce.
 autograd::Variable CopyToTensorParallelRegion(const autograd::Variable& x, std::shared_ptr<TensorParallelComm> comm,
-                                              std::string layer);
+                                              LayerLabel layer);
 
 /// Megatron's g, at the exit of a row-parallel layer: returns the sum over the tp group of every rank's
 /// `partial` (a new tensor, the same bits on every rank); its backward passes the gradient through. Runs
 /// with grad mode off too (evaluation): it is a forward collective, every tp rank must call it.
 autograd::Variable ReduceFromTensorParallelRegion(const autograd::Variable& partial,
-                                                  std::shared_ptr<TensorParallelComm> comm, std::string layer);
+                                                  std::shared_ptr<TensorParallelComm> comm, LayerLabel layer);
+
+/// Tracing: `y`, the output of layer `index` (after its activation), through an identity op whose backward
+/// opens the layer's "backward layer" span (TensorParallelComm::OpenBackwardPart). Returns `y` itself, adding
+/// nothing to the graph, when `comm` has no active tracer or y needs no gradient.
+autograd::Variable MarkLayerOutput(const autograd::Variable& y, const std::shared_ptr<TensorParallelComm>& comm,
+                                   int64_t index);
+/// Tracing: `x`, the input of a layer's computation, through an identity op whose backward closes the span
+/// MarkLayerOutput opened. Returns `x` itself when `comm` has no active tracer or x needs no gradient (the
+/// data: then the end of backward closes it).
+autograd::Variable MarkLayerInput(const autograd::Variable& x, const std::shared_ptr<TensorParallelComm>& comm);
 
 }  // namespace tinyddp::dist::tensor_parallel
 

@@ -50,12 +50,13 @@ Variable AddBias(const Variable& z, const Variable& bias, const Tensor& value) {
 }  // namespace
 
 RowParallelLinear::RowParallelLinear(const Tensor& weight, const Tensor& bias, ShardRange columns,
-                                     std::shared_ptr<TensorParallelComm> comm, const std::string& name)
+                                     std::shared_ptr<TensorParallelComm> comm, const std::string& name,
+                                     int64_t index)
     : in_features_(weight.size(1)),
       out_features_(weight.size(0)),
       columns_(columns),
       comm_(std::move(comm)),
-      layer_(absl::StrCat("layer ", name)) {
+      layer_{absl::StrCat("layer ", name), index} {
   TINYDDP_CHECK_OP(weight.dim() == 2 && (!bias.defined() || bias.shape() == Shape{out_features_}), "RowParallelLinear",
                    "the layer's weight must be [out, in] and its bias [out], got ", ShapeToString(weight.shape()),
                    " and ", bias.defined() ? ShapeToString(bias.shape()) : "none");
@@ -68,18 +69,24 @@ RowParallelLinear::RowParallelLinear(const Tensor& weight, const Tensor& bias, S
 
 Variable RowParallelLinear::Forward(const Variable& x) {
   const bool bf16 = precision() == nn::Precision::kBFloat16;
+  Tracer* const tracer = comm_->tracer();  // tracing: the GEMM and the bias are the layer's compute, g is not
+  const Variable input = MarkLayerInput(x, comm_);
   // 1. This rank's term of the sum: x_r @ W_r^T, no bias (nn::Linear's op, so W_r's gradient is its GEMM).
   Variable partial;
-  if (!bf16) {
-    partial = autograd::Linear(x, weight_, Variable());
-  } else {
-    const Variable cast = x.dtype() == DType::kBFloat16 ? x : autograd::Cast(x, DType::kBFloat16);
-    partial = autograd::Linear(cast, weight_, Variable(), autograd::LinearValues{ComputeValue(weight_), Tensor()});
+  {
+    Tracer::Span span = Tracer::MaybeScope(tracer, "forward layer", layer_.index);
+    if (!bf16) {
+      partial = autograd::Linear(input, weight_, Variable());
+    } else {
+      const Variable cast = input.dtype() == DType::kBFloat16 ? input : autograd::Cast(input, DType::kBFloat16);
+      partial = autograd::Linear(cast, weight_, Variable(), autograd::LinearValues{ComputeValue(weight_), Tensor()});
+    }
   }
   // 2. g: the sum over the tp ranks, the same bits on every rank.
   const Variable sum = ReduceFromTensorParallelRegion(partial, comm_, layer_);
   // 3. The bias, once.
   if (!bias_.defined()) return sum;
+  Tracer::Span span = Tracer::MaybeScope(tracer, "forward layer", layer_.index);
   return AddBias(sum, bias_, bf16 ? ComputeValue(bias_) : bias_.data());
 }
 

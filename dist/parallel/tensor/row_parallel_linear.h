@@ -30,12 +30,14 @@ class RowParallelLinear : public nn::Module {
  public:
   /// This rank's shard of the whole layer `weight` [out, in] and `bias` [out] (undefined: no bias): columns
   /// `columns` of the weight and the whole bias, copied (their dtype and device). `name` ("2") names the
-  /// layer in errors. Precondition: columns lies inside [0, in) and is not empty.
+  /// layer in errors, `index` (its position among the model's Linears) in a trace. Precondition: columns
+  /// lies inside [0, in) and is not empty.
   RowParallelLinear(const Tensor& weight, const Tensor& bias, ShardRange columns,
-                    std::shared_ptr<TensorParallelComm> comm, const std::string& name);
+                    std::shared_ptr<TensorParallelComm> comm, const std::string& name, int64_t index);
 
   /// x [N, columns.size()] (this rank's slice of the input features) -> [N, out], the same on every tp
-  /// rank: g(x @ weight^T) + bias. Collective: every tp rank calls it, also under NoGradGuard.
+  /// rank: g(x @ weight^T) + bias. Collective: every tp rank calls it, also under NoGradGuard. When tracing
+  /// (comm.h), the GEMM and the bias are "forward layer" spans, g's all_reduce between them is not.
   autograd::Variable Forward(const autograd::Variable& x) override;
   /// "RowParallelLinear(in_features=7, out_features=5, columns [0, 4) on tp rank 0 of 2, bias=True)".
   std::string ToString() const override;
@@ -50,7 +52,7 @@ class RowParallelLinear : public nn::Module {
   int64_t in_features_, out_features_;
   ShardRange columns_;
   std::shared_ptr<TensorParallelComm> comm_;
-  std::string layer_;  // "layer 0": how errors name it (short: no allocation per step)
+  LayerLabel layer_;  // "layer 2" and its index: how errors and the trace name it (short: no allocation per step)
   autograd::Variable weight_, bias_;
 };
 

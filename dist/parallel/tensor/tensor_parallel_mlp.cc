@@ -10,6 +10,7 @@
 #include "dist/ddp/ddp.h"
 #include "dist/parallel/tensor/column_parallel_linear.h"
 #include "dist/parallel/tensor/gather_shards.h"
+#include "dist/parallel/tensor/region_ops.h"
 #include "dist/parallel/tensor/row_parallel_linear.h"
 #include "nn/activation.h"
 #include "nn/linear.h"
@@ -45,15 +46,16 @@ absl::Status CheckGroupCarries(const ProcessGroup& group, Device device) {
   return absl::OkStatus();
 }
 
-// This rank's module for layer `l`, cut from the whole layer's weight `w` and bias `b` (undefined: none).
-std::shared_ptr<nn::Module> LayerOf(const PlannedLinear& l, const Tensor& w, const Tensor& b,
+// This rank's module for layer `l`, the `index`-th Linear, cut from the whole layer's weight `w` and bias `b`
+// (undefined: none).
+std::shared_ptr<nn::Module> LayerOf(const PlannedLinear& l, int64_t index, const Tensor& w, const Tensor& b,
                                     const std::shared_ptr<TensorParallelComm>& comm) {
   const int tp = comm->size(), rank = comm->rank();
   switch (l.role) {
     case LayerRole::kColumn:
-      return std::make_shared<ColumnParallelLinear>(w, b, ShardOf(l.out, tp, rank), comm, l.name);
+      return std::make_shared<ColumnParallelLinear>(w, b, ShardOf(l.out, tp, rank), comm, l.name, index);
     case LayerRole::kRow:
-      return std::make_shared<RowParallelLinear>(w, b, ShardOf(l.in, tp, rank), comm, l.name);
+      return std::make_shared<RowParallelLinear>(w, b, ShardOf(l.in, tp, rank), comm, l.name, index);
     case LayerRole::kReplicated:
       break;
   }
@@ -101,6 +103,7 @@ absl::StatusOr<std::unique_ptr<TensorParallelMlp>> TensorParallelMlp::Create(con
       continue;
     }
     const auto& linear = static_cast<const nn::Linear&>(*child);
+    const int64_t index = static_cast<int64_t>(next);
     const PlannedLinear& l = plan.linears[next++];
     // The whole layer as tp rank 0 holds it (one model on every rank, as DDP starts), cut right away.
     Tensor w = linear.weight().data().Clone();
@@ -111,7 +114,7 @@ absl::StatusOr<std::unique_ptr<TensorParallelMlp>> TensorParallelMlp::Create(con
         return Annotate(s, absl::StrCat("broadcasting tp rank 0's layer ", name));
       }
     }
-    model->RegisterModule(name, LayerOf(l, w, b, comm));
+    model->RegisterModule(name, LayerOf(l, index, w, b, comm));
   }
   if (full.precision() != nn::Precision::kFloat32) model->SetPrecision(full.precision());
   return model;
@@ -119,23 +122,50 @@ absl::StatusOr<std::unique_ptr<TensorParallelMlp>> TensorParallelMlp::Create(con
 
 Variable TensorParallelMlp::Forward(const Variable& x) {
   const auto& children = Children();
+  Tracer* const tracer = comm_->tracer();  // tracing: each layer's forward and backward spans (comm.h)
   Variable y = x;
-  for (size_t c = 0; c < children.size(); ++c) {
-    nn::Module* m = children[c].second.get();
+  // Linear k is child 2k, its activation (none after the last) child 2k + 1: the plan's rule (mlp_plan.h).
+  for (size_t c = 0; c < children.size(); c += 2) {
+    const int64_t index = static_cast<int64_t>(c / 2);
+    nn::Module* layer = children[c].second.get();
+    nn::Module* act = c + 1 < children.size() ? children[c + 1].second.get() : nullptr;
     // A column-parallel or replicated Linear followed by a ReLU runs as one node, as in nn::Sequential. (A
     // row-parallel layer's ReLU cannot join its GEMM: its bias comes after the all_reduce.)
-    const bool relu_next = c + 1 < children.size() && dynamic_cast<nn::ReLU*>(children[c + 1].second.get()) != nullptr;
-    if (auto* column = dynamic_cast<ColumnParallelLinear*>(m)) {
-      y = relu_next ? column->ForwardRelu(y) : column->Forward(y);
-    } else if (auto* whole = dynamic_cast<nn::Linear*>(m)) {
-      y = relu_next ? whole->ForwardRelu(y) : whole->Forward(y);
+    const bool relu = act != nullptr && dynamic_cast<nn::ReLU*>(act) != nullptr;
+    if (auto* column = dynamic_cast<ColumnParallelLinear*>(layer)) {
+      y = relu ? column->ForwardRelu(y) : column->Forward(y);  // f, then its GEMM (its own span)
+      if (relu) act = nullptr;
+    } else if (auto* whole = dynamic_cast<nn::Linear*>(layer)) {
+      const Variable input = MarkLayerInput(y, comm_);
+      Tracer::Span span = Tracer::MaybeScope(tracer, "forward layer", index);
+      y = relu ? whole->ForwardRelu(input) : whole->Forward(input);
+      if (relu) act = nullptr;
     } else {
-      y = m->Forward(y);  // a row-parallel layer, an activation
-      continue;
+      y = layer->Forward(y);  // a row-parallel layer: its GEMM, g, its bias (its own spans)
     }
-    if (relu_next) ++c;
+    if (act != nullptr) {  // an activation that did not join the GEMM: the layer's compute too
+      Tracer::Span span = Tracer::MaybeScope(tracer, "forward layer", index);
+      y = act->Forward(y);
+    }
+    y = MarkLayerOutput(y, comm_, index);  // tracing: where the layer's backward starts (region_ops.h)
   }
   return y;
+}
+
+std::vector<int64_t> TensorParallelMlp::AllReduceBytes(int64_t batch_size) const {
+  const int64_t d = static_cast<int64_t>(DTypeSize(plan_.activation_dtype));
+  std::vector<int64_t> bytes;
+  for (size_t k = 0; k < plan_.linears.size(); ++k) {
+    const PlannedLinear& l = plan_.linears[k];
+    if (l.role == LayerRole::kRow) {
+      bytes.push_back(batch_size * l.out * d);  // g: the pair's output
+    } else if (l.role == LayerRole::kColumn && k > 0) {
+      bytes.push_back(batch_size * l.in * d);  // f: the pair's input gradient
+    } else {
+      bytes.push_back(0);  // the first layer's input is the data (no f); a replicated layer has none
+    }
+  }
+  return bytes;
 }
 
 std::string TensorParallelMlp::ToString() const {

@@ -29,6 +29,14 @@
 // checkpoint for any tp size. The results equal one process's within float reassociation only: a row-parallel
 // layer adds its input features in tp partial sums, and the all_reduce adds those.
 //
+// Tracing (set_tracer): each layer's compute as spans on the compute track ("forward layer",
+// "backward layer"; arg = the layer's position among the Linears, 0 first, as FullyShardedDataParallel
+// records its layers), and each all_reduce on the communication track, "all_reduce (g)" in forward and
+// "all_reduce (f)" in backward, same arg (comm.h). The gaps between a forward's or a backward's layers are
+// then the rank waiting for its sums: tools/timeline draws them lighter, and the sums red, as exposed.
+// docs/images/tp_timeline.svg is such a trace, drawn (tp_timeline.cc). Without a tracer the forward records
+// the same graph as before and nothing else.
+//
 // Precision: the whole model's (Module::SetPrecision): under bf16 the shards get bfloat16 compute copies;
 // hand ComputeCopies() to the optimizer as for a plain model. Devices: the model's, with a group of that
 // device (Gloo: CPU; NCCL: this rank's GPU). Not thread-safe: the training thread.
@@ -38,10 +46,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "autograd/variable.h"
+#include "dist/observe/trace/trace.h"
 #include "dist/parallel/tensor/comm.h"
 #include "dist/parallel/tensor/mlp_plan.h"
 #include "dist/process_group/process_group.h"
@@ -75,6 +85,13 @@ class TensorParallelMlp : public nn::Module {
   ProcessGroup& tp_group() const { return comm_->group(); }
   /// The plan's table (TensorParallelPlan::Describe) for `batch_size` rows per step: for rank 0 to print.
   std::string Describe(int64_t batch_size) const { return plan_.Describe(batch_size); }
+  /// Records each layer's compute and all_reduces into `tracer` (the header's "Tracing"); null: nothing. The
+  /// tracer must outlive the model, or be unset first. Forwards run after it are traced.
+  void set_tracer(Tracer* tracer) { comm_->set_tracer(tracer); }
+  /// Bytes of each Linear's all_reduce per step, for `batch_size` rows, in the trace's numbering (the
+  /// timeline's labels, TraceSvgOptions::bucket_bytes): a row layer's output (g, forward), a column layer's
+  /// input gradient (f, backward; 0 for the first layer, whose input is the data), 0 for a replicated one.
+  std::vector<int64_t> AllReduceBytes(int64_t batch_size) const;
 
   // --- One process's model and optimizer state ----------------------------------------------------------
   /// Collective over the tp group: writes the whole model into `full` on every tp rank (the sharded

@@ -8,7 +8,9 @@
 //   * a one-process checkpoint (model and optimizer state) loads at tp = 2 bit for bit, and training on from
 //     it goes where the uninterrupted one-process run goes;
 //   * a failed all_reduce, in forward or in backward, reaches status(), naming which one; bad inputs get
-//     clear errors.
+//     clear errors;
+//   * a traced step records each layer's compute and each all_reduce, named after f or g and its layer, and
+//     tracing changes no bit of training.
 //
 // Tolerances: tp ranks compute the same math with the additions in another order. A row-parallel layer sums
 // its input features in tp partial sums that the all_reduce then adds, where one process's GEMM adds them in
@@ -21,6 +23,7 @@
 // parameters after 4 AdamW steps of lr 1e-2 and 1e-4 in the loss; the bf16 checks allow 2e-3 + 1e-2
 // relative, and 2e-3 relative of the loss.
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -31,6 +34,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "dist/ddp/ddp.h"
+#include "dist/observe/trace/trace.h"
 #include "dist/parallel/subgroups/device_mesh.h"
 #include "dist/parallel/tensor/tensor_parallel_mlp.h"
 #include "dist/process_group/collective_observer.h"
@@ -40,6 +44,7 @@
 #include "nn/adam.h"
 #include "nn/mlp.h"
 #include "nn/sgd.h"
+#include "nlohmann/json.hpp"
 
 namespace tinyddp::dist::tensor_parallel {
 namespace {
@@ -296,6 +301,79 @@ TEST(TensorParallel, AFailedAllReduceInForwardOrBackwardReachesStatusNamingIt) {
       EXPECT_EQ((*tp)->status(), status);
       EXPECT_EQ((*tp)->GatherInto(*full), status);
     }
+  });
+}
+
+// The trace (TensorParallelMlp::set_tracer) of two pairs, 13-7-9-11-5: per step, g's all_reduce after each
+// row layer's forward (layers 1 and 3, counting the Linears from 0) and f's before the second pair's column
+// layer in backward (layer 2); none for the first pair's f, whose input is the data. Each layer's forward in
+// parts (a row layer's GEMM, then after g its bias and, but for the last, its ReLU, which cannot join the
+// GEMM), its backward as one part. Counts only: when Gloo's thread ran each all_reduce varies from run to run.
+// Tracing adds identity ops to the graph and nothing else: the traced model trains to the untraced one's bits.
+TEST(TensorParallel, ATracedStepRecordsEachLayersComputeAndTheAllReducesOfFAndGAndChangesNoBit) {
+  RunOnRanks(2, [](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    const std::vector<int64_t> dims = {13, 7, 9, 11, 5};
+    auto full = nn::MLP(dims, nn::MlpOptions{.seed = 3});
+    auto traced = TensorParallelMlp::Create(*full, pg);
+    ASSERT_TRUE(traced.ok()) << traced.status();
+    auto plain = TensorParallelMlp::Create(*full, pg);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    Tracer tracer(ctx.rank, Device::CPU());
+    (*traced)->set_tracer(&tracer);
+    std::unique_ptr<nn::Optimizer> traced_opt = MakeOptimizer(Opt::kSgdMomentum, (*traced)->Parameters());
+    std::unique_ptr<nn::Optimizer> plain_opt = MakeOptimizer(Opt::kSgdMomentum, (*plain)->Parameters());
+    constexpr int kTraced = 2;
+    for (int step = 0; step < kTraced; ++step) {
+      const Batch batch = ddp_testing::MakeBatch(kBatch, dims.front(), dims.back(), 40 + step);  // every tp rank's
+      traced_opt->ZeroGrad();
+      Variable loss;
+      {
+        Tracer::Span forward = tracer.Scope("forward", step);  // the loop's own phases, as ddp_mlp records them
+        loss = autograd::CrossEntropy((*traced)->Forward(Variable(batch.x)), batch.labels);
+      }
+      {
+        Tracer::Span backward = tracer.Scope("backward", step);
+        autograd::Backward(loss);
+      }
+      traced_opt->Step();
+      Step([&](const Variable& x) { return (*plain)->Forward(x); }, *plain_opt, batch);
+    }
+    ASSERT_TRUE((*traced)->status().ok()) << (*traced)->status();
+    ExpectSameBits(Parameters(**traced), Parameters(**plain), "traced against untraced");
+
+    const std::string recorded = tracer.EventsJson();
+    const nlohmann::json events = nlohmann::json::parse("[" + recorded + "]");
+    std::map<std::pair<std::string, int64_t>, int> count;  // (name, layer) -> spans
+    for (const nlohmann::json& e : events) {
+      if (e.value("ph", "") != "X") continue;
+      const int64_t layer = e.contains("args") ? e["args"].value("i", int64_t{-1}) : -1;
+      const std::string name = e["name"].get<std::string>();
+      count[{name, layer}] += 1;
+      const bool comm = e["tid"].get<int>() == static_cast<int>(TraceTrack::kComm);
+      EXPECT_EQ(comm, name == kForwardAllReduceName || name == kBackwardAllReduceName) << e.dump();
+    }
+    EXPECT_EQ((count[{kForwardAllReduceName, 1}]), kTraced);
+    EXPECT_EQ((count[{kForwardAllReduceName, 3}]), kTraced);
+    EXPECT_EQ((count[{kBackwardAllReduceName, 2}]), kTraced);
+    EXPECT_EQ(count.count({kBackwardAllReduceName, 0}), 0u) << "the first layer's input is the data: no f";
+    const std::vector<int> forward_parts = {1, 3, 1, 2};  // GEMM (+ReLU); GEMM, bias, ReLU; GEMM (+ReLU); GEMM, bias
+    for (int64_t l = 0; l < 4; ++l) {
+      EXPECT_EQ((count[{"forward layer", l}]), kTraced * forward_parts[l]) << "layer " << l;
+      EXPECT_EQ((count[{"backward layer", l}]), kTraced) << "layer " << l;
+    }
+    EXPECT_EQ(count.size(), 2u * kTraced + 3 + 4 + 4) << recorded;  // the phases per step, the sums, the parts
+
+    // Unset, it records nothing more.
+    (*traced)->set_tracer(nullptr);
+    const Batch batch = ddp_testing::MakeBatch(kBatch, dims.front(), dims.back(), 50);
+    autograd::Backward(autograd::CrossEntropy((*traced)->Forward(Variable(batch.x)), batch.labels));
+    EXPECT_EQ(tracer.EventsJson(), recorded);
+    // The bytes the picture labels the sums with, per Linear: g's output, f's input gradient, none for layer 0.
+    const int64_t f32 = 4;
+    EXPECT_EQ((*traced)->AllReduceBytes(kBatch),
+              (std::vector<int64_t>{0, kBatch * 9 * f32, kBatch * 9 * f32, kBatch * 5 * f32}));
   });
 }
 

@@ -4,6 +4,7 @@
 #include "dist/parallel/zero/fully_sharded.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <chrono>
 #include <utility>
 
@@ -242,7 +243,12 @@ autograd::Variable FullyShardedDataParallel::RunUnit(size_t index, const autogra
   const Tensor& full = FinishGather(index);
   Tracer::Span span = Tracer::MaybeScope(tracer_, "forward layer", static_cast<int64_t>(index));
   const Tensor w = full.Rows(0, u.out * u.in).View({u.out, u.in});
-  const Tensor b = u.has_bias ? full.Rows(u.out * u.in, u.numel) : Tensor();
+  Tensor b = u.has_bias ? full.Rows(u.out * u.in, u.numel) : Tensor();
+  // The bias sits right after the weight in the gathered buffer, out * in elements in: under bf16 that can be
+  // an address aligned to 2 bytes only, which the GPU GEMM's bias epilogue (ops::Linear) does not read
+  // correctly (measured on an H200: results that changed from run to run). An aligned copy of it, as every
+  // allocation is and as plain DDP's layer reads, costs one small copy a layer.
+  if (b.defined() && reinterpret_cast<uintptr_t>(b.data_ptr()) % 16 != 0) b = b.Clone();
   const Tensor xd = x.data();
   // The same kernels as autograd::Linear / LinearRelu (autograd/linear.cc), so the same bits.
   Tensor y = u.relu ? ops::LinearRelu(xd, w, b) : ops::Linear(xd, w, b);
