@@ -10,6 +10,7 @@
 // Within a bfloat16 ulp: GEMMs (float32 accumulation in a different order can move a result across a
 // rounding boundary) and anything through exp/log/tanh. Sums within float32 rounding of their scale.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -222,6 +223,26 @@ TEST(CudaBf16Ops, LinearAndLinearReluMatchTheCpuWithAndWithoutTheirFusedEpilogue
       ExpectClose(ops::LinearRelu(x32, w32, b32), ops::LinearRelu(Gpu(x32), Gpu(w32), with_bias ? Gpu(b32) : Tensor()),
                   1e-5, 1e-5, "LinearRelu float32 " + c);
     }
+  }
+}
+
+// A bias that is a view inside a larger buffer, at an address aligned to 2 bytes only (ZeRO-3 gathers a
+// layer's weight and bias into one flat buffer): cuBLASLt's bias epilogue read it wrongly on an H200, with
+// results that changed from call to call. The GEMM no longer fuses such a bias; the result is the CPU's.
+TEST(CudaBf16Ops, LinearWithABiasViewAlignedToTwoBytesMatchesTheCpu) {
+  TINYDDP_REQUIRE_GPU();
+  const int64_t batch = 24, out = 129, in = 67;  // out * in is odd: the bias starts 2 bytes into a 4-byte word
+  const Tensor x = RandomBf16({batch, in}, 21), w = RandomBf16({out, in}, 22), bias = RandomBf16({out}, 23);
+  Tensor flat = Tensor::Empty({out * in + out}, kBf16, kGpu);
+  Tensor weight_part = flat.Rows(0, out * in), bias_part = flat.Rows(out * in, out * in + out);
+  ops::CopyInto(weight_part, Gpu(w).View({out * in}));
+  ops::CopyInto(bias_part, Gpu(bias));
+  const Tensor gw = flat.Rows(0, out * in).View({out, in}), gb = flat.Rows(out * in, out * in + out);
+  ASSERT_NE(reinterpret_cast<uintptr_t>(gb.data_ptr()) % 4, 0u) << "the case needs a bias aligned to 2 bytes";
+  for (int call = 0; call < 3; ++call) {
+    ExpectWithinBf16Ulp(ops::Linear(x, w, bias), ops::Linear(Gpu(x), gw, gb), absl::StrCat("Linear, call ", call));
+    ExpectWithinBf16Ulp(ops::LinearRelu(x, w, bias), ops::LinearRelu(Gpu(x), gw, gb),
+                        absl::StrCat("LinearRelu, call ", call));
   }
 }
 
