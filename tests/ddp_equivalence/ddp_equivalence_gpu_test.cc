@@ -17,6 +17,7 @@
 #include "dist/process_group/nccl/process_group_nccl.h"
 #include "dist/ddp/reducer.h"
 #include "dist/testing/multi_process.h"
+#include "dist/testing/nccl_testing.h"
 #include "gtest/gtest.h"
 #include "nn/adam.h"
 #include "nn/mlp.h"
@@ -37,18 +38,6 @@ using testing::RunOnRanks;
   if (cuda::DeviceCount() < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda::DeviceCount()
 
 // This rank's NCCL group on GPU `rank`, with a compute stream of its own (as ddp_step_bench runs).
-std::shared_ptr<ProcessGroup> Connect(const RankContext& ctx) {
-  cuda::SetDevice(ctx.rank);
-  cuda::Stream::SetCurrent(cuda::Stream::Create(ctx.rank));
-  NcclOptions options;
-  options.device = ctx.rank;
-  options.timeout = std::chrono::seconds(120);
-  auto pg = ProcessGroupNCCL::Create(ctx.store, ctx.rank, ctx.world_size, options);
-  EXPECT_TRUE(pg.ok()) << pg.status();
-  if (!pg.ok()) return nullptr;
-  return std::shared_ptr<ProcessGroup>(std::move(*pg));
-}
-
 const std::vector<int64_t> kDims = {67, 129, 95, 10};
 constexpr int64_t kPerRankBatch = 24;
 
@@ -57,7 +46,7 @@ constexpr int64_t kPerRankBatch = 24;
 // 4 MiB and more, so these small buckets all take NCCL's all_reduce.
 void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw, bool fused = false,
                      bool copy_engines = false) {
-  auto pg = Connect(ctx);
+  auto pg = testing::ConnectNccl(ctx);
   ASSERT_NE(pg, nullptr);
   const Device device = Device::CUDA(ctx.rank);
   nn::MlpOptions mo;
@@ -176,7 +165,7 @@ TEST(DdpOnGpus, MatchesOneProcessWhenEveryBucketGoesThroughTheCopyEngines) {
 TEST(DdpOnGpus, Bf16HookGradientsAreIdenticalOnEveryRankAndCloseToFp32) {
   SKIP_WITHOUT_TWO_GPUS();
   RunOnRanks(cuda::DeviceCount(), [](const RankContext& ctx) {
-    auto pg = Connect(ctx);
+    auto pg = testing::ConnectNccl(ctx);
     ASSERT_NE(pg, nullptr);
     const Device device = Device::CUDA(ctx.rank);
     nn::MlpOptions mo;

@@ -10,6 +10,7 @@
 #include "dist/ladder/ladder.h"
 #include "dist/process_group/nccl/process_group_nccl.h"
 #include "dist/testing/multi_process.h"
+#include "dist/testing/nccl_testing.h"
 #include "gtest/gtest.h"
 #include "tensor/cuda_device.h"
 #include "tensor/stream.h"
@@ -25,22 +26,10 @@ using testing::RunOnRanks;
   if (cuda::DeviceCount() < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda::DeviceCount()
 
 // This rank's NCCL group on GPU `rank`, with a compute stream of its own (as ddp_mlp runs).
-std::shared_ptr<ProcessGroup> Connect(const RankContext& ctx) {
-  cuda::SetDevice(ctx.rank);
-  cuda::Stream::SetCurrent(cuda::Stream::Create(ctx.rank));
-  NcclOptions options;
-  options.device = ctx.rank;
-  options.timeout = std::chrono::seconds(120);
-  auto pg = ProcessGroupNCCL::Create(ctx.store, ctx.rank, ctx.world_size, options);
-  EXPECT_TRUE(pg.ok()) << pg.status();
-  if (!pg.ok()) return nullptr;
-  return std::shared_ptr<ProcessGroup>(std::move(*pg));
-}
-
 TEST(DdpLadderGpu, EveryRungMatchesOneProcessOnTheConcatenatedBatchAndStaysBitIdenticalAcrossRanks) {
   SKIP_WITHOUT_TWO_GPUS();
   RunOnRanks(2, [](const RankContext& ctx) {
-    auto pg = Connect(ctx);
+    auto pg = testing::ConnectNccl(ctx);
     ASSERT_NE(pg, nullptr);
     ladder_testing::ExpectEveryRungMatchesOneProcess(*pg, Device::CUDA(ctx.rank));
   });
@@ -49,7 +38,7 @@ TEST(DdpLadderGpu, EveryRungMatchesOneProcessOnTheConcatenatedBatchAndStaysBitId
 TEST(DdpLadderGpu, MicroBatchesUnderNoSyncEqualOneStepOnTheirConcatenationOnEveryRung) {
   SKIP_WITHOUT_TWO_GPUS();
   RunOnRanks(2, [](const RankContext& ctx) {
-    auto pg = Connect(ctx);
+    auto pg = testing::ConnectNccl(ctx);
     ASSERT_NE(pg, nullptr);
     for (const std::string& rung : ladder::RungNames()) {
       ladder_testing::ExpectAccumulationMatchesOneLargeBatch(*pg, Device::CUDA(ctx.rank), rung);

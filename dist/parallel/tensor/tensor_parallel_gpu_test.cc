@@ -19,6 +19,7 @@
 #include "dist/process_group/nccl/process_group_nccl.h"
 #include "dist/testing/ddp_testing.h"
 #include "dist/testing/multi_process.h"
+#include "dist/testing/nccl_testing.h"
 #include "gtest/gtest.h"
 #include "nn/adam.h"
 #include "nn/mlp.h"
@@ -37,18 +38,6 @@ using testing::RunOnRanks;
 // Two pairs (hidden 129 is uneven over 2 GPUs) and a replicated last layer.
 const std::vector<int64_t> kDims = {67, 129, 96, 64, 33, 10};
 constexpr int64_t kBatch = 24;
-
-std::shared_ptr<ProcessGroup> Connect(const RankContext& ctx) {
-  cuda::SetDevice(ctx.rank);
-  cuda::Stream::SetCurrent(cuda::Stream::Create(ctx.rank));
-  NcclOptions options;
-  options.device = ctx.rank;
-  options.timeout = std::chrono::seconds(120);
-  auto pg = ProcessGroupNCCL::Create(ctx.store, ctx.rank, ctx.world_size, options);
-  EXPECT_TRUE(pg.ok()) << pg.status();
-  if (!pg.ok()) return nullptr;
-  return std::shared_ptr<ProcessGroup>(std::move(*pg));
-}
 
 std::unique_ptr<nn::Optimizer> MakeOptimizer(bool adamw, std::vector<Variable> params) {
   if (!adamw) return std::make_unique<nn::SGD>(std::move(params), nn::SgdOptions{.lr = 0.1, .momentum = 0.9});
@@ -83,7 +72,7 @@ float Step(Forward&& forward, nn::Optimizer& opt, const Batch& batch) {
 }
 
 void TrainLikeThePlainMlp(const RankContext& ctx, bool adamw, nn::Precision precision) {
-  auto pg = Connect(ctx);
+  auto pg = testing::ConnectNccl(ctx);
   ASSERT_NE(pg, nullptr);
   const Device device = Device::CUDA(ctx.rank);
   const nn::MlpOptions options{.device = device, .seed = 5, .precision = precision};

@@ -15,57 +15,34 @@
 // shared cores, 2 ranks, 2 Gloo threads, and whatever else the machine runs: draw it on a quiet one); what
 // the picture is for does not: every sum waited for by the layer after it.
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
-#include "base/command_line.h"
 #include "base/status_macros.h"
 #include "dist/init.h"
-#include "dist/launch/spawn.h"
 #include "dist/observe/trace/trace.h"
 #include "dist/parallel/tensor/tensor_parallel_mlp.h"
 #include "nn/mlp.h"
 #include "nn/sgd.h"
 #include "tensor/ops.h"
+#include "tools/timeline/picture_job.h"
 #include "tools/timeline/timeline_svg.h"
 
-ABSL_FLAG(std::string, out, "/tmp/tp_timeline.svg", "where the SVG goes");
-ABSL_FLAG(std::string, trace, "", "where the Chrome trace goes (default: beside --out, .json)");
-ABSL_FLAG(std::string, dims, "512,1024,1024,1024,1024", "the MLP's layer sizes");
-ABSL_FLAG(int64_t, batch, 256, "examples per step (the same batch on both tp ranks)");
-ABSL_FLAG(int32_t, steps, 4, "steps traced, after 3 untraced ones (the picture shows the last 2)");
 
 namespace tinyddp {
 namespace {
 
-// A path as the user typed it: under `bazel run` relative to where they typed it, not the runfiles.
-std::string UserPath(const std::string& path) {
-  const char* typed_in = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (path.empty() || path[0] == '/' || typed_in == nullptr) return path;
-  return absl::StrCat(typed_in, "/", path);
-}
-
-std::string TracePathFor(const std::string& svg) {
-  const std::string stem = svg.size() > 4 && svg.substr(svg.size() - 4) == ".svg" ? svg.substr(0, svg.size() - 4) : svg;
-  return stem + ".json";
-}
-
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-absl::Status Run(const std::vector<int64_t>& dims, int64_t batch, int steps, const std::string& svg_path,
-                 const std::string& trace_path) {
+absl::Status Draw(const PictureJob& job) {
+  const std::vector<int64_t>& dims = job.dims;
+  const int64_t batch = job.batch;
+  const int steps = job.steps;
+  const std::string& svg_path = job.svg_path;
+  const std::string& trace_path = job.trace_path;
   dist::InitOptions init;
   init.backend = dist::Backend::kGloo;  // the picture is of CPU ranks, on any machine
   ASSIGN_OR_RETURN(std::shared_ptr<dist::ProcessGroup> pg, dist::InitProcessGroup(init));
@@ -131,42 +108,7 @@ absl::Status Run(const std::vector<int64_t>& dims, int64_t batch, int steps, con
 }  // namespace tinyddp
 
 int main(int argc, char** argv) {
-  const std::vector<tinyddp::FlagGroup> flags = {{"flags", {"out", "trace", "dims", "batch", "steps"}}};
-  absl::StatusOr<tinyddp::CommandLine> command_line =
-      tinyddp::ParseCommandLineFlags(std::vector<std::string>(argv + 1, argv + argc), flags);
-  if (!command_line.ok() || command_line->help || !command_line->rest.empty()) {
-    if (!command_line.ok()) {
-      std::fprintf(stderr, "tp_timeline: %s\n", std::string(command_line.status().message()).c_str());
-    }
-    std::fprintf(stderr, "usage: tp_timeline [--out=FILE.svg]\n\n%s", tinyddp::FlagsHelp(flags).c_str());
-    return command_line.ok() && command_line->help ? 0 : 2;
-  }
-  std::vector<int64_t> dims;
-  for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_dims), ',')) {
-    int64_t d = 0;
-    if (!absl::SimpleAtoi(part, &d) || d <= 0) {
-      std::fprintf(stderr, "tp_timeline: --dims must be positive integers, comma separated\n");
-      return 2;
-    }
-    dims.push_back(d);
-  }
-  if (dims.size() < 3 || absl::GetFlag(FLAGS_batch) < 1 || absl::GetFlag(FLAGS_steps) < 2) {
-    std::fprintf(stderr, "tp_timeline: needs at least one pair (3 --dims), --batch >= 1 and --steps >= 2\n");
-    return 2;
-  }
-  tinyddp::dist::SpawnOptions spawn;
-  spawn.nproc = 2;  // two CPU ranks, one tp group, whatever the machine has
-  if (absl::Status s = tinyddp::dist::SpawnWorkersIfNeeded(argc, argv, spawn); !s.ok()) {
-    std::fprintf(stderr, "tp_timeline: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  const std::string svg = tinyddp::UserPath(absl::GetFlag(FLAGS_out));
-  const std::string trace =
-      absl::GetFlag(FLAGS_trace).empty() ? tinyddp::TracePathFor(svg) : tinyddp::UserPath(absl::GetFlag(FLAGS_trace));
-  const absl::Status s = tinyddp::Run(dims, absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_steps), svg, trace);
-  if (!s.ok()) {
-    std::fprintf(stderr, "tp_timeline: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  return 0;
+  return tinyddp::RunPictureJob(
+      argc, argv, {.program = "tp_timeline", .out = "/tmp/tp_timeline.svg", .dims = "512,1024,1024,1024,1024", .batch = 256, .min_dims = 3},
+      tinyddp::Draw);
 }

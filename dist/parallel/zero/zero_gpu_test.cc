@@ -20,6 +20,7 @@
 #include "dist/process_group/nccl/process_group_nccl.h"
 #include "dist/testing/ddp_testing.h"
 #include "dist/testing/multi_process.h"
+#include "dist/testing/nccl_testing.h"
 #include "gtest/gtest.h"
 #include "nn/adam.h"
 #include "nn/mlp.h"
@@ -40,18 +41,6 @@ using testing::RunOnRanks;
 const std::vector<int64_t> kDims = {67, 129, 95, 10};
 constexpr int64_t kPerRankBatch = 24;
 constexpr int kSteps = 6;
-
-std::shared_ptr<ProcessGroup> Connect(const RankContext& ctx) {
-  cuda::SetDevice(ctx.rank);
-  cuda::Stream::SetCurrent(cuda::Stream::Create(ctx.rank));
-  NcclOptions options;
-  options.device = ctx.rank;
-  options.timeout = std::chrono::seconds(120);
-  auto pg = ProcessGroupNCCL::Create(ctx.store, ctx.rank, ctx.world_size, options);
-  EXPECT_TRUE(pg.ok()) << pg.status();
-  if (!pg.ok()) return nullptr;
-  return std::shared_ptr<ProcessGroup>(std::move(*pg));
-}
 
 zero::OptimizerFactory Factory(bool adamw) {
   if (adamw) {
@@ -77,7 +66,7 @@ void ExpectSameBits(const nn::TensorMap& actual, const nn::TensorMap& expected, 
 }
 
 void TrainBothAndCompare(const RankContext& ctx, bool adamw, nn::Precision precision = nn::Precision::kFloat32) {
-  auto pg = Connect(ctx);
+  auto pg = testing::ConnectNccl(ctx);
   ASSERT_NE(pg, nullptr);
   const Device device = Device::CUDA(ctx.rank);
   nn::MlpOptions mo;

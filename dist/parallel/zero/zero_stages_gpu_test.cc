@@ -20,6 +20,7 @@
 #include "dist/process_group/nccl/process_group_nccl.h"
 #include "dist/testing/ddp_testing.h"
 #include "dist/testing/multi_process.h"
+#include "dist/testing/nccl_testing.h"
 #include "gtest/gtest.h"
 #include "nn/mlp.h"
 #include "nn/precision.h"
@@ -37,18 +38,6 @@ using zero_testing::Opt;
 
 const std::vector<int64_t> kDims = {67, 129, 95, 10};
 constexpr int64_t kPerRankBatch = 24;
-
-std::shared_ptr<ProcessGroup> Connect(const RankContext& ctx) {
-  cuda::SetDevice(ctx.rank);
-  cuda::Stream::SetCurrent(cuda::Stream::Create(ctx.rank));
-  NcclOptions options;
-  options.device = ctx.rank;
-  options.timeout = std::chrono::seconds(120);
-  auto pg = ProcessGroupNCCL::Create(ctx.store, ctx.rank, ctx.world_size, options);
-  EXPECT_TRUE(pg.ok()) << pg.status();
-  if (!pg.ok()) return nullptr;
-  return std::shared_ptr<ProcessGroup>(std::move(*pg));
-}
 
 DistributedDataParallel::OptimizerFactory Factory(Opt kind) {
   return [kind](std::vector<Variable> params) { return zero_testing::MakeOptimizer(kind, std::move(params)); };
@@ -69,7 +58,7 @@ nn::TensorMap ComputeCopies(const nn::Module& model) {
 
 // `stage` 2 or 3 beside plain DDP, 5 steps, compared after each.
 void TrainBothAndCompare(const RankContext& ctx, int stage, Opt kind, nn::Precision precision) {
-  auto pg = Connect(ctx);
+  auto pg = testing::ConnectNccl(ctx);
   ASSERT_NE(pg, nullptr);
   const Device device = Device::CUDA(ctx.rank);
   nn::MlpOptions mo;
