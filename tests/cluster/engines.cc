@@ -48,6 +48,12 @@ bool BelongsToAnEnclosingJob(const std::string& name) {
   return name == "JOB_COMPLETION_INDEX" || name == "BUILD_WORKING_DIRECTORY";
 }
 
+// This machine's host name ("" when gethostname fails).
+std::string HostName() {
+  char host[256] = {};
+  return ::gethostname(host, sizeof(host) - 1) == 0 ? std::string(host) : "";
+}
+
 }  // namespace
 
 std::string FindProgram(const std::string& name, bool sbin) {
@@ -164,11 +170,17 @@ std::vector<std::string> TinyJob(const std::string& checkpoint_dir) {
           "--checkpoint_dir=" + checkpoint_dir};
 }
 
+std::vector<std::string> TinyJobUnder(std::vector<std::string> engine, const std::string& checkpoint_dir) {
+  engine.push_back(Runfile("examples/ddp_mlp"));
+  for (const std::string& flag : TinyJob(checkpoint_dir)) engine.push_back(flag);
+  return engine;
+}
+
 const std::string& ReferenceCheckpoint() {
   static const std::string* checkpoint = [] {
     const std::string dir = dist::testing::MakeTempDir();
-    std::vector<std::string> argv = {Runfile("dist/launch/launch"), "--nproc_per_node=2", Runfile("examples/ddp_mlp")};
-    for (const std::string& flag : TinyJob(dir + "/reference")) argv.push_back(flag);
+    const std::vector<std::string> argv =
+        TinyJobUnder({Runfile("dist/launch/launch"), "--nproc_per_node=2"}, dir + "/reference");
     const CommandResult run = RunCommand(argv, {}, dir, std::chrono::seconds(180));
     std::string latest = LatestCheckpoint(dir + "/reference");
     if (run.exit_code != 0 || latest.empty()) {
@@ -230,13 +242,21 @@ std::string AutoBackend(int ranks_here) {
   return dist::BackendName(dist::ResolveBackend(dist::Backend::kAuto, ranks_here));
 }
 
-std::string ResolvableHostName() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) return "";
+bool Resolves(const std::string& host) {
   addrinfo* list = nullptr;
-  const bool resolves = ::getaddrinfo(host, nullptr, nullptr, &list) == 0;
+  const bool ok = ::getaddrinfo(host.c_str(), nullptr, nullptr, &list) == 0;
   if (list != nullptr) ::freeaddrinfo(list);
-  return resolves ? std::string(host) : "";
+  return ok;
+}
+
+std::string ResolvableHostName() {
+  const std::string host = HostName();
+  return !host.empty() && Resolves(host) ? host : "";
+}
+
+std::string ShortHostName() {
+  const std::string host = HostName();
+  return host.substr(0, host.find('.'));
 }
 
 int FreePort() {

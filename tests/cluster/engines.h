@@ -53,6 +53,9 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const Env& env, c
 /// ddp_mlp's flags for the job every engine trains (2 ranks over Gloo: 1200 synthetic examples of 32
 /// features, a 32-24-10 MLP, batch 32 per rank, 12 steps), checkpointing into `checkpoint_dir`.
 std::vector<std::string> TinyJob(const std::string& checkpoint_dir);
+/// The tiny job's command line under an engine: `engine` ({srun, -n2}, {launch, --nproc_per_node=2}, or
+/// nothing), then ddp_mlp and TinyJob(checkpoint_dir).
+std::vector<std::string> TinyJobUnder(std::vector<std::string> engine, const std::string& checkpoint_dir);
 
 /// The final checkpoint of `launch --nproc_per_node=2 ddp_mlp TinyJob`, trained once per test binary:
 /// what every engine's run must match. "" (with a failure recorded) when the reference run failed.
@@ -72,8 +75,12 @@ std::map<int, std::map<std::string, std::string>> ProbeLines(const std::string& 
 /// and this process sees a GPU for each, else "gloo" (dist/init.h, ResolveBackend).
 std::string AutoBackend(int ranks_here);
 
-/// This machine's host name when it resolves (getaddrinfo), else "".
+/// Whether `host` resolves (getaddrinfo).
+bool Resolves(const std::string& host);
+/// This machine's host name when it resolves, else "".
 std::string ResolvableHostName();
+/// This machine's host name up to its first dot (what Slurm calls this node).
+std::string ShortHostName();
 
 /// A TCP port nobody listens on now.
 int FreePort();

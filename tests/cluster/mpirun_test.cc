@@ -70,9 +70,7 @@ TEST_F(Mpirun, WithoutTheStoreAddressEveryRankSaysHowToPassIt) {
 }
 
 TEST_F(Mpirun, TwoRanksTrainTheSameWeightsAsLaunch) {
-  std::vector<std::string> program = {Runfile("examples/ddp_mlp")};
-  for (const std::string& flag : TinyJob(dir_ + "/mpirun")) program.push_back(flag);
-  const CommandResult r = Run(program);
+  const CommandResult r = Run(TinyJobUnder({}, dir_ + "/mpirun"));
   ASSERT_EQ(r.exit_code, 0) << r.Explain();
   EXPECT_EQ(CompareCheckpoints(ReferenceCheckpoint(), LatestCheckpoint(dir_ + "/mpirun")), "") << r.Explain();
 }

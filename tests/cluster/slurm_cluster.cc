@@ -1,4 +1,4 @@
-// A one-node Slurm cluster for one test: see slurm_cluster.h.
+// The test clusters' daemons and a one-node Slurm cluster: see slurm_cluster.h.
 #include "tests/cluster/slurm_cluster.h"
 
 #include <signal.h>
@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dist/testing/process_test_util.h"
 
@@ -23,18 +23,11 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::seconds;
 
-std::string ShortHostName() {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  std::string name(host);
-  return name.substr(0, name.find('.'));
-}
-
-// Stops a daemon we started: SIGTERM, then SIGKILL after `grace`.
-void Stop(pid_t pid, seconds grace) {
+// Stops a daemon we started: SIGTERM, then SIGKILL after 10 s.
+void Stop(pid_t pid) {
   if (pid <= 0) return;
   ::kill(pid, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + grace;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
   int status = 0;
   while (::waitpid(pid, &status, WNOHANG) == 0) {
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -51,29 +44,25 @@ bool Exited(pid_t pid) {
   return ::waitpid(pid, &status, WNOHANG) == pid;
 }
 
-std::string Tail(const std::string& path, size_t bytes) {
-  const std::string text = dist::testing::ReadFile(path);
-  return text.size() <= bytes ? text : "..." + text.substr(text.size() - bytes);
-}
-
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SlurmCluster>> SlurmCluster::Start() {
-  std::unique_ptr<SlurmCluster> cluster(new SlurmCluster());
-  absl::Status s = cluster->Launch();
-  if (!s.ok()) return s;
-  return cluster;
-}
-
-absl::Status SlurmCluster::Launch() {
-  dir_ = ShortTempDir("tinyddp-slurm");
+absl::Status SlurmDaemons::MakeFolder(const std::string& prefix) {
+  dir_ = ShortTempDir(prefix);
   if (dir_.empty()) return absl::InternalError("cannot make a folder under /tmp");
   conf_ = dir_ + "/slurm.conf";
-  node_ = ShortHostName();
-  fs::create_directories(dir_ + "/state");
-  fs::create_directories(dir_ + "/spool");
+  return absl::OkStatus();
+}
 
-  // munged: its own key (1 KiB of random bytes, readable by its owner only), socket, pid and log file.
+std::vector<std::string> SlurmDaemons::SlurmdCommand(const std::string& node) const {
+  return {FindProgram("slurmd", true), "-D", "-N", node, "-f", conf_};
+}
+
+absl::Status SlurmDaemons::StartDaemons(const Shape& shape) {
+  fs::create_directories(dir_ + "/state");
+  for (const auto& [node, command] : shape.slurmd) fs::create_directories(dir_ + "/spool-" + node);
+
+  // munged: its own key (1 KiB of random bytes, readable by its owner only), socket, pid and log file; one
+  // for the whole cluster (its socket is a file, which every node sees).
   std::string key(1024, '\0');
   if (::getrandom(key.data(), key.size(), 0) != static_cast<ssize_t>(key.size())) {
     return absl::InternalError("getrandom failed: no munge key");
@@ -89,73 +78,114 @@ absl::Status SlurmCluster::Launch() {
     return absl::UnavailableError(absl::StrCat("munged did not open its socket within 20 s:\n", Logs()));
   }
 
-  // slurm.conf: this machine as the one node, as many CPUs as two ranks need (config_overrides: take the
-  // configured count even on a one-core machine), root as the Slurm user (tasks run as the submitter).
-  const long cpus = std::max(2L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  // slurm.conf: the shape's own lines around what every test cluster shares. config_overrides: slurmd takes
+  // the configured CPU count even on a machine with fewer cores.
   const std::string conf = absl::StrCat(
-      "# a one-node test cluster of tests/cluster/slurm_cluster.cc; removed when the test ends\n",
-      "ClusterName=tinyddp", ::getpid(), "\n",
-      "SlurmctldHost=", node_, "(127.0.0.1)\n",
+      "# a test cluster of tests/cluster/slurm_cluster.cc; removed when the test ends\n",
+      "ClusterName=", shape.name, ::getpid(), "\n",
+      "SlurmctldHost=", shape.controller, "\n",
       "SlurmctldPort=", FreePort(), "\n",
       "SlurmdPort=", FreePort(), "\n",
       "SlurmUser=root\nSlurmdUser=root\n",
       "AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket=", socket, "\n",
-      "StateSaveLocation=", dir_, "/state\nSlurmdSpoolDir=", dir_, "/spool\n",
-      "SlurmctldPidFile=", dir_, "/slurmctld.pid\nSlurmdPidFile=", dir_, "/slurmd.pid\n",
-      "SlurmctldLogFile=", dir_, "/slurmctld.log\nSlurmdLogFile=", dir_, "/slurmd.log\n",
+      "StateSaveLocation=", dir_, "/state\nSlurmdSpoolDir=", dir_, "/spool-%n\n",
+      "SlurmctldPidFile=", dir_, "/slurmctld.pid\nSlurmdPidFile=", dir_, "/slurmd-%n.pid\n",
+      "SlurmctldLogFile=", dir_, "/slurmctld.log\nSlurmdLogFile=", dir_, "/slurmd-%n.log\n",
       "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSwitchType=switch/none\nMpiDefault=none\n",
       "SchedulerType=sched/builtin\nSelectType=select/cons_tres\nSelectTypeParameters=CR_CPU\n",
       "SlurmdParameters=config_overrides\nReturnToService=2\nMailProg=/bin/true\n",
       "JobCompType=jobcomp/none\nAccountingStorageType=accounting_storage/none\n",
       "JobAcctGatherType=jobacct_gather/none\n",
-      "NodeName=", node_, " NodeAddr=127.0.0.1 CPUs=", cpus, " State=UNKNOWN\n",
-      "PartitionName=test Nodes=", node_, " Default=YES MaxTime=INFINITE State=UP\n");
+      shape.nodes);
   { std::ofstream(conf_) << conf; }
 
   const Env env = ClientEnv();
   slurmctld_ = StartCommand({FindProgram("slurmctld", true), "-D", "-i", "-f", conf_}, env, dir_, "slurmctld");
-  slurmd_ = StartCommand({FindProgram("slurmd", true), "-D", "-N", node_, "-f", conf_}, env, dir_, "slurmd");
+  for (const auto& [node, command] : shape.slurmd) {
+    slurmd_.emplace_back(StartCommand(command, env, dir_, "slurmd-" + node), node);
+  }
 
-  // Ready when sinfo reports the node idle.
+  // Ready when sinfo reports every node idle, one line each.
+  std::string idle;
+  for (size_t i = 0; i < slurmd_.size(); ++i) idle += "idle\n";
   const auto deadline = std::chrono::steady_clock::now() + seconds(60);
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
-    for (pid_t pid : {munged_, slurmctld_, slurmd_}) {
+    std::vector<pid_t> pids = {munged_, slurmctld_};
+    for (const auto& [pid, node] : slurmd_) pids.push_back(pid);
+    for (pid_t pid : pids) {
       if (Exited(pid)) return absl::UnavailableError(absl::StrCat("a daemon exited at start:\n", Logs()));
     }
-    CommandResult state = RunCommand({FindProgram("sinfo"), "-h", "-o", "%t"}, env, dir_, seconds(10));
+    CommandResult state = RunCommand({FindProgram("sinfo"), "-h", "-N", "-o", "%t"}, env, dir_, seconds(10));
     last = state.out + state.err;
-    if (state.exit_code == 0 && absl::StartsWith(state.out, "idle")) return absl::OkStatus();
+    if (state.exit_code == 0 && last == idle) return absl::OkStatus();
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  return absl::UnavailableError(absl::StrCat("the node was not idle within 60 s (sinfo: ", last, "):\n", Logs()));
+  return absl::UnavailableError(absl::StrCat("the nodes were not idle within 60 s (sinfo: ", last, "):\n", Logs()));
 }
 
-std::string SlurmCluster::Logs() const {
+std::vector<std::string> SlurmDaemons::DaemonNames() const {
+  std::vector<std::string> names = {"munged", "slurmctld"};
+  for (const auto& [pid, node] : slurmd_) names.push_back("slurmd-" + node);
+  return names;
+}
+
+std::string SlurmDaemons::Logs() const {
   std::string logs;
-  for (const char* name : {"munged.err", "munged.log", "slurmctld.err", "slurmctld.log", "slurmd.err", "slurmd.log"}) {
-    const std::string path = dir_ + "/" + name;
-    if (fs::exists(path)) absl::StrAppend(&logs, "--- ", name, "\n", Tail(path, 2000), "\n");
+  for (const std::string& daemon : DaemonNames()) {
+    for (const std::string& name : {daemon + ".err", daemon + ".log"}) {
+      const std::string text = dist::testing::ReadFile(dir_ + "/" + name);
+      if (text.empty()) continue;
+      absl::StrAppend(&logs, "--- ", name, "\n", text.size() <= 2000 ? text : "..." + text.substr(text.size() - 2000),
+                      "\n");
+    }
   }
   return logs;
 }
 
-SlurmCluster::~SlurmCluster() {
+void SlurmDaemons::StopDaemons() {
   if (slurmctld_ > 0 && !FindProgram("scancel").empty()) {
     RunCommand({FindProgram("scancel"), "--full", "--user=root"}, ClientEnv(), dir_, seconds(10));
   }
-  Stop(slurmd_, seconds(10));
-  Stop(slurmctld_, seconds(10));
-  Stop(munged_, seconds(10));
+  for (auto& [pid, node] : slurmd_) Stop(std::exchange(pid, -1));
+  Stop(std::exchange(slurmctld_, -1));
+  Stop(std::exchange(munged_, -1));
+}
+
+SlurmDaemons::~SlurmDaemons() {
+  StopDaemons();
   if (dir_.empty()) return;
   if (const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR")) {
     std::error_code ec;
-    for (const char* name : {"slurm.conf", "munged.log", "slurmctld.log", "slurmd.log"}) {
+    std::vector<std::string> names = {"slurm.conf"};
+    for (const std::string& daemon : DaemonNames()) names.push_back(daemon + ".log");
+    for (const std::string& name : names) {
       fs::copy_file(dir_ + "/" + name, std::string(outputs) + "/" + name, fs::copy_options::overwrite_existing, ec);
     }
   }
   std::error_code ec;
   fs::remove_all(dir_, ec);
+}
+
+std::string SlurmCluster::WhyCannotRun() {
+  return WhyEnginesCannotRun({"srun", "sbatch", "sinfo", "scancel"}, Daemons());
+}
+
+absl::StatusOr<std::unique_ptr<SlurmCluster>> SlurmCluster::Start() {
+  std::unique_ptr<SlurmCluster> cluster(new SlurmCluster());
+  if (absl::Status s = cluster->MakeFolder("tinyddp-slurm"); !s.ok()) return s;
+  // This machine as the one node, at 127.0.0.1, with as many CPUs as two ranks need.
+  const std::string& node = cluster->node_ = ShortHostName();
+  const long cpus = std::max(2L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  if (absl::Status s = cluster->StartDaemons(
+          {"tinyddp", node + "(127.0.0.1)",
+           absl::StrCat("NodeName=", node, " NodeAddr=127.0.0.1 CPUs=", cpus, " State=UNKNOWN\n",
+                        "PartitionName=test Nodes=", node, " Default=YES MaxTime=INFINITE State=UP\n"),
+           {{node, cluster->SlurmdCommand(node)}}});
+      !s.ok()) {
+    return s;
+  }
+  return cluster;
 }
 
 }  // namespace tinyddp::testing

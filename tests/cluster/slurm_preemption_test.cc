@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "dist/testing/process_test_util.h"
 #include "gtest/gtest.h"
+#include "tests/cluster/cluster_suite.h"
 #include "tests/cluster/engines.h"
 #include "tests/cluster/slurm_cluster.h"
 
@@ -58,27 +58,8 @@ int64_t StepOf(const std::string& step_dir) {
   return step;
 }
 
-class SlurmPreemption : public ::testing::Test {
+class SlurmPreemption : public ClusterSuite<SlurmCluster> {
  protected:
-  static void SetUpTestSuite() {
-    why_not_ = new std::string(WhyEnginesCannotRun(SlurmCluster::Clients(), SlurmCluster::Daemons()));
-    if (!why_not_->empty()) return;
-    auto cluster = SlurmCluster::Start();
-    if (!cluster.ok()) {
-      start_error_ = new std::string(cluster.status().ToString());
-      return;
-    }
-    cluster_ = cluster->release();
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override {
-    if (!why_not_->empty()) GTEST_SKIP() << *why_not_;
-    ASSERT_EQ(start_error_, nullptr) << "the test cluster did not start: " << *start_error_;
-    dir_ = dist::testing::MakeTempDir();
-  }
   // srun -n2 ddp_mlp LongJob(checkpoint_dir) more..., as job `name` of the test cluster.
   std::vector<std::string> Srun(const std::string& name, const std::string& checkpoint_dir,
                                 const std::vector<std::string>& more = {}) {
@@ -88,15 +69,7 @@ class SlurmPreemption : public ::testing::Test {
     argv.insert(argv.end(), more.begin(), more.end());
     return argv;
   }
-
-  static std::string* why_not_;
-  static std::string* start_error_;
-  static SlurmCluster* cluster_;
-  std::string dir_;
 };
-std::string* SlurmPreemption::why_not_ = nullptr;
-std::string* SlurmPreemption::start_error_ = nullptr;
-SlurmCluster* SlurmPreemption::cluster_ = nullptr;
 
 TEST_F(SlurmPreemption, ScancelMidEpochUnderSrunCheckpointsExits75AndResumesBitIdentical) {
   // What the runs must end with: launch --nproc_per_node=2 of the same job, never interrupted.
@@ -126,8 +99,7 @@ TEST_F(SlurmPreemption, ScancelMidEpochUnderSrunCheckpointsExits75AndResumesBitI
   EXPECT_NE(StepOf(at) % 1000, 0) << "mid-epoch, not at an epoch's end\n" << stopped.Explain();
 
   // Run again (as a requeued job would), resuming.
-  const CommandResult resumed =
-      RunCommand(Srun("resumed", checkpoints, {"--resume"}), cluster_->ClientEnv(), dir_, seconds(180));
+  const CommandResult resumed = Run(Srun("resumed", checkpoints, {"--resume"}));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.Explain();
   EXPECT_TRUE(absl::StrContains(resumed.out, absl::StrCat("resumed from ", at, ": "))) << resumed.Explain();
   EXPECT_EQ(CompareCheckpoints(LatestCheckpoint(dir_ + "/whole"), LatestCheckpoint(checkpoints)), "")

@@ -4,69 +4,19 @@
 // examples/cluster/ddp_mlp_cpu.sbatch end with the same weights, bit for bit, as
 // `launch --nproc_per_node=2 ddp_mlp`. Skipped, with the reason, without root or without the engines
 // (tools/install_cluster_engines.sh installs them).
-#include <netdb.h>
-
-#include <chrono>
-#include <filesystem>
-#include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "dist/testing/process_test_util.h"
 #include "gtest/gtest.h"
+#include "tests/cluster/cluster_suite.h"
 #include "tests/cluster/engines.h"
 #include "tests/cluster/slurm_cluster.h"
 
 namespace tinyddp::testing {
 namespace {
 
-using std::chrono::seconds;
-
-class Slurm : public ::testing::Test {
- protected:
-  // One cluster for the whole suite: starting one takes a few seconds.
-  static void SetUpTestSuite() {
-    why_not_ = new std::string(WhyEnginesCannotRun(SlurmCluster::Clients(), SlurmCluster::Daemons()));
-    if (!why_not_->empty()) return;
-    auto cluster = SlurmCluster::Start();
-    if (!cluster.ok()) {
-      start_error_ = new std::string(cluster.status().ToString());
-      return;
-    }
-    cluster_ = cluster->release();
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override {
-    if (!why_not_->empty()) GTEST_SKIP() << *why_not_;
-    ASSERT_EQ(start_error_, nullptr) << "the test cluster did not start: " << *start_error_;
-    dir_ = dist::testing::MakeTempDir();
-  }
-
-  // Client commands get this cluster's SLURM_CONF and nothing of an enclosing job's.
-  CommandResult Run(const std::vector<std::string>& argv, const Env& more = {}) {
-    Env env = cluster_->ClientEnv();
-    env.insert(env.end(), more.begin(), more.end());
-    return RunCommand(argv, env, dir_, seconds(180));
-  }
-
-  static std::string* why_not_;
-  static std::string* start_error_;
-  static SlurmCluster* cluster_;
-  std::string dir_;
-};
-std::string* Slurm::why_not_ = nullptr;
-std::string* Slurm::start_error_ = nullptr;
-SlurmCluster* Slurm::cluster_ = nullptr;
-
-bool Resolves(const std::string& host) {
-  addrinfo* list = nullptr;
-  const bool ok = ::getaddrinfo(host.c_str(), nullptr, nullptr, &list) == 0;
-  if (list != nullptr) ::freeaddrinfo(list);
-  return ok;
-}
+using Slurm = ClusterSuite<SlurmCluster>;
 
 TEST_F(Slurm, SrunTasksReadSlurmsContractAndFindTheStoreOnTheFirstNode) {
   const CommandResult r = Run({FindProgram("srun"), "-n2", Runfile("tests/cluster/cluster_probe")});
@@ -91,28 +41,14 @@ TEST_F(Slurm, SrunTasksReadSlurmsContractAndFindTheStoreOnTheFirstNode) {
 }
 
 TEST_F(Slurm, SrunTwoTasksTrainTheSameWeightsAsLaunch) {
-  std::vector<std::string> argv = {FindProgram("srun"), "-n2", "--kill-on-bad-exit=1", Runfile("examples/ddp_mlp")};
-  for (const std::string& flag : TinyJob(dir_ + "/srun")) argv.push_back(flag);
   // No job secret: a one-node job runs without one.
-  const CommandResult r = Run(argv);
+  const CommandResult r = Run(TinyJobUnder({FindProgram("srun"), "-n2", "--kill-on-bad-exit=1"}, dir_ + "/srun"));
   ASSERT_EQ(r.exit_code, 0) << r.Explain();
   EXPECT_EQ(CompareCheckpoints(ReferenceCheckpoint(), LatestCheckpoint(dir_ + "/srun")), "") << r.Explain();
 }
 
 TEST_F(Slurm, SbatchWaitOfTheSampleCpuScriptTrainsTheSameWeightsAsLaunch) {
-  // What a user types, with the program and the checkpoint folder given as the script's variables, and
-  // the job's log beside them.
-  std::vector<std::string> argv = {FindProgram("sbatch"), "--wait", "--output=" + dir_ + "/job-%j.out",
-                                   Runfile("examples/cluster/ddp_mlp_cpu.sbatch")};
-  std::vector<std::string> flags = TinyJob("unused");
-  flags.pop_back();  // the script passes --checkpoint_dir itself
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  const CommandResult r = Run(argv, {{"TINYDDP_PROGRAM", Runfile("examples/ddp_mlp")},
-                                     {"TINYDDP_CHECKPOINT_DIR", dir_ + "/sbatch"}});
-  std::string log;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
-    if (absl::StartsWith(entry.path().filename().string(), "job-")) log += dist::testing::ReadFile(entry.path());
-  }
+  const auto [r, log] = SbatchSampleScript({}, dir_ + "/sbatch");
   ASSERT_EQ(r.exit_code, 0) << r.Explain() << "\njob log:\n" << log;
   EXPECT_TRUE(absl::StrContains(log, "2 ranks")) << log;
   EXPECT_EQ(CompareCheckpoints(ReferenceCheckpoint(), LatestCheckpoint(dir_ + "/sbatch")), "") << log;

@@ -8,24 +8,22 @@
 //       +-- veth -- node tnode1 (netns), 10.201.N.3                  slurmd -N tnode1
 //
 // One munged serves all three: its socket is a file, and the namespaces share this file system. Each
-// slurmd has its own spool folder, pid file and log (slurm.conf's %n). Like SlurmCluster (slurm_cluster.h),
-// never /etc/slurm: everything lives in a fresh folder under /tmp, and goes when the object does.
+// slurmd has its own spool folder, pid file and log (slurm.conf's %n). The daemons, slurm.conf and the
+// folder are SlurmDaemons' (slurm_cluster.h), as for SlurmCluster: never /etc/slurm, everything in a fresh
+// folder under /tmp, gone when the object is.
 // Needs root (namespaces, a bridge), iproute2, nsenter and unshare (util-linux), and Slurm's daemons.
 #ifndef TINYDDP_TESTS_CLUSTER_TWO_NODE_CLUSTER_H_
 #define TINYDDP_TESTS_CLUSTER_TWO_NODE_CLUSTER_H_
 
-#include <sys/types.h>
-
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
-#include "tests/cluster/engines.h"
+#include "tests/cluster/slurm_cluster.h"
 
 namespace tinyddp::testing {
 
-class TwoNodeCluster {
+class TwoNodeCluster : public SlurmDaemons {
  public:
   /// "" when this machine can make the cluster; otherwise why not, for GTEST_SKIP.
   static std::string WhyCannotRun();
@@ -33,32 +31,23 @@ class TwoNodeCluster {
   /// Makes the namespaces and the bridge, starts munged, slurmctld and both slurmd, and waits (at most
   /// 60 s) until both nodes take jobs. Errors carry the daemons' logs. Precondition: WhyCannotRun() is "".
   static absl::StatusOr<std::unique_ptr<TwoNodeCluster>> Start();
-  /// Cancels any job left, stops the daemons, removes the namespaces, the bridge and the folder (the
-  /// logs are copied to TEST_UNDECLARED_OUTPUTS_DIR first, when Bazel gives one).
+  /// Stops the daemons and removes the namespaces and the bridge; ~SlurmDaemons then removes the folder
+  /// (its logs copied to TEST_UNDECLARED_OUTPUTS_DIR first, when Bazel gives one).
   ~TwoNodeCluster();
-  TwoNodeCluster(const TwoNodeCluster&) = delete;
-  TwoNodeCluster& operator=(const TwoNodeCluster&) = delete;
 
-  /// The environment every client command (salloc, srun, sbatch) runs with, on the login node.
-  Env ClientEnv() const { return {{"SLURM_CONF", conf_}}; }
   /// Node `i`'s (0 or 1) host name ("tnode0") and address on the bridge.
   std::string node(int i) const { return "tnode" + std::to_string(i); }
   const std::string& address(int i) const { return address_[i]; }
   /// The login node's address on the bridge (where slurmctld listens).
   const std::string& login_address() const { return login_address_; }
-  /// The cluster's folder, for a test's own files too (every node sees it at the same path).
-  const std::string& dir() const { return dir_; }
 
  private:
   TwoNodeCluster() = default;
   absl::Status MakeNetwork();
   absl::Status Launch();
-  std::string Logs() const;
 
-  std::string dir_, conf_, bridge_, login_address_;
+  std::string bridge_, login_address_;
   std::string ns_[2], veth_[2], address_[2];
-  pid_t munged_ = -1, slurmctld_ = -1;
-  pid_t slurmd_[2] = {-1, -1};
 };
 
 }  // namespace tinyddp::testing

@@ -6,81 +6,46 @@
 // the same weights, bit for bit, as the same two-rank job on one node. Skipped, with the reason, without
 // root, namespaces or the engines (tools/install_cluster_engines.sh installs them).
 #include <chrono>
-#include <filesystem>
-#include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "dist/testing/process_test_util.h"
 #include "gtest/gtest.h"
+#include "tests/cluster/cluster_suite.h"
 #include "tests/cluster/engines.h"
 #include "tests/cluster/two_node_cluster.h"
 
 namespace tinyddp::testing {
 namespace {
 
-using std::chrono::seconds;
-
 // The same secret in every test: a fresh one per job is what the sample script does.
 constexpr char kSecret[] = "5f0c2a9e7d3b41c68e2f9a1b7c4d6e80";
 
-class TwoNodeSlurm : public ::testing::Test {
+class TwoNodeSlurm : public ClusterSuite<TwoNodeCluster> {
  protected:
-  // One cluster for the whole suite: starting one takes a few seconds.
-  static void SetUpTestSuite() {
-    why_not_ = new std::string(TwoNodeCluster::WhyCannotRun());
-    if (!why_not_->empty()) return;
-    auto cluster = TwoNodeCluster::Start();
-    if (!cluster.ok()) {
-      start_error_ = new std::string(cluster.status().ToString());
-      return;
-    }
-    cluster_ = cluster->release();
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override {
-    if (!why_not_->empty()) GTEST_SKIP() << *why_not_;
-    ASSERT_EQ(start_error_, nullptr) << "the two-node test cluster did not start: " << *start_error_;
-    dir_ = ShortTempDir("tinyddp-2n");  // every node sees /tmp: the checkpoints land here from both
-  }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-
-  // Client commands run on the login node with this cluster's SLURM_CONF and nothing of an enclosing job's.
-  CommandResult Run(const std::vector<std::string>& argv, const Env& more = {}) {
-    Env env = cluster_->ClientEnv();
-    env.insert(env.end(), more.begin(), more.end());
-    return RunCommand(argv, env, dir_, seconds(120));
-  }
+  TwoNodeSlurm() : ClusterSuite(std::chrono::seconds(120)) {}
 
   // The tiny job, trained by `srun -N1 -n2` on one node of this cluster: what the two-node runs must match.
   const std::string& OneNodeCheckpoint() {
     if (one_node_ == nullptr) {
-      std::vector<std::string> argv = {FindProgram("srun"), "-N1", "-n2", "--kill-on-bad-exit=1",
-                                       Runfile("examples/ddp_mlp")};
-      for (const std::string& flag : TinyJob(cluster_->dir() + "/one-node")) argv.push_back(flag);
-      const CommandResult r = Run(argv);
+      const std::string checkpoints = cluster_->dir() + "/one-node";
+      const CommandResult r =
+          Run(TinyJobUnder({FindProgram("srun"), "-N1", "-n2", "--kill-on-bad-exit=1"}, checkpoints));
       EXPECT_EQ(r.exit_code, 0) << "the one-node run failed:\n" << r.Explain();
-      one_node_ = new std::string(LatestCheckpoint(cluster_->dir() + "/one-node"));
+      one_node_ = new std::string(LatestCheckpoint(checkpoints));
     }
     return *one_node_;
   }
 
-  static std::string* why_not_;
-  static std::string* start_error_;
-  static std::string* one_node_;
-  static TwoNodeCluster* cluster_;
-  std::string dir_;
+  // The tiny job across both nodes, one task on each: salloc -N2, then srun from the login node.
+  static std::vector<std::string> SallocTinyJob(const std::string& checkpoint_dir) {
+    return TinyJobUnder({FindProgram("salloc"), "-N2", "--ntasks-per-node=1", FindProgram("srun"),
+                         "--kill-on-bad-exit=1"},
+                        checkpoint_dir);
+  }
+
+  static inline std::string* one_node_ = nullptr;
 };
-std::string* TwoNodeSlurm::why_not_ = nullptr;
-std::string* TwoNodeSlurm::start_error_ = nullptr;
-std::string* TwoNodeSlurm::one_node_ = nullptr;
-TwoNodeCluster* TwoNodeSlurm::cluster_ = nullptr;
 
 TEST_F(TwoNodeSlurm, SallocFromTheLoginNodePutsTheStoreOnTheFirstNodeNotOnTheLoginNode) {
   // srun runs here, on the login node: SLURM_LAUNCH_NODE_IPADDR is this side's address, which the
@@ -104,20 +69,14 @@ TEST_F(TwoNodeSlurm, SallocFromTheLoginNodePutsTheStoreOnTheFirstNodeNotOnTheLog
 }
 
 TEST_F(TwoNodeSlurm, SallocAndSrunTrainOneJobAcrossBothNodesBitIdenticalToOneNode) {
-  std::vector<std::string> argv = {FindProgram("salloc"), "-N2", "--ntasks-per-node=1", FindProgram("srun"),
-                                   "--kill-on-bad-exit=1", Runfile("examples/ddp_mlp")};
-  for (const std::string& flag : TinyJob(dir_ + "/two-nodes")) argv.push_back(flag);
   // Exported on the login node, as a user does before salloc: srun hands it to both nodes' tasks.
-  const CommandResult r = Run(argv, {{"TINYDDP_STORE_SECRET", kSecret}});
+  const CommandResult r = Run(SallocTinyJob(dir_ + "/two-nodes"), {{"TINYDDP_STORE_SECRET", kSecret}});
   ASSERT_EQ(r.exit_code, 0) << r.Explain();
   EXPECT_EQ(CompareCheckpoints(OneNodeCheckpoint(), LatestCheckpoint(dir_ + "/two-nodes")), "") << r.Explain();
 }
 
 TEST_F(TwoNodeSlurm, ATwoNodeJobWithoutASecretIsRefusedAndSaysHowToMakeOne) {
-  std::vector<std::string> argv = {FindProgram("salloc"), "-N2", "--ntasks-per-node=1", FindProgram("srun"),
-                                   "--kill-on-bad-exit=1", Runfile("examples/ddp_mlp")};
-  for (const std::string& flag : TinyJob(dir_ + "/no-secret")) argv.push_back(flag);
-  const CommandResult r = Run(argv);
+  const CommandResult r = Run(SallocTinyJob(dir_ + "/no-secret"));
   EXPECT_NE(r.exit_code, 0) << r.Explain();
   EXPECT_TRUE(absl::StrContains(r.out + r.err, "TINYDDP_STORE_SECRET is not set")) << r.Explain();
   EXPECT_EQ(LatestCheckpoint(dir_ + "/no-secret"), "");
@@ -126,17 +85,7 @@ TEST_F(TwoNodeSlurm, ATwoNodeJobWithoutASecretIsRefusedAndSaysHowToMakeOne) {
 TEST_F(TwoNodeSlurm, SbatchWaitOfTheSampleCpuScriptOnTwoNodesTrainsTheSameWeightsAsOneNode) {
   // The sample script unchanged, given two nodes of one task each on the command line (which overrides
   // its #SBATCH lines); it makes and exports the job secret itself, before srun.
-  std::vector<std::string> argv = {FindProgram("sbatch"), "-N2", "--ntasks-per-node=1", "--wait",
-                                   "--output=" + dir_ + "/job-%j.out", Runfile("examples/cluster/ddp_mlp_cpu.sbatch")};
-  std::vector<std::string> flags = TinyJob("unused");
-  flags.pop_back();  // the script passes --checkpoint_dir itself
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  const CommandResult r = Run(argv, {{"TINYDDP_PROGRAM", Runfile("examples/ddp_mlp")},
-                                     {"TINYDDP_CHECKPOINT_DIR", dir_ + "/sbatch"}});
-  std::string log;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
-    if (absl::StartsWith(entry.path().filename().string(), "job-")) log += dist::testing::ReadFile(entry.path());
-  }
+  const auto [r, log] = SbatchSampleScript({"-N2", "--ntasks-per-node=1"}, dir_ + "/sbatch");
   ASSERT_EQ(r.exit_code, 0) << r.Explain() << "\njob log:\n" << log;
   EXPECT_TRUE(absl::StrContains(log, "2 ranks")) << log;
   EXPECT_TRUE(absl::StrContains(log, cluster_->node(0) + "," + cluster_->node(1)) ||
