@@ -248,7 +248,8 @@ autograd::Variable FullyShardedDataParallel::RunUnit(size_t index, const autogra
   // an address aligned to 2 bytes only, which the GPU GEMM's bias epilogue (ops::Linear) does not read
   // correctly (measured on an H200: results that changed from run to run). An aligned copy of it, as every
   // allocation is and as plain DDP's layer reads, costs one small copy a layer.
-  if (b.defined() && reinterpret_cast<uintptr_t>(b.data_ptr()) % 16 != 0) b = b.Clone();
+  // (The CPU's kernels read any address: no copy there.)
+  if (b.defined() && b.device().is_cuda() && reinterpret_cast<uintptr_t>(b.data_ptr()) % 16 != 0) b = b.Clone();
   const Tensor xd = x.data();
   // The same kernels as autograd::Linear / LinearRelu (autograd/linear.cc), so the same bits.
   Tensor y = u.relu ? ops::LinearRelu(xd, w, b) : ops::Linear(xd, w, b);
