@@ -63,6 +63,7 @@ const char* FaultActionName(FaultAction action) {
     case FaultAction::kExit: return "exit";
     case FaultAction::kKill: return "kill";
     case FaultAction::kNonFinite: return "nan";
+    case FaultAction::kPreempt: return "preempt";
   }
   return "?";
 }
@@ -95,8 +96,10 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view text) {
         spec.action = FaultAction::kKill;
       } else if (value == "nan") {
         spec.action = FaultAction::kNonFinite;
+      } else if (value == "preempt") {
+        spec.action = FaultAction::kPreempt;
       } else {
-        return Bad(text, absl::StrCat("action=", value, " is not one of hang, exit, kill, nan"));
+        return Bad(text, absl::StrCat("action=", value, " is not one of hang, exit, kill, nan, preempt"));
       }
     } else if (key == "code") {
       if (!absl::SimpleAtoi(value, &spec.exit_code) || spec.exit_code < 1 || spec.exit_code > 255) {
@@ -138,6 +141,9 @@ FaultAction FaultInjector::Maybe(absl::string_view point, int64_t step) const {
     case FaultAction::kKill:
       ::raise(SIGKILL);
       for (;;) ::pause();
+    case FaultAction::kPreempt:
+      ::kill(::getppid(), SIGTERM);  // the process that started the ranks, as a scheduler's preemption
+      return FaultAction::kNone;     // this rank carries on; the signal reaches it through its launcher
     default:
       return action;
   }

@@ -6,10 +6,13 @@
 //   TINYDDP_FAULT=rank=1,step=5,action=exit,code=7      rank 1 exits with status 7
 //   TINYDDP_FAULT=rank=*,step=9,action=kill             every rank dies by SIGKILL (no cleanup at all)
 //   TINYDDP_FAULT=rank=0,step=3,action=nan              rank 0's step 3 computes a NaN loss
+//   TINYDDP_FAULT=rank=0,step=7,action=preempt          before step 7 rank 0 sends SIGTERM to the process that
+//                                                       started the ranks (launch, or ddp_mlp's own spawner), as
+//                                                       a scheduler preempting the job does: at a known step
 //   TINYDDP_FAULT=rank=1,step=5,point=allreduce,action=hang   at another named point (see below)
 //
 // Keys (comma-separated, each once): rank (a RANK, or * for every rank; required), step (required),
-// action (hang | exit | kill | nan; required), point (default "step"), code (exit's status, 1-255,
+// action (hang | exit | kill | nan | preempt; required), point (default "step"), code (exit's status, 1-255,
 // default 1), restart (the launcher round it fires in: a number or *, default 0, so an elastic restart,
 // which sets TINYDDP_RESTART_COUNT, runs clean).
 //
@@ -46,6 +49,7 @@ enum class FaultAction {
   kExit,       // exit at once with FaultSpec::exit_code, skipping destructors
   kKill,       // raise SIGKILL: the process vanishes as in an OOM kill
   kNonFinite,  // the caller makes this step's numbers NaN
+  kPreempt,    // SIGTERM to the parent process (the launcher); this rank carries on
 };
 
 /// "hang", "exit", "kill", "nan", "none".

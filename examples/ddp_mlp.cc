@@ -232,8 +232,10 @@ absl::Status CheckpointOnEveryRank(const TrainOptions& options, const Job& job, 
   nn::Optimizer& whole_optimizer = setup.full_optimizer ? *setup.full_optimizer : *setup.optimizer;
   absl::Status saved_ok;
   if (report.lead) {
+    TrainingProgress here = at;  // and DDP's bucket layout, which a resumed run must start from to stay exact
+    if (setup.ddp) here.bucket_order = setup.ddp->reducer().LayoutOrder();
     absl::StatusOr<std::string> saved =
-        SaveTrainingCheckpoint(options.checkpoint_dir, *setup.model, whole_optimizer, at,
+        SaveTrainingCheckpoint(options.checkpoint_dir, *setup.model, whole_optimizer, here,
                                options.TrajectorySettings(job.dp().size()), options.keep_checkpoints);
     if (saved.ok()) report.progress.Print(absl::StrCat("  checkpoint: ", *saved));
     saved_ok = saved.status();
@@ -531,6 +533,7 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
   ddp_options.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(options.bucket_cap_mb * dist::kMiB));
   ddp_options.first_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(options.first_bucket_mb * dist::kMiB));
   ddp_options.find_unused_parameters = options.find_unused_parameters;
+  ddp_options.bucket_order = at.bucket_order;  // resumed: the buckets the uninterrupted run has (docs/exactness.md)
   if (options.comm_hook == "bf16") {
     ddp_options.comm_hook = dist::Bf16CompressHook();
   } else if (options.zero == 1) {

@@ -49,6 +49,23 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> AllGatherInts(ProcessGroup& pg
   return rows;
 }
 
+// DdpOptions::bucket_order (a resumed run's layout) must list each trainable parameter once.
+absl::Status CheckBucketOrder(const std::vector<std::pair<std::string, autograd::Variable>>& params,
+                              const std::vector<std::string>& order) {
+  std::vector<std::string> trainable;
+  for (const auto& [name, p] : params) {
+    if (p.requires_grad()) trainable.push_back(name);
+  }
+  std::vector<std::string> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  std::sort(trainable.begin(), trainable.end());
+  if (order.empty() || sorted == trainable) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "DistributedDataParallel: bucket_order lists ", order.size(), " parameters (", absl::StrJoin(order, ", "),
+      ") but the module's trainable parameters are ", trainable.size(), " (", absl::StrJoin(trainable, ", "),
+      "); hint: it must come from a checkpoint of this model (Reducer::LayoutOrder), or be empty"));
+}
+
 }  // namespace
 
 absl::Status VerifyParametersMatchAcrossRanks(ProcessGroup& pg,
@@ -124,6 +141,7 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
                                                    "bucket_cap_bytes=", options.bucket_cap_bytes,
                                                    " first_bucket_bytes=", options.first_bucket_bytes));
   }
+  RETURN_IF_ERROR(CheckBucketOrder(params, options.bucket_order));
   RETURN_IF_ERROR(VerifyParametersMatchAcrossRanks(*pg, params));
 
   // Start from one model: rank 0's values everywhere (PyTorch's _sync_module_states). All broadcasts are

@@ -249,6 +249,56 @@ TEST(Reducer, LaunchesBucketsInTheSameOrderOnEveryRank) {
   });
 }
 
+TEST(Reducer, ABucketOrderFromACheckpointStartsRebuiltInThatLayoutAndSumsToTheSameBits) {
+  RunOnRanks(3, [](const RankContext& ctx) {
+    auto pg = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(pg, nullptr);
+    DdpOptions options;
+    options.first_bucket_bytes = 4 * (49 + 7);  // every layer (weight + bias) in its own bucket
+    options.bucket_cap_bytes = 4 * (49 + 7);
+    // The run that never stopped: its first backward records the gradient order, the next forward rebuilds.
+    Permuted model({0, 1, 2});
+    auto ddp = DistributedDataParallel::Create(model, pg, options);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    const Reducer& reducer = (*ddp)->reducer();
+    EXPECT_TRUE(reducer.LayoutOrder().empty()) << "nothing to record before the first step";
+    autograd::Backward(Loss(**ddp, RankBatch(ctx.rank, 7, 7)));
+    const std::vector<std::string> observed = {"c.weight", "c.bias", "b.weight", "b.bias", "a.weight", "a.bias"};
+    EXPECT_EQ(reducer.LayoutOrder(), observed) << "pending: the order the next forward rebuilds from";
+    EXPECT_NE(Flatten(reducer.BucketParameterNames()), observed) << "the first step's layout is another";
+    model.ZeroGrad();
+    autograd::Backward(Loss(**ddp, RankBatch(ctx.rank, 7, 7, /*salt=*/1)));
+    EXPECT_EQ(reducer.LayoutOrder(), observed);
+
+    // A resumed run: the same weights, the recorded order. It starts rebuilt, in the same layout, and its
+    // first step gives the very bits the continuing run's step gives.
+    Permuted resumed({0, 1, 2});
+    DdpOptions from_checkpoint = options;
+    from_checkpoint.bucket_order = reducer.LayoutOrder();
+    auto again = DistributedDataParallel::Create(resumed, pg, from_checkpoint);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE((*again)->reducer().buckets_rebuilt());
+    EXPECT_EQ((*again)->reducer().BucketParameterNames(), reducer.BucketParameterNames());
+    model.ZeroGrad();
+    autograd::Backward(Loss(**ddp, RankBatch(ctx.rank, 7, 7, /*salt=*/2)));
+    autograd::Backward(Loss(**again, RankBatch(ctx.rank, 7, 7, /*salt=*/2)));
+    EXPECT_EQ((*again)->reducer().BucketParameterNames(), reducer.BucketParameterNames()) << "no second rebuild";
+    const auto continuing = model.NamedParameters(), restarted = resumed.NamedParameters();
+    for (size_t i = 0; i < continuing.size(); ++i) {
+      EXPECT_EQ(continuing[i].second.grad().ToVector<float>(), restarted[i].second.grad().ToVector<float>())
+          << continuing[i].first;
+    }
+
+    // An order that is not this model's is refused, naming both lists.
+    Permuted other({0, 1, 2});
+    DdpOptions wrong = options;
+    wrong.bucket_order = {"c.weight", "b.weight"};
+    auto refused = DistributedDataParallel::Create(other, pg, wrong);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(refused.status().message(), "bucket_order lists 2 parameters")) << refused.status();
+  });
+}
+
 // The seam a comm hook that keeps per-bucket state uses (the copy engines register the buffers there).
 TEST(CommHooks, OnBucketsRebuiltSeesEachLayoutsFlatBuffersOnceAndItsErrorFailsCreate) {
   RunOnRanks(2, [](const RankContext& ctx) {

@@ -47,7 +47,16 @@ Reducer::Reducer(std::vector<std::pair<std::string, autograd::Variable>> params,
   }
   ready_.assign(params_.size(), false);
   had_grad_.assign(params_.size(), false);
-  BuildBuckets(ReverseOrder(params_.size()));
+  if (options_.bucket_order.empty()) {
+    BuildBuckets(ReverseOrder(params_.size()));
+  } else {  // a resumed run: the layout the run that wrote the checkpoint had (DDP checked the names)
+    std::vector<size_t> order;
+    for (const std::string& name : options_.bucket_order) {
+      order.push_back(std::find(names_.begin(), names_.end(), name) - names_.begin());
+    }
+    BuildBuckets(order);
+    rebuilt_ = true;
+  }
   RegisterHooks();
 }
 
@@ -117,6 +126,7 @@ void Reducer::BuildBuckets(const std::vector<size_t>& order) {
     }
   }
   buckets_ = std::move(buckets);
+  layout_order_ = order;
   ++layout_generation_;
   // The hook's setup for this layout (CommHook::on_buckets_rebuilt): collective, like the build itself.
   if (comm_hook_.on_buckets_rebuilt && options_.gradient_as_bucket_view) {
@@ -149,7 +159,10 @@ void Reducer::RebuildBucketsIfNeeded() {
   for (size_t i = 0; i < params_.size(); ++i) {
     sizes[i] = {params_[i].numel() * static_cast<int64_t>(DTypeSize(params_[i].dtype())), params_[i].dtype()};
   }
-  if (AssignBuckets(sizes, observed, options_.first_bucket_bytes, options_.bucket_cap_bytes) == current) return;
+  if (AssignBuckets(sizes, observed, options_.first_bucket_bytes, options_.bucket_cap_bytes) == current) {
+    layout_order_ = observed;  // the same buckets; LayoutOrder() reports the order they now stand for
+    return;
+  }
   BuildBuckets(observed);  // copies the current gradients into the new buffers
 }
 
@@ -344,10 +357,18 @@ int64_t Reducer::BucketBytes(int b) const {
   return bucket.numel * static_cast<int64_t>(DTypeSize(bucket.dtype));
 }
 
-std::vector<std::string> Reducer::LastReadyOrder() const {
+std::vector<std::string> Reducer::Names(const std::vector<size_t>& indices) const {
   std::vector<std::string> names;
-  for (size_t i : ready_order_) names.push_back(names_[i]);
+  for (size_t i : indices) names.push_back(names_[i]);
   return names;
+}
+
+std::vector<std::string> Reducer::LastReadyOrder() const { return Names(ready_order_); }
+
+std::vector<std::string> Reducer::LayoutOrder() const {
+  if (rebuild_pending_) return Names(ready_order_);  // what the next Forward rebuilds from (rank 0's wins)
+  if (rebuilt_) return Names(layout_order_);
+  return {};
 }
 
 }  // namespace tinyddp::dist

@@ -72,6 +72,13 @@ struct ReducerOptions {
   /// After the first synchronised backward, re-bucket the parameters in the order their gradients were
   /// actually produced (rank 0's order, shared with every rank), as PyTorch does.
   bool rebuild_buckets = true;
+  /// Resuming: the layout a checkpoint recorded (Reducer::LayoutOrder() of the run that wrote it, dotted
+  /// names). Non-empty: the buckets are built in this order from the start and count as rebuilt, so the
+  /// resumed run's first step puts every gradient element at the bucket offset the uninterrupted run puts
+  /// it at. Why that matters: a ring all_reduce adds an element in an order set by the ring chunk its
+  /// offset falls in, so at 3+ ranks a moved element rounds differently (docs/exactness.md). Every rank
+  /// passes the same list, a permutation of the trainable parameters' names (DDP checks it).
+  std::vector<std::string> bucket_order;
 };
 
 class Reducer {
@@ -132,8 +139,14 @@ class Reducer {
   const std::vector<int>& last_launch_order() const { return launch_order_; }
   /// Parameter names in the order their gradients became ready in the last synchronised backward.
   std::vector<std::string> LastReadyOrder() const;
-  /// True once the buckets were rebuilt from the observed order.
+  /// True once the buckets were rebuilt from the observed order (or built from ReducerOptions::bucket_order).
   bool buckets_rebuilt() const { return rebuilt_; }
+  /// What a checkpoint records so that a resumed run continues with the same buckets: the gradient order
+  /// (dotted names) the next synchronised backward's buckets are built from. After the first synchronised
+  /// backward that is this rank's observed order (the rebuild broadcasts rank 0's, so ask rank 0), after the
+  /// rebuild the order it used; empty while no rebuild has been recorded (the next run starts as a fresh one
+  /// would) or when the buckets never rebuild (rebuild_buckets false, find_unused_parameters).
+  std::vector<std::string> LayoutOrder() const;
   /// Number of backwards that all-reduced.
   int64_t num_synced_backwards() const { return num_synced_backwards_; }
 
@@ -172,6 +185,7 @@ class Reducer {
 
   std::vector<autograd::Variable> params_;  // only those that require grad
   std::vector<std::string> names_;
+  std::vector<std::string> Names(const std::vector<size_t>& indices) const;
   std::shared_ptr<ProcessGroup> pg_;
   const ReducerOptions options_;
   const CommHook comm_hook_;
@@ -191,6 +205,7 @@ class Reducer {
   std::vector<size_t> ready_order_;  // parameter indices in ready order
 
   // Rebuild: recorded during the first synchronised backward, applied at the next Forward.
+  std::vector<size_t> layout_order_;  // the order the current buckets were built from
   bool rebuilt_ = false;
   bool rebuild_pending_ = false;
   int64_t num_synced_backwards_ = 0;

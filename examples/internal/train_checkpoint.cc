@@ -40,7 +40,8 @@ json ProgressToJson(const TrainingProgress& p) {
           {"batch_in_epoch", p.batch_in_epoch},
           {"epoch_loss_sum", p.epoch_loss_sum},  // NaN (under --allow_nonfinite) is written as null
           {"epoch_loss_count", p.epoch_loss_count},
-          {"steps_per_epoch", p.steps_per_epoch}};
+          {"steps_per_epoch", p.steps_per_epoch},
+          {"bucket_order", p.bucket_order}};
 }
 
 // The manifest's own checksum: CRC-32 of its compact JSON without the "crc32" field. nlohmann's
@@ -57,7 +58,7 @@ struct AddedIn {
   const char* field;  // a JSON pointer into the manifest
   int version;
 };
-constexpr AddedIn kAddedIn[] = {{"/crc32", 2}, {"/progress/steps_per_epoch", 2}};
+constexpr AddedIn kAddedIn[] = {{"/crc32", 2}, {"/progress/steps_per_epoch", 2}, {"/progress/bucket_order", 3}};
 
 // The first field of `manifest` that `version` does not have ("/crc32 (version 2)"), or "".
 std::string FieldOfALaterVersion(const json& manifest, int version) {
@@ -82,6 +83,7 @@ CheckpointInfo InfoFromJson(const json& j, const std::string& path, int version)
   info.progress.epoch_loss_sum = sum.is_null() ? std::nan("") : sum.get<double>();
   info.progress.epoch_loss_count = p.at("epoch_loss_count").get<double>();
   if (version >= 2) info.progress.steps_per_epoch = p.at("steps_per_epoch").get<int64_t>();
+  if (version >= 3) info.progress.bucket_order = p.at("bucket_order").get<std::vector<std::string>>();
   info.settings = j.at("settings").get<SettingsMap>();
   return info;
 }

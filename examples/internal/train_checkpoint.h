@@ -13,6 +13,10 @@
 // model's init is a function of the seed, the data order of an epoch a function of (seed, epoch)
 // (data/distributed_sampler.h), and the learning rate a function of the step (nn/lr_schedule.h). So the
 // progress triple *is* the random state, and resuming replays the same batches in the same order.
+// One more thing decides the bits: where each gradient sits in DDP's buckets, which changes once, after
+// the first step (dist/ddp/reducer.h). At 3+ ranks the all_reduce rounds an element by its position, so
+// the progress also records that layout (bucket_order) and a resumed DDP starts from it
+// (docs/exactness.md).
 //
 // Atomicity: the folder is written under a temporary name (each file fsynced, the manifest last), then
 // renamed into place, and the parent folder fsynced. A half-written checkpoint never carries a
@@ -37,6 +41,10 @@
 //      Version-1 checkpoints still load (range checks against this run), with a notice. A manifest that
 //      says 1 but has a field of version 2 had its version lowered by hand, which would switch the
 //      checksum off: it is refused like a damaged one.
+//   3  progress.bucket_order: DDP's bucket layout (Reducer::LayoutOrder), so that a resumed run's first
+//      step sums every gradient element in the order the uninterrupted run does. Version-2 checkpoints still
+//      load; their resumed run starts from the first-step layout and is equal to an uninterrupted one only up
+//      to the order of a sum at 3+ ranks (said when it happens).
 // A later version may list more data files (every file in "files" is verified, whatever its name) and
 // say how to read them; a reader refuses versions newer than its own with a message saying so, and the
 // refusal falls back to an older checkpoint. (ZeRO-1 needs none: it consolidates its shards into the same
@@ -59,7 +67,7 @@
 namespace tinyddp::examples {
 
 /// The version SaveTrainingCheckpoint writes; VerifyCheckpoint reads 1 to this.
-inline constexpr int kCheckpointVersion = 2;
+inline constexpr int kCheckpointVersion = 3;
 
 /// Where a run stands between two steps.
 struct TrainingProgress {
@@ -73,6 +81,10 @@ struct TrainingProgress {
   /// Steps in one epoch of the run (set by the caller before saving; from the dataset's size, the batch
   /// size and the number of ranks). 0 when unknown: a version-1 checkpoint.
   int64_t steps_per_epoch = 0;
+  /// DDP's bucket layout at this step (dist::Reducer::LayoutOrder(): dotted parameter names in gradient
+  /// order; empty when there is none to keep: before the first step, the ladder's rungs, ZeRO-3). A resumed
+  /// run passes it to DdpOptions::bucket_order.
+  std::vector<std::string> bucket_order;
 };
 
 using SettingsMap = std::map<std::string, std::string>;

@@ -27,6 +27,7 @@
 
 #include "autograd/engine.h"
 #include "examples/internal/durable_file.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "nn/loss.h"
@@ -291,6 +292,7 @@ TEST(TrainCheckpoint, AVersion1CheckpointStillLoadsAndIsRangeCheckedAgainstThisR
   j["version"] = 1;
   j.erase("crc32");
   j["progress"].erase("steps_per_epoch");
+  j["progress"].erase("bucket_order");
   WriteManifest(*path, j);
 
   auto info = VerifyCheckpoint(*path);
@@ -310,6 +312,30 @@ TEST(TrainCheckpoint, AVersion1CheckpointStillLoadsAndIsRangeCheckedAgainstThisR
       << misfit.status();
 }
 
+TEST(TrainCheckpoint, TheBucketLayoutTravelsAndAVersion2CheckpointLoadsWithoutIt) {
+  const std::string dir = FreshDir("layout");
+  Trained a = MakeTrained(9, 2);
+  TrainingProgress p = At(40);
+  p.bucket_order = {"2.weight", "2.bias", "0.weight", "0.bias"};
+  auto path = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, p, kSettings, 3);
+  ASSERT_TRUE(path.ok()) << path.status();
+  Trained b = MakeTrained(10, 1);
+  auto loaded = LoadTrainingCheckpoint(*path, kSettings, kSpe, *b.model, *b.sgd);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->bucket_order, p.bucket_order);
+
+  // What the previous release wrote: version 2, its own checksum, no layout. It loads, with none.
+  nlohmann::json j = ReadManifest(*path);
+  j["version"] = 2;
+  j["progress"].erase("bucket_order");
+  j["crc32"] = Checksum(j);
+  WriteManifest(*path, j);
+  auto old = LoadTrainingCheckpoint(*path, kSettings, kSpe, *b.model, *b.sgd);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_TRUE(old->bucket_order.empty());
+  EXPECT_EQ(old->global_step, 40);
+}
+
 TEST(TrainCheckpoint, ANewerFormatVersionIsRefusedSayingSo) {
   const std::string dir = FreshDir("version3");
   Trained a = MakeTrained(11, 1);
@@ -321,7 +347,8 @@ TEST(TrainCheckpoint, ANewerFormatVersionIsRefusedSayingSo) {
   WriteManifest(*path, j);
   auto info = VerifyCheckpoint(*path);
   EXPECT_EQ(info.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(info.status().message().find("written by a newer tinyddp; this build reads versions 1 to 2"),
+  EXPECT_NE(info.status().message().find(absl::StrCat("written by a newer tinyddp; this build reads versions 1 to ",
+                                                      kCheckpointVersion)),
             std::string::npos)
       << info.status();
 }
@@ -426,10 +453,10 @@ TEST(TrainCheckpoint, LoweringTheVersionTo1DoesNotSwitchOffTheChecksum) {
   Trained a = MakeTrained(15, 2);
   auto path = SaveTrainingCheckpoint(dir, *a.model, *a.sgd, At(60), kSettings, 3);
   ASSERT_TRUE(path.ok()) << path.status();
-  // The issue's: "version": 2 -> 1 in the text, so that the checksum is no longer asked for, and an edit
+  // The issue's: "version": 3 -> 1 in the text, so that the checksum is no longer asked for, and an edit
   // it would have caught (the train loss the resumed epoch reports).
   std::string text = ReadWholeFile(*path + "/trainer_state.json").value();
-  const size_t version = text.find("\"version\": 2");
+  const size_t version = text.find(absl::StrCat("\"version\": ", kCheckpointVersion));
   ASSERT_NE(version, std::string::npos) << text;
   text[version + 11] = '1';
   ASSERT_TRUE(WriteFileDurably(*path + "/trainer_state.json", text).ok());

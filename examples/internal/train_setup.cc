@@ -165,9 +165,12 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
     } else if (found->has_value()) {
       chosen = (*found)->progress.global_step;
       if ((*found)->version < kCheckpointVersion) {
-        progress.Print(absl::StrCat("notice: ", (*found)->path, " is in checkpoint format version ", (*found)->version,
-                                    " (no checksum of its trainer state); it loads, and new checkpoints are "
-                                    "written in version ", kCheckpointVersion));
+        progress.Print(absl::StrCat(
+            "notice: ", (*found)->path, " is in checkpoint format version ", (*found)->version,
+            (*found)->version < 2 ? " (no checksum of its trainer state, no DDP bucket layout)"
+                                  : " (no DDP bucket layout: at 3+ ranks the resumed run equals an uninterrupted "
+                                    "one only up to the order of a sum, docs/exactness.md)",
+            "; it loads, and new checkpoints are written in version ", kCheckpointVersion));
       }
     }
   }
