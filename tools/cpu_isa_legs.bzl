@@ -7,8 +7,9 @@ kernel set, each with TINYDDP_CPU_ISA set (inherited by every process the test s
 
     foo_test_sse2   foo_test_avx2   foo_test_avx512     and the suite foo_test (all three)
 
-A leg the CPU cannot run skips every case and says why (tensor/testing/cpu_isa_leg.cc); run it on a CPU
-that has it, e.g. the GPU machine's host through tools/gpu_bundle.sh.
+A leg the CPU cannot run reports one skipped case saying why (tensor/testing/cpu_isa_leg.cc, which is the
+legs' main(): list gtest, not gtest_main, among the deps); run it on a CPU that has it, e.g. the GPU
+machine's host through tools/gpu_bundle.sh.
 """
 
 CPU_ISA_LEGS = ["sse2", "avx2", "avx512"]
@@ -18,7 +19,7 @@ def cpu_isa_legs(name, srcs, deps = [], data = [], size = "medium", tags = [], *
         name = name + "_cases",
         testonly = True,
         srcs = srcs,
-        deps = deps + ["//tensor/testing:cpu_isa_leg"],
+        deps = [d for d in deps if d != "@gtest//:gtest_main"] + ["@gtest", "//tensor/testing:cpu_isa_leg"],
         alwayslink = True,
     )
     legs = []
