@@ -145,13 +145,21 @@ class ReadyQueue {
 
 // The callbacks queued (QueueCallback) by the Backward running on this thread; null outside Backward.
 thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+// The op nodes that Backward has run so far (OpsRunInBackward).
+thread_local int64_t current_ops_run = 0;
 
 // Collects one Backward's callbacks and runs them at its end. A Backward nested inside a hook gets its
 // own list; the outer one is restored when the inner one returns.
 class CallbackScope {
  public:
-  CallbackScope() : outer_(current_callbacks) { current_callbacks = &callbacks_; }
-  ~CallbackScope() { current_callbacks = outer_; }
+  CallbackScope() : outer_(current_callbacks), outer_ops_run_(current_ops_run) {
+    current_callbacks = &callbacks_;
+    current_ops_run = 0;
+  }
+  ~CallbackScope() {
+    current_callbacks = outer_;
+    current_ops_run = outer_ops_run_;
+  }
   void RunAll() {
     for (size_t i = 0; i < callbacks_.size(); ++i) {  // by index: a callback may queue another
       std::function<void()> callback = std::move(callbacks_[i]);
@@ -161,6 +169,7 @@ class CallbackScope {
 
  private:
   std::vector<std::function<void()>>* outer_;
+  int64_t outer_ops_run_;
   std::vector<std::function<void()>> callbacks_;
 };
 
@@ -195,6 +204,8 @@ void QueueCallback(std::function<void()> callback) {
 
 bool InBackward() { return current_callbacks != nullptr; }
 
+int64_t OpsRunInBackward() { return current_ops_run; }
+
 void Backward(const Variable& root, const Tensor& seed, bool retain_graph) {
   const Tensor first = SeedGradient(root, seed);
   const bool first_is_ours = !seed.defined();
@@ -213,6 +224,7 @@ void Backward(const Variable& root, const Tensor& seed, bool retain_graph) {
     Pending& mine = graph.at(node.get());
     const NodeInput in{std::move(mine.grad), mine.exclusive, OfferLeafSlots(*node, graph)};
     const Grads out = node->Apply(in);
+    if (!node->is_accumulator()) ++current_ops_run;
     if (!retain_graph) node->ReleaseSaved();
 
     for (size_t i = 0; i < node->next().size(); ++i) {

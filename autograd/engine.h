@@ -36,11 +36,19 @@
 //     the hook runs: a hook that hands the gradient to another stream (NCCL) must first make that stream
 //     wait on an event recorded on the current stream.
 //
+//  7. A leaf's value may be read once more after its hooks. Linear records its input gradient
+//     (dx = dy @ w, which reads w) as a node of its own, just before the node that makes dw and db, so
+//     that w's hooks fire between the two GEMMs (autograd/linear.cc). By 4 (newest ready node first)
+//     that input-gradient node is the next op to run after the hooks. So whoever updates a parameter
+//     during backward (dist/accel/fused_optimizer: --optimizer_in_backward) must wait until
+//     OpsRunInBackward() has moved past its value at the hook: then no op left reads the old value.
+//
 // A hook must not register or remove hooks on its own leaf, and should not capture its own leaf's
 // Variable (that is a reference cycle; the leaf is passed as the argument).
 #ifndef TINYDDP_AUTOGRAD_ENGINE_H_
 #define TINYDDP_AUTOGRAD_ENGINE_H_
 
+#include <cstdint>
 #include <functional>
 
 #include "autograd/variable.h"
@@ -68,6 +76,10 @@ void Backward(const Variable& root, const Tensor& seed = Tensor(), bool retain_g
 void QueueCallback(std::function<void()> callback);
 /// True while a Backward is running on the calling thread.
 bool InBackward();
+/// The number of op nodes (not leaf accumulations) the Backward running on this thread has run so far
+/// (its kernels enqueued, on a GPU). A hook compares two readings to know that the engine has moved past
+/// the op after its own (promise 7). 0 outside Backward.
+int64_t OpsRunInBackward();
 
 }  // namespace tinyddp::autograd
 

@@ -10,8 +10,10 @@
 //          are views into the flat buckets, written there by the GEMMs; false: coalesced lists)
 //          --hook=allreduce|bf16  --backend=auto|nccl|gloo   (allreduce over NCCL goes through the copy-engine
 //          hook, dist/accel/copy_engine: on two GPUs of one machine the large buckets take the copy engines)
-//          --fused_optimizer=true|false (DDP only, default true: one SGD per bucket stepped inside backward as
-//          each bucket's average arrives, DistributedDataParallel::RegisterFusedOptimizer)
+//          --fused_optimizer=true|false (DDP only, default true: one SGD per bucket stepped at the end of
+//          backward as each bucket's average arrives, dist/accel/fused_optimizer)
+//          --optimizer_in_backward (with the fused optimizer: each bucket's update already during backward, on
+//          a stream of its own right after the bucket's all_reduce, beside the rest of backward; --zero=0, no --tp)
 //          --zero=0|1|2|3 (--ddp=full only, default 0; docs/zero.md. 1: ZeRO-1, each bucket reduce-scattered,
 //          each rank steps its 1/N of the SGD (its momentum only), the parameters all-gathered, all inside
 //          backward; needs the fused optimizer. 2: ZeRO-2, the same keeping only this rank's block of each
@@ -83,6 +85,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "base/status_macros.h"
+#include "dist/accel/fused_optimizer/fused_optimizer.h"
 #include "dist/accel/graph/graphed_step.h"
 #include "dist/accel/copy_engine/copy_engine_hook.h"
 #include "dist/ddp/comm_hooks.h"
@@ -130,6 +133,7 @@ struct Options {
   bool bucket_view = true;
   bool bf16_hook = false;
   bool fused_optimizer = true;
+  bool optimizer_in_backward = false;
   int zero = 0;
   int tp = 0;  // 0: the plain MLP; N >= 1: TensorParallelMlp over rows of N ranks
   bool cuda_graph = false;
@@ -171,6 +175,8 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.bucket_view = !has || v == "true";
     } else if (kv[0] == "--fused_optimizer" && (!has || v == "true" || v == "false")) {
       o.fused_optimizer = !has || v == "true";
+    } else if (kv[0] == "--optimizer_in_backward" && (!has || v == "true" || v == "false")) {
+      o.optimizer_in_backward = !has || v == "true";
     } else if (kv[0] == "--cuda_graph" && (!has || v == "true" || v == "false")) {
       o.cuda_graph = !has || v == "true";
     } else if (kv[0] == "--cuda_graph_dot" && has && !v.empty()) {
@@ -213,8 +219,21 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
                                       "or --sweep_buckets");
   }
   if (o.zero == 1 && !o.bucket_view) return absl::InvalidArgumentError("--zero=1 needs flat buckets (--bucket_view)");
+  if (o.optimizer_in_backward && (o.no_ddp || o.ddp != "full" || !o.fused_optimizer || o.zero != 0 || o.tp > 0)) {
+    return absl::InvalidArgumentError(
+        "--optimizer_in_backward steps the fused optimizer of --ddp=full during backward: it needs DDP's buckets and "
+        "the fused optimizer, and is not built for --zero (whose step all-gathers, a collective that must not run at "
+        "rank-dependent times) or --tp");
+  }
   if (o.zero == 2) o.bucket_view = false;  // ZeRO-2 stages coalesced buckets and keeps no flat ones
   return o;
+}
+
+// A fused optimizer's per-bucket optimizers, for the graph's learning-rate check and the memory table.
+std::vector<const nn::Optimizer*> PerBucket(const dist::FusedOptimizer& fused) {
+  std::vector<const nn::Optimizer*> all;
+  for (const auto& opt : fused.optimizers()) all.push_back(opt.get());
+  return all;
 }
 
 // CPU time of this process, every thread, in milliseconds.
@@ -262,6 +281,7 @@ struct Measured {
   double fwd_bwd_ms = 0, optimizer_ms = 0;  // without DDP: the halves of the step alone
   double comm_ms = -1, exposed_ms = -1;  // -1: no traced steps
   int collectives = 0;                   // all_reduces per step: buckets, tensors (naive) or 1 (flat)
+  int updated_in_backward = 0;           // --optimizer_in_backward: buckets updated before backward ended
   std::string paths;                     // full DDP: how many buckets each path carries
   int64_t params = 0;
   int64_t state_bytes = 0;   // optimizer state one rank holds
@@ -351,6 +371,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   optimizer.SetComputeCopies(trained.ComputeCopies());  // bf16: the step writes them; fp32: there are none
   const bool fused = (ddp && o.fused_optimizer) || o.zero == 3;
   std::unique_ptr<dist::zero::ZeroRedundancyOptimizer> zero;  // --zero=1|2: the fused optimizer, sharded
+  std::unique_ptr<dist::FusedOptimizer> fused_optimizer;      // --zero=0: one optimizer per bucket
   if (fused) {
     auto factory = [so, &trained](std::vector<autograd::Variable> params) -> std::unique_ptr<nn::Optimizer> {
       auto sgd = std::make_unique<nn::SGD>(std::move(params), so);
@@ -362,7 +383,8 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     } else if (o.zero) {
       ASSIGN_OR_RETURN(zero, dist::zero::ZeroRedundancyOptimizer::Attach(*ddp, factory, shards));
     } else {
-      ddp->RegisterFusedOptimizer(factory);
+      ASSIGN_OR_RETURN(fused_optimizer,
+                       dist::FusedOptimizer::Attach(*ddp, factory, {.in_backward = o.optimizer_in_backward}));
     }
   }
   Tensor x = Tensor::Empty({o.batch, o.dims.front()}, DType::kFloat32, device);
@@ -423,6 +445,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     } else if (o.tp > 0) {
       go.eager_reason = "--tp under a CUDA graph is not implemented";
     }
+    if (fused_optimizer) go.rebuilt_optimizers = [&fused_optimizer] { return PerBucket(*fused_optimizer); };
     graphed = std::make_unique<dist::GraphedStep>(device, eager_step, ddp.get(),
                                                   std::vector<const nn::Optimizer*>{&optimizer}, std::move(go));
   }
@@ -447,7 +470,8 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   // What one rank holds, measured after the warm-up (the state exists, the buckets are rebuilt).
   m.held = fsdp ? dist::zero::HeldBy(*fsdp)
            : zero ? dist::zero::HeldBy(*zero)
-           : ddp  ? dist::zero::HeldBy(*ddp, optimizer)
+           : ddp  ? dist::zero::HeldBy(*ddp, optimizer, fused_optimizer ? PerBucket(*fused_optimizer)
+                                                                        : std::vector<const nn::Optimizer*>{})
                   : dist::zero::RankMemory{};
   m.state_bytes = zero || fsdp ? m.held.optimizer_state : 4 * model->NumParameters();  // one float of momentum each
   dist::zero::StartPeak(device);  // the peak of the timed steps (host; a GPU's counts since the start)
@@ -485,6 +509,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
   }
   m.params = fsdp ? fsdp->Memory().parameters : model->NumParameters();
   m.collectives = static_cast<int>(all_reduce_bytes().size());
+  if (ddp) m.updated_in_backward = ddp->reducer().buckets_finished_in_backward();
   if (ddp) m.paths = PathCounts(*ddp);
   if (graphed) {
     m.replayed = graphed->replaying();
@@ -625,7 +650,11 @@ int Run(const Options& o) {
       what = absl::StrCat(" zero=3 layers=", m->collectives, " all_gather+reduce_scatter per layer");
     } else if (full) {
       what = absl::StrCat(o.tp > 0 ? absl::StrCat(" tp=", o.tp) : "", " buckets=", m->collectives, o.bucket_view ? " layout=views" : " layout=coalesced",
-                          fused ? " fused_optimizer" : "", o.zero ? absl::StrCat(" zero=", o.zero) : "",
+                          !fused                    ? ""
+                          : o.optimizer_in_backward ? absl::StrCat(" fused_optimizer=in_backward(", m->updated_in_backward,
+                                                                   " of ", m->collectives, " buckets during backward)")
+                                                    : " fused_optimizer",
+                          o.zero ? absl::StrCat(" zero=", o.zero) : "",
                           o.bf16_hook ? " hook=bf16" : "",
                           " all_reduce=", m->paths);
     } else if (pg) {
@@ -675,6 +704,8 @@ int Run(const Options& o) {
                           {"buckets", m->collectives},
                           {"bucket_view", o.bucket_view},
                           {"fused_optimizer", fused},
+                          {"optimizer_in_backward", o.optimizer_in_backward},
+                          {"buckets_updated_in_backward", m->updated_in_backward},
                           {"zero", o.zero},
                           {"tp", o.tp},
                           {"optimizer_state_bytes_per_rank", m->state_bytes},

@@ -127,6 +127,10 @@ void PrintHeader(const TrainOptions& options, const Job& job, const Setup& setup
                                                           ", parameters, gradients and optimizer sharded by "
                                                           "ZeRO-3"}[options.zero]));
   if (job.device.is_cpu()) progress.Print("  " + CpuIsaSummary());  // which CPU kernels run (tensor/cpu_isa.h)
+  if (options.optimizer_in_backward) {
+    progress.Print("  optimizer inside backward: one per DDP bucket, each stepped as soon as its bucket's average "
+                   "has arrived (dist/accel/fused_optimizer)");
+  }
 }
 
 // Collective: rank 0 opens --metrics_out (appending when a resumed run continues); every rank learns
@@ -222,6 +226,8 @@ absl::Status CheckpointOnEveryRank(const TrainOptions& options, const Job& job, 
                      zero ? zero->ConsolidatedStateTensors() : setup.fsdp->ConsolidatedStateTensors());
     RETURN_IF_ERROR(setup.optimizer->LoadStateTensors(full));
   }
+  // --optimizer_in_backward: the per-bucket optimizers' state, named as the whole optimizer names it.
+  if (setup.fused) RETURN_IF_ERROR(setup.optimizer->LoadStateTensors(setup.fused->StateTensorsOver(setup.model->Parameters())));
   // --tp: each row gathers its layers' shards into the whole model and optimizer (collective over the row;
   // under ZeRO the column's shards were consolidated into the row's optimizer first, just above).
   if (setup.tp) {
@@ -240,7 +246,7 @@ absl::Status CheckpointOnEveryRank(const TrainOptions& options, const Job& job, 
     if (saved.ok()) report.progress.Print(absl::StrCat("  checkpoint: ", *saved));
     saved_ok = saved.status();
   }
-  if (zero != nullptr || setup.fsdp) RETURN_IF_ERROR(setup.optimizer->LoadStateTensors({}));  // the shards hold it
+  if (zero != nullptr || setup.fsdp || setup.fused) RETURN_IF_ERROR(setup.optimizer->LoadStateTensors({}));  // the shards hold it
   if (setup.full_optimizer) RETURN_IF_ERROR(setup.full_optimizer->LoadStateTensors({}));
   if (setup.fsdp) setup.fsdp->ReleaseFullParameters();
   return AgreeOnStatus(job, saved_ok, "writing the checkpoint");
@@ -317,6 +323,7 @@ void SetLearningRate(Setup& setup, int64_t step) {
   }
   if (setup.zero) setup.zero->SetLr(setup.optimizer->lr());
   if (setup.fsdp) setup.fsdp->SetLr(setup.optimizer->lr());
+  if (setup.fused && !setup.device_lr) setup.fused->SetLr(setup.optimizer->lr());
 }
 
 // loss.backward(), traced. `share`: the seed of the backward, this micro-batch's share of the step's
@@ -332,9 +339,10 @@ absl::Status Backward(Setup& setup, const Variable& loss, int64_t step, double s
   return FinishBackward(setup);
 }
 
-// optimizer.step(), traced. Under ZeRO each rank's shard already stepped inside Backward.
+// optimizer.step(), traced. Under ZeRO each rank's shard already stepped inside Backward, and with
+// --optimizer_in_backward each bucket's optimizer.
 void OptimizerStep(Setup& setup, int64_t step) {
-  if (setup.zero || setup.fsdp) return;
+  if (setup.zero || setup.fsdp || setup.fused) return;
   dist::Tracer::Span span = dist::Tracer::MaybeScope(setup.tracer.get(), "optimizer", step);
   setup.optimizer->Step();
 }
@@ -415,6 +423,13 @@ void SetUpCudaGraph(const TrainOptions& options, const Job& job, const TrainingP
     graph_options.eager_reason = options.join ? "--join decides on the host whether each step trains or shadows"
                                               : "--tp under a CUDA graph is not implemented";
   }
+  if (setup.fused) {  // --optimizer_in_backward: the per-bucket optimizers, rebuilt with DDP's buckets
+    graph_options.rebuilt_optimizers = [&setup] {
+      std::vector<const nn::Optimizer*> all;
+      for (const auto& opt : setup.fused->optimizers()) all.push_back(opt.get());
+      return all;
+    };
+  }
   auto graphed = std::make_unique<dist::GraphedStep>(
       job.device,
       [&setup] {
@@ -426,6 +441,7 @@ void SetUpCudaGraph(const TrainOptions& options, const Job& job, const TrainingP
       std::make_unique<nn::DeviceLr>(*setup.schedule, options.epochs * setup.loader->num_batches(), job.device);
   setup.device_lr->SetStep(at.global_step);  // a resumed run continues the curve
   setup.optimizer->UseDeviceLr(setup.device_lr->lr());
+  if (setup.fused) setup.fused->UseDeviceLr(setup.device_lr->lr());
   setup.static_inputs =
       Tensor::Empty({options.batch_size, setup.datasets.train->input_size()}, DType::kFloat32, job.device);
   setup.static_labels = Tensor::Empty({options.batch_size}, DType::kInt64, job.device);
@@ -567,6 +583,7 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
                                                                   setup.tracer.get()));
   }
   if (options.zero == 1 || options.zero == 2) RETURN_IF_ERROR(ShardOptimizer(options, setup));  // attached to ddp
+  if (options.optimizer_in_backward) RETURN_IF_ERROR(StepInsideBackward(options, setup));   // attached to ddp
 
   ASSIGN_OR_RETURN(report.metrics, OpenMetrics(options, job, at));
   if (lead) PrintHeader(options, job, setup, report.progress);

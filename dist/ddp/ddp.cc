@@ -4,17 +4,14 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "autograd/grad_mode.h"
 #include "base/status_macros.h"
 #include "dist/ddp/reducer.h"
 #include "dist/process_group/exit_on_failure.h"
 #include "nn/module.h"
-#include "nn/optimizer.h"
 #include "base/check.h"
 
 namespace tinyddp::dist {
@@ -168,12 +165,7 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared_ptr<ProcessGroup> pg,
                                                  DdpOptions options, std::unique_ptr<Reducer> reducer)
-    : module_(module), pg_(std::move(pg)), options_(std::move(options)), reducer_(std::move(reducer)) {
-  reducer_->SetBucketReducedCallback([this](int bucket) {
-    if (!fused_.empty()) fused_[bucket]->Step();
-    return on_bucket_reduced_ ? on_bucket_reduced_(bucket) : absl::OkStatus();
-  });
-}
+    : module_(module), pg_(std::move(pg)), options_(std::move(options)), reducer_(std::move(reducer)) {}
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
@@ -188,7 +180,6 @@ autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& in
   const bool grad = autograd::GradModeEnabled();
   // The one-time rebuild happens here, between iterations, when no bucket is in flight (collective).
   if (grad) reducer_->RebuildBucketsIfNeeded();
-  if (fused_factory_ && fused_generation_ != reducer_->layout_generation()) RebuildFusedOptimizers();
   autograd::Variable output = module_.Forward(input);
   if (grad && sync_enabled_) {
     reducer_->PrepareForBackward(output);
@@ -198,65 +189,12 @@ autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& in
   return output;
 }
 
-void DistributedDataParallel::RegisterFusedOptimizer(OptimizerFactory factory) {
-  TINYDDP_CHECK_OP(factory != nullptr, "DistributedDataParallel::RegisterFusedOptimizer", "empty factory");
-  fused_factory_ = std::move(factory);
-  RebuildFusedOptimizers();
-}
-
-void DistributedDataParallel::SetBucketReducedCallback(std::function<absl::Status(int bucket)> callback) {
-  TINYDDP_CHECK_OP(!(callback && on_bucket_reduced_), "DistributedDataParallel::SetBucketReducedCallback",
+void DistributedDataParallel::SetBucketReducedCallback(std::function<absl::Status(int bucket)> callback,
+                                                       Reducer::CallbackTiming timing) {
+  TINYDDP_CHECK_OP(!(callback && has_bucket_reduced_callback_), "DistributedDataParallel::SetBucketReducedCallback",
                    "a callback is already set (one optimizer wrapper at a time); hint: remove it first (empty)");
-  on_bucket_reduced_ = std::move(callback);
-}
-
-void DistributedDataParallel::SetFusedOptimizerLr(double lr) {
-  fused_lr_ = lr;
-  for (auto& opt : fused_) opt->set_lr(lr);
-}
-
-void DistributedDataParallel::UseFusedOptimizerDeviceLr(const Tensor& lr) {
-  fused_device_lr_ = lr;
-  for (auto& opt : fused_) opt->UseDeviceLr(lr);
-}
-
-void DistributedDataParallel::RebuildFusedOptimizers() {
-  // Optimizer state is per parameter ("state.<i>.<field>", i = position in that optimizer's list): carry
-  // it from the old bucket layout to the new one by parameter identity.
-  std::vector<std::pair<autograd::Variable, std::vector<std::pair<std::string, Tensor>>>> saved;
-  for (size_t b = 0; b < fused_.size(); ++b) {
-    const std::vector<autograd::Variable>& params = fused_[b]->params();
-    for (const auto& [name, tensor] : fused_[b]->StateTensors()) {
-      const std::vector<std::string> parts = absl::StrSplit(name, absl::MaxSplits('.', 2));
-      size_t i = 0;
-      TINYDDP_CHECK_OP(parts.size() == 3 && absl::SimpleAtoi(parts[1], &i) && i < params.size(),
-                       "DistributedDataParallel", "unexpected optimizer state name '", name, "'");
-      auto it = std::find_if(saved.begin(), saved.end(), [&](const auto& e) { return e.first.Is(params[i]); });
-      if (it == saved.end()) it = saved.insert(saved.end(), {params[i], {}});
-      it->second.emplace_back(parts[2], tensor);
-    }
-  }
-  fused_.clear();
-  for (int b = 0; b < reducer_->num_buckets(); ++b) {
-    std::vector<autograd::Variable> params = reducer_->BucketParameters(b);
-    nn::TensorMap state;
-    for (size_t i = 0; i < params.size(); ++i) {
-      for (const auto& entry : saved) {
-        if (!entry.first.Is(params[i])) continue;
-        for (const auto& [field, tensor] : entry.second) state[absl::StrCat("state.", i, ".", field)] = tensor;
-      }
-    }
-    std::unique_ptr<nn::Optimizer> opt = fused_factory_(std::move(params));
-    TINYDDP_CHECK_OP(opt != nullptr, "DistributedDataParallel::RegisterFusedOptimizer", "the factory returned null");
-    if (!state.empty()) {
-      const absl::Status s = opt->LoadStateTensors(state);
-      TINYDDP_CHECK_OP(s.ok(), "DistributedDataParallel", "moving optimizer state to the rebuilt buckets: ", s.ToString());
-    }
-    if (fused_lr_ >= 0) opt->set_lr(fused_lr_);
-    if (fused_device_lr_.defined()) opt->UseDeviceLr(fused_device_lr_);
-    fused_.push_back(std::move(opt));
-  }
-  fused_generation_ = reducer_->layout_generation();
+  has_bucket_reduced_callback_ = static_cast<bool>(callback);
+  reducer_->SetBucketReducedCallback(std::move(callback), timing);
 }
 
 // --- Which path each bucket takes ------------------------------------------------------------------------

@@ -40,7 +40,6 @@
 
 namespace tinyddp::nn {
 class Module;
-class Optimizer;
 }
 
 namespace tinyddp::dist {
@@ -96,30 +95,15 @@ class DistributedDataParallel {
   };
   [[nodiscard]] NoSyncGuard NoSync();
 
-  /// Builds an optimizer over the given parameters (e.g. a lambda making nn::SGD with fixed options).
-  using OptimizerFactory = std::function<std::unique_ptr<nn::Optimizer>(std::vector<autograd::Variable>)>;
-  /// Optimizer overlap (PyTorch's DistributedDataParallel._register_fused_optim): DDP builds one optimizer
-  /// per bucket with `factory` and steps it at the end of each synchronised backward, right after that
-  /// bucket's average has arrived - so the update of the buckets that finished early runs while the last
-  /// buckets (the first layers' gradients, produced last) are still being all-reduced, hiding that tail.
-  /// The training loop then calls no Step(): Backward leaves updated parameters (and averaged .grad).
-  /// Per-parameter optimizer state follows the parameters when buckets are rebuilt. Backwards under NoSync
-  /// step nothing. Precondition: call before the first Forward; `factory` returns a non-null optimizer.
-  void RegisterFusedOptimizer(OptimizerFactory factory);
-  /// The seam for optimizer wrappers outside dist/ddp (ZeRO-1: dist/parallel/zero/zero_optimizer.h):
-  /// `callback` runs at the end of each synchronised backward once per bucket, in launch order, right after
-  /// that bucket's reduction has arrived (Reducer::SetBucketReducedCallback; after the bucket's fused
-  /// optimizer, if any, has stepped). An error it returns becomes status() and no further callback runs.
+  /// The seam for optimizer wrappers outside dist/ddp (the fused optimizer, dist/accel/fused_optimizer;
+  /// ZeRO-1/2, dist/parallel/zero): `callback` runs once per bucket of each synchronised backward, in launch
+  /// order, right after that bucket's reduction has arrived, at the end of backward or already during it
+  /// (`timing`, Reducer::CallbackTiming). An error it returns becomes status() and no further callback runs.
   /// One callback at a time: setting a second one without removing the first (empty) stops the program.
-  void SetBucketReducedCallback(std::function<absl::Status(int bucket)> callback);
-  /// Sets the learning rate of every fused optimizer (an LR schedule calls it before each step).
-  void SetFusedOptimizerLr(double lr);
-  /// The fused optimizers read their learning rate from `lr` on the device (Optimizer::UseDeviceLr), also
-  /// after a bucket rebuild: what a step recorded into a CUDA graph needs when the rate changes. Undefined:
-  /// back to SetFusedOptimizerLr's value.
-  void UseFusedOptimizerDeviceLr(const Tensor& lr);
-  /// The fused optimizers, one per bucket (empty without RegisterFusedOptimizer).
-  const std::vector<std::unique_ptr<nn::Optimizer>>& fused_optimizers() const { return fused_; }
+  void SetBucketReducedCallback(std::function<absl::Status(int bucket)> callback,
+                                Reducer::CallbackTiming timing = Reducer::CallbackTiming::kAfterBackward);
+  /// True while an optimizer wrapper is attached there (its backward then updates the parameters).
+  bool has_bucket_reduced_callback() const { return has_bucket_reduced_callback_; }
   /// False inside NoSync(): the next forward arms no communication.
   bool sync_enabled() const { return sync_enabled_; }
 
@@ -154,14 +138,7 @@ class DistributedDataParallel {
   std::unique_ptr<Reducer> reducer_;
   bool sync_enabled_ = true;  // false inside NoSync()
 
-  // Fused optimizers: one per bucket, rebuilt (with their state) when the reducer rebuilds its buckets.
-  void RebuildFusedOptimizers();
-  OptimizerFactory fused_factory_;
-  std::vector<std::unique_ptr<nn::Optimizer>> fused_;
-  int64_t fused_generation_ = -1;
-  double fused_lr_ = -1;  // < 0: the factory's own
-  Tensor fused_device_lr_;  // defined: every fused optimizer reads its learning rate there
-  std::function<absl::Status(int)> on_bucket_reduced_;  // SetBucketReducedCallback's
+  bool has_bucket_reduced_callback_ = false;
 };
 
 /// The collective check behind Create(), usable on its own: OK when every rank of `pg` passes the same

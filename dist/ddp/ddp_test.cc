@@ -514,46 +514,5 @@ TEST(DistributedDataParallel, CreateCopiesRankZerosParametersToEveryRank) {
   });
 }
 
-// --- Fused optimizers -------------------------------------------------------------------------------
-
-TEST(DistributedDataParallel, FusedOptimizerStepsInsideBackwardAndMatchesAPlainStepAcrossTheRebuild) {
-  RunOnRanks(2, [](const RankContext& ctx) {
-    auto pg = ddp_testing::MakeGlooGroup(ctx);
-    ASSERT_NE(pg, nullptr);
-    nn::MlpOptions mo;
-    mo.seed = 21;
-    auto model = nn::MLP({13, 17, 11, 5}, mo);
-    auto reference = nn::MLP({13, 17, 11, 5}, mo);
-    DdpOptions options;
-    options.first_bucket_bytes = 256;
-    options.bucket_cap_bytes = 700;
-    auto ddp = DistributedDataParallel::Create(*model, pg, options);
-    ASSERT_TRUE(ddp.ok()) << ddp.status();
-    // AdamW: per-parameter state (moments and step counts) that must follow the parameters when the
-    // second forward rebuilds the buckets in the observed order.
-    nn::AdamWOptions ao;
-    ao.lr = 0.02;
-    (*ddp)->RegisterFusedOptimizer(
-        [ao](std::vector<Variable> params) { return std::make_unique<nn::AdamW>(std::move(params), ao); });
-    nn::AdamW ref_opt(reference->Parameters(), ao);
-    for (int step = 0; step < 4; ++step) {
-      if (step == 3) {
-        (*ddp)->SetFusedOptimizerLr(0.005);
-        ref_opt.set_lr(0.005);
-      }
-      const Batch all = ddp_testing::MakeBatch(2 * 4, 13, 5, 300 + step);
-      model->ZeroGrad();
-      autograd::Backward(Loss(**ddp, ddp_testing::Rows(all, 4 * ctx.rank, 4 * ctx.rank + 4)));  // steps inside
-      ref_opt.ZeroGrad();
-      autograd::Backward(Loss(*reference, all));
-      ref_opt.Step();
-      const std::string when = absl::StrCat("after fused step ", step + 1);
-      ddp_testing::ExpectParametersNear(*model, *reference, 2e-6, 2e-5, when);
-      ddp_testing::ExpectBitIdenticalAcrossRanks(*pg, *model, when);
-    }
-    EXPECT_TRUE((*ddp)->reducer().buckets_rebuilt());
-  });
-}
-
 }  // namespace
 }  // namespace tinyddp::dist

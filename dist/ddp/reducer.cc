@@ -172,11 +172,15 @@ void Reducer::PrepareForBackward(const autograd::Variable& output) {
   armed_ = true;
   finalize_queued_ = false;
   next_to_launch_ = 0;
+  next_to_finish_ = 0;
+  finish_stream_used_ = false;
+  finished_in_backward_ = 0;
   std::fill(ready_.begin(), ready_.end(), false);
   ready_order_.clear();
   launch_order_.clear();
   for (Bucket& bucket : buckets_) {
     bucket.pending = bucket.params.size();
+    bucket.finished = false;
   }
   unused_.clear();
   if (!options_.find_unused_parameters) return;
@@ -259,11 +263,56 @@ void Reducer::LaunchReadyBuckets() {
     launch_order_.push_back(next_to_launch_);
     Launch(buckets_[next_to_launch_++]);
   }
+  if (callback_timing_ == CallbackTiming::kInBackward) FinishLaunchedBuckets();
+}
+
+void Reducer::FinishLaunchedBuckets() {
+  while (next_to_finish_ < next_to_launch_) {
+    Bucket& bucket = buckets_[next_to_finish_];
+    // The op that runs right after a bucket's hooks may still read its parameters' values (Linear's input
+    // gradient, autograd/engine.h promise 7): an update must wait until backward has moved past it.
+    if (autograd::OpsRunInBackward() <= bucket.launched_at_op) return;
+    if (!device_.is_cuda()) {
+      // CPU: Gloo's thread is still adding it up; waiting would stop backward. A later hook looks again.
+      if (!bucket.future.work->IsCompleted()) return;
+      Finish(bucket);
+    } else {
+      // GPU: the waits are stream events, so they cost the host nothing. The reducer's own stream waits for
+      // what the compute stream has queued so far (that op included) and for the collective, and runs the
+      // callback's kernels (the bucket's optimizer update) there, beside the rest of backward.
+      if (finish_stream_.handle() == nullptr) {
+        finish_stream_ = cuda::Stream::Create(device_.index);
+        finish_stream_done_ = std::make_unique<cuda::Event>();
+      }
+      finish_stream_done_->Record(cuda::Stream::Current(device_.index));
+      finish_stream_.Wait(*finish_stream_done_);
+      finish_stream_used_ = true;
+      const cuda::Stream compute = cuda::Stream::SetCurrent(finish_stream_);
+      Finish(bucket);
+      cuda::Stream::SetCurrent(compute);
+    }
+    ++next_to_finish_;
+    ++finished_in_backward_;
+  }
+}
+
+void Reducer::Finish(Bucket& bucket) {
+  bucket.finished = true;
+  const absl::Status status = bucket.future.Complete();
+  bucket.future = CommFuture{};  // drop the Work (and the tensors it holds)
+  if (!status.ok()) {
+    // A peer died, froze past the timeout, or the link broke: the gradients are not averages. Keep the
+    // error for the training loop (status()), step nothing, and let the remaining futures drain.
+    Fail(Annotate(status, absl::StrCat("all_reduce of bucket ", bucket.grad_bucket.index, " on rank ", pg_->rank())));
+    return;
+  }
+  if (on_bucket_reduced_ && status_.ok()) Fail(on_bucket_reduced_(bucket.grad_bucket.index));
 }
 
 void Reducer::Launch(Bucket& bucket) {
   // The group's flight recorder files the hook's collectives under this bucket (what its analyzer names).
   CollectiveBucketScope scope(bucket.grad_bucket.index);
+  bucket.launched_at_op = autograd::OpsRunInBackward();
   bucket.future = comm_hook_.run(*pg_, bucket.grad_bucket);
   TINYDDP_CHECK_OP(bucket.future.work != nullptr, kOp, "the comm hook returned no Work for bucket ",
                    bucket.grad_bucket.index, "; hint: a hook must return the collective it started");
@@ -293,15 +342,12 @@ void Reducer::FinalizeBackward() {
   if (options_.find_unused_parameters) RestoreGloballyUnused();
 
   for (Bucket& bucket : buckets_) {
-    const absl::Status status = bucket.future.Complete();
-    bucket.future = CommFuture{};  // drop the Work (and the tensors it holds)
-    if (!status.ok()) {
-      // A peer died, froze past the timeout, or the link broke: the gradients are not averages. Keep the
-      // error for the training loop (status()), step nothing, and let the remaining futures drain.
-      Fail(Annotate(status, absl::StrCat("all_reduce of bucket ", bucket.grad_bucket.index, " on rank ", pg_->rank())));
-      continue;
-    }
-    if (on_bucket_reduced_ && status_.ok()) Fail(on_bucket_reduced_(bucket.grad_bucket.index));
+    if (!bucket.finished) Finish(bucket);  // kInBackward may have finished the first ones already
+  }
+  if (finish_stream_used_) {  // the step ends when the last update made during backward has
+    finish_stream_done_->Record(finish_stream_);
+    cuda::Stream::Current(device_.index).Wait(*finish_stream_done_);
+    finish_stream_used_ = false;
   }
   if (!options_.gradient_as_bucket_view) {
     for (Bucket& bucket : buckets_) {

@@ -50,6 +50,7 @@
 #include "autograd/variable.h"
 #include "dist/ddp/comm_hooks.h"
 #include "dist/process_group/process_group.h"
+#include "tensor/stream.h"
 #include "tensor/tensor.h"
 
 namespace tinyddp::dist {
@@ -104,12 +105,29 @@ class Reducer {
   void PrepareForBackward(const autograd::Variable& output);
   /// Disarms: the next backward accumulates locally and communicates nothing (DDP's NoSync forward).
   void PrepareForLocalBackward();
-  /// Called at the end of each synchronised backward once per bucket, in launch order, right after that
-  /// bucket's average has arrived (the current stream is ordered after its collective), while later
-  /// buckets may still be in flight. DDP steps fused optimizers here (and ZeRO-1 its shards). An error it
-  /// returns becomes status(), and no further callback runs. Empty: nothing.
-  void SetBucketReducedCallback(std::function<absl::Status(int bucket)> callback) {
+  /// When the bucket-reduced callback runs (SetBucketReducedCallback).
+  enum class CallbackTiming {
+    /// At the end of each synchronised backward, once per bucket in launch order, right after that bucket's
+    /// average has arrived on the current stream, while later buckets may still be in flight.
+    kAfterBackward,
+    /// Already during backward, once per bucket in launch order, as soon as (1) backward has run the op after
+    /// the one that completed the bucket (which may still read its parameters: autograd/engine.h promise 7)
+    /// and (2) its average can be waited for without blocking the host. On a GPU that is the next gradient
+    /// hook: the callback runs on a stream of the reducer's own, which waits for the compute stream so far
+    /// and for the collective, so its kernels run beside the rest of backward (the compute stream waits for
+    /// that stream at the end of backward). On a CPU, the first hook at which the collective has finished
+    /// (Work::IsCompleted). The rest at the end of backward. Its timing may differ across ranks: such a
+    /// callback must not issue collectives.
+    kInBackward,
+  };
+  /// Called once per bucket of each synchronised backward, when `timing` says, right after that bucket's
+  /// average has arrived (the current stream is ordered after its collective). Optimizer wrappers step
+  /// there (dist/accel/fused_optimizer, ZeRO in dist/parallel/zero). An error it returns becomes status(),
+  /// and no further callback runs. Empty: nothing.
+  void SetBucketReducedCallback(std::function<absl::Status(int bucket)> callback,
+                                CallbackTiming timing = CallbackTiming::kAfterBackward) {
     on_bucket_reduced_ = std::move(callback);
+    callback_timing_ = timing;
   }
 
   /// OK, or the first communication error (a bucket's all_reduce, the rebuild's broadcast, the used-map
@@ -149,6 +167,9 @@ class Reducer {
   std::vector<std::string> LayoutOrder() const;
   /// Number of backwards that all-reduced.
   int64_t num_synced_backwards() const { return num_synced_backwards_; }
+  /// CallbackTiming::kInBackward: how many buckets of the last synchronised backward were finished (their
+  /// callback run) before its end; the others were finished at the end.
+  int buckets_finished_in_backward() const { return finished_in_backward_; }
 
  private:
   struct Bucket {
@@ -162,6 +183,8 @@ class Reducer {
     // Per backward.
     size_t pending = 0;
     CommFuture future;
+    bool finished = false;  // its future completed and its callback run
+    int64_t launched_at_op = 0;  // autograd::OpsRunInBackward() when it was launched
   };
   struct Location {
     int bucket = -1;
@@ -179,6 +202,10 @@ class Reducer {
   void PlaceGradient(size_t param_index, bool unused);
   void LaunchReadyBuckets();
   void Launch(Bucket& bucket);
+  // Completes the bucket's future (on the current stream) and runs the bucket-reduced callback.
+  void Finish(Bucket& bucket);
+  // CallbackTiming::kInBackward: finishes the launched buckets, in order, that need no host wait.
+  void FinishLaunchedBuckets();
   void FinalizeBackward();
   // find_unused_parameters: parameters whose gradient stayed undefined on every rank keep no gradient.
   void RestoreGloballyUnused();
@@ -198,6 +225,7 @@ class Reducer {
   bool armed_ = false;               // hooks act only after PrepareForBackward
   bool finalize_queued_ = false;
   int next_to_launch_ = 0;           // buckets launch strictly in order
+  int next_to_finish_ = 0;           // and finish in the same order
   std::vector<bool> ready_;          // by parameter index
   std::vector<size_t> unused_;       // parameters the forward did not reach (find_unused_parameters)
   std::vector<bool> had_grad_;       // find_unused_parameters: .grad was defined before this backward
@@ -213,6 +241,11 @@ class Reducer {
   void Fail(absl::Status status);
   int64_t layout_generation_ = 0;
   std::function<absl::Status(int)> on_bucket_reduced_;
+  CallbackTiming callback_timing_ = CallbackTiming::kAfterBackward;
+  cuda::Stream finish_stream_;   // kInBackward on a GPU: where buckets finish during backward (made once)
+  std::unique_ptr<cuda::Event> finish_stream_done_;
+  bool finish_stream_used_ = false;  // in this backward
+  int finished_in_backward_ = 0;     // in the last synchronised backward
 };
 
 }  // namespace tinyddp::dist

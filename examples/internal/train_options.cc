@@ -82,6 +82,9 @@ ABSL_FLAG(int64_t, tp, kDefaults.tp,
 ABSL_FLAG(bool, join, kDefaults.join,
           "uneven inputs (docs/uneven_inputs.md): the data is not padded, so ranks may have different numbers of "
           "batches; a rank that runs out shadows the others' collectives (PyTorch's Join) instead of hanging them");
+ABSL_FLAG(bool, optimizer_in_backward, kDefaults.optimizer_in_backward,
+          "the optimizer inside backward (docs/ddp.md): one optimizer per DDP bucket, each stepped as soon as its "
+          "bucket's average has arrived, while backward computes the earlier layers (the same results, bit for bit)");
 // Data.
 ABSL_FLAG(std::string, dataset, kDefaults.dataset,
           "synthetic: a learnable generated problem, no files needed (fashion_mnist|synthetic)");
@@ -122,7 +125,8 @@ const std::vector<FlagGroup>& Flags() {
        {"hidden", "optimizer", "precision", "lr_schedule", "lr", "momentum", "weight_decay", "warmup_steps",
         "lr_step_epochs", "lr_gamma", "epochs", "batch_size", "max_steps", "seed", "shuffle"}},
       {"data parallelism (DDP)",
-       {"ddp", "bucket_cap_mb", "first_bucket_mb", "grad_accum_steps", "find_unused_parameters", "comm_hook", "zero"}},
+       {"ddp", "bucket_cap_mb", "first_bucket_mb", "grad_accum_steps", "find_unused_parameters", "comm_hook", "zero",
+        "optimizer_in_backward"}},
       {"beyond data parallelism", {"tp", "join"}},
       {"data", {"dataset", "data_dir", "synthetic_examples", "synthetic_input_size"}},
       {"output and state",
@@ -178,6 +182,7 @@ absl::StatusOr<TrainOptions> FromFlags() {
   o.zero = absl::GetFlag(FLAGS_zero);
   o.tp = absl::GetFlag(FLAGS_tp);
   o.join = absl::GetFlag(FLAGS_join);
+  o.optimizer_in_backward = absl::GetFlag(FLAGS_optimizer_in_backward);
   o.dataset = absl::GetFlag(FLAGS_dataset);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.synthetic_examples = absl::GetFlag(FLAGS_synthetic_examples);
@@ -284,6 +289,14 @@ absl::Status Validate(const TrainOptions& o) {
       Check(!o.join || o.zero == 0, "join", "runs under plain DDP (--zero=0): ZeRO's sharded steps have no shadow"),
       Check(!o.join || o.grad_accum_steps == 1, "join",
             "shadows one batch per step: use --grad_accum_steps=1 with it"),
+      OnlyFor(o, "optimizer_in_backward", o.optimizer_in_backward, {"full"}),
+      Check(!o.optimizer_in_backward || o.zero == 0, "optimizer_in_backward",
+            "is not built for --zero: ZeRO's step all-gathers the parameters, a collective, which must not run at "
+            "times that differ from rank to rank; use --zero=0"),
+      Check(!o.optimizer_in_backward || (o.tp == 1 && !o.join && !o.find_unused_parameters), "optimizer_in_backward",
+            "is not built for --tp (its optimizer steps shards of a split model), --join (a shadowing rank steps "
+            "after its zero-gradient backward) or --find_unused_parameters (unused gradients are settled only at "
+            "the end of backward); run without those"),
   };
   for (const absl::Status& s : checks) {
     RETURN_IF_ERROR(s);

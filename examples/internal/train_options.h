@@ -53,6 +53,7 @@ struct TrainOptions {
   int64_t zero = 0;  // ZeRO stage: 1 shards the optimizer state, 2 also the gradients, 3 also the parameters
   int64_t tp = 1;     // tensor-parallel ranks per data-parallel replica (dist/parallel/tensor)
   bool join = false;  // uneven inputs: no padding, ranks that ran out shadow the others (dist/parallel/join)
+  bool optimizer_in_backward = false;  // each bucket's update as its all_reduce lands (dist/accel/fused_optimizer)
 
   // Data parallelism: which DDP of the ladder (docs/ddp_ladder.md), and DDP's own settings.
   std::string ddp = "full";             // naive | flat | bucketed | full (DistributedDataParallel)

@@ -225,6 +225,20 @@ absl::Status ShardOptimizer(const TrainOptions& o, Setup& s) {
   return s.optimizer->LoadStateTensors({});
 }
 
+// --optimizer_in_backward: one optimizer per DDP bucket, each stepped during backward as soon as its bucket's
+// average has arrived (dist/accel/fused_optimizer); the vessel hands over a resumed state and steps nothing.
+absl::Status StepInsideBackward(const TrainOptions& o, Setup& s) {
+  const nn::Module& model = *s.model;
+  auto factory = [o, &model](std::vector<autograd::Variable> params) {
+    std::unique_ptr<nn::Optimizer> opt = MakeOptimizer(o, std::move(params));
+    opt->SetComputeCopies(model.ComputeCopies());  // bf16: the bucket's copies, written by the same pass
+    return opt;
+  };
+  ASSIGN_OR_RETURN(s.fused, dist::FusedOptimizer::Attach(*s.ddp, factory, {.in_backward = true}));
+  RETURN_IF_ERROR(s.fused->LoadStateTensorsOver(s.model->Parameters(), s.optimizer->StateTensors()));
+  return s.optimizer->LoadStateTensors({});
+}
+
 // --zero=3: the model sharded layer by layer (it replaces DDP); the vessel hands over a resumed state.
 absl::Status ShardModel(const TrainOptions& o, const Job& job, Setup& s) {
   auto factory = [o](std::vector<autograd::Variable> params) { return MakeOptimizer(o, std::move(params)); };
@@ -245,7 +259,11 @@ absl::StatusOr<std::string> MemoryTable(const TrainOptions& o, const Job& job, c
   } else if (s.zero) {
     mine = dist::zero::HeldBy(*s.zero);
   } else if (s.ddp) {
-    mine = dist::zero::HeldBy(*s.ddp, *s.optimizer);
+    std::vector<const nn::Optimizer*> per_bucket;  // --optimizer_in_backward: where the state is
+    if (s.fused) {
+      for (const auto& opt : s.fused->optimizers()) per_bucket.push_back(opt.get());
+    }
+    mine = dist::zero::HeldBy(*s.ddp, *s.optimizer, per_bucket);
   } else {
     return std::string();  // a rung of the ladder: not measured
   }

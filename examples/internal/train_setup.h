@@ -15,6 +15,7 @@
 #include "autograd/variable.h"
 #include "data/data_loader.h"
 #include "data/dataset.h"
+#include "dist/accel/fused_optimizer/fused_optimizer.h"
 #include "dist/accel/copy_engine/copy_engine_hook.h"
 #include "dist/accel/graph/graphed_step.h"
 #include "dist/ddp/ddp.h"
@@ -96,6 +97,7 @@ struct Setup {
   std::unique_ptr<dist::DistributedDataParallel> ddp;  // --ddp=full (the default): the production DDP
   std::unique_ptr<dist::ladder::DataParallel> rung;    // --ddp=naive|flat|bucketed: a teaching rung (dist/ladder)
   std::unique_ptr<dist::zero::ZeroRedundancyOptimizer> zero;  // --zero=1|2: the optimizer, attached to `ddp`
+  std::unique_ptr<dist::FusedOptimizer> fused;  // --optimizer_in_backward: the optimizer, one per bucket of `ddp`
   std::shared_ptr<dist::zero::GradientShards> gradient_shards;  // --zero=2: the comm hook `ddp` uses, its blocks
   std::unique_ptr<dist::zero::FullyShardedDataParallel> fsdp;   // --zero=3: instead of `ddp`, the model sharded
   // --tp: the model DDP wraps and trains is `tp`, this rank's shards of `model` (which stays, whole, as the
@@ -141,6 +143,9 @@ absl::Status SplitModel(const TrainOptions& o, const Job& job, Setup& s);
 /// unsharded vessel checkpoints read and write: here it hands a resumed state to the shards, and it holds no
 /// state while training. Precondition: s.ddp is set (--ddp=full) with that hook.
 absl::Status ShardOptimizer(const TrainOptions& o, Setup& s);
+/// --optimizer_in_backward: a FusedOptimizer attached to s.ddp, stepping each bucket during backward, with the
+/// optimizer's (resumed) state moved into it (s.optimizer then holds none and steps nothing).
+absl::Status StepInsideBackward(const TrainOptions& o, Setup& s);
 /// --zero=3: the model's layers sharded over the ranks (zero::FullyShardedDataParallel, which replaces DDP:
 /// s.fsdp is set, s.ddp stays null), with the optimizer's state resumed into the shards as ShardOptimizer does.
 absl::Status ShardModel(const TrainOptions& o, const Job& job, Setup& s);

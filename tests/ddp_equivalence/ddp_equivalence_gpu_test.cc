@@ -12,6 +12,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "dist/accel/copy_engine/copy_engine_hook.h"
+#include "dist/accel/fused_optimizer/fused_optimizer.h"
 #include "dist/ddp/ddp.h"
 #include "dist/testing/ddp_testing.h"
 #include "dist/process_group/nccl/process_group_nccl.h"
@@ -84,14 +85,16 @@ void TrainAndCompare(const RankContext& ctx, bool bucket_view, bool adamw, bool 
     opt = std::make_unique<nn::SGD>(model->Parameters(), so);
     ref_opt = std::make_unique<nn::SGD>(reference->Parameters(), so);
   }
+  std::unique_ptr<FusedOptimizer> fused_optimizer;
   if (fused) {
     // One optimizer per bucket, stepped inside Backward (the benchmark's default); `opt` is then only
     // used to clear gradients.
     nn::SgdOptions so;
     so.lr = 0.05;
     so.momentum = 0.9;
-    (*ddp)->RegisterFusedOptimizer(
-        [so](std::vector<Variable> params) { return std::make_unique<nn::SGD>(std::move(params), so); });
+    fused_optimizer = FusedOptimizer::Attach(**ddp, [so](std::vector<Variable> params) {
+                        return std::make_unique<nn::SGD>(std::move(params), so);
+                      }).value();
   }
   cuda::AllocatorStats warm;
   std::string mallocs;  // cudaMalloc count after each step, for the message below

@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <optional>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "dist/testing/process_test_util.h"
 #include "nlohmann/json.hpp"
@@ -87,6 +90,30 @@ double LastTestAccuracy(const std::string& jsonl) {
     if (j["type"] == "epoch") accuracy = j["test_accuracy"].get<double>();
   }
   return accuracy;
+}
+
+std::string CheckpointName(int64_t step) {
+  const std::string digits = absl::StrCat(step);
+  return "step-" + std::string(digits.size() < 8 ? 8 - digits.size() : 0, '0') + digits;
+}
+
+std::string NewestCheckpoint(const std::string& dir) {
+  int64_t newest = -1;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    int64_t step = 0;
+    const std::string name = entry.path().filename().string();
+    if (absl::StartsWith(name, "step-") && absl::SimpleAtoi(name.substr(5), &step) && step > newest) newest = step;
+  }
+  return newest < 0 ? "" : absl::StrCat(dir, "/", CheckpointName(newest));
+}
+
+bool SameModelAndOptimizer(const std::string& a, const std::string& b) {
+  for (const char* file : {"/model.safetensors", "/optimizer.safetensors"}) {
+    const std::string x = dist::testing::ReadFile(a + file);
+    if (x.empty() || x != dist::testing::ReadFile(b + file)) return false;
+  }
+  return true;
 }
 
 }  // namespace tinyddp::testing

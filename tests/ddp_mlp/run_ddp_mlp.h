@@ -4,6 +4,7 @@
 #ifndef TINYDDP_TESTS_DDP_MLP_RUN_DDP_MLP_H_
 #define TINYDDP_TESTS_DDP_MLP_RUN_DDP_MLP_H_
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,13 @@ std::string Explain(const RunResult& r);
 
 /// A new empty folder under TEST_TMPDIR named `name`.
 std::string FreshDir(const std::string& name);
+
+/// "step-00000007": the folder of the checkpoint of `step` (examples/internal/train_checkpoint.h).
+std::string CheckpointName(int64_t step);
+/// The newest step-* folder in `dir` ("" when none).
+std::string NewestCheckpoint(const std::string& dir);
+/// True when two checkpoints' model.safetensors and optimizer.safetensors are byte-identical.
+bool SameModelAndOptimizer(const std::string& a, const std::string& b);
 
 /// From a --metrics_out file: the first logged step loss, and the last epoch's test accuracy
 /// (-1 when absent).

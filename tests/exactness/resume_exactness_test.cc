@@ -40,24 +40,6 @@ using json = nlohmann::json;
 
 constexpr int kPreempted = 75;  // the exit status of a preempted job (examples/internal/preemption.h)
 
-// "step-00000007": the folder of a checkpoint (examples/internal/train_checkpoint.h).
-std::string CheckpointName(int64_t step) {
-  std::string digits = absl::StrCat(step);
-  return "step-" + std::string(8 - digits.size(), '0') + digits;
-}
-
-// The newest step-* folder in `dir` ("" when none).
-std::string Newest(const std::string& dir) {
-  int64_t newest = -1;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    int64_t step = 0;
-    const std::string name = entry.path().filename().string();
-    if (absl::StartsWith(name, "step-") && absl::SimpleAtoi(name.substr(5), &step) && step > newest) newest = step;
-  }
-  return newest < 0 ? "" : absl::StrCat(dir, "/", CheckpointName(newest));
-}
-
 json Manifest(const std::string& checkpoint) {
   return json::parse(dist::testing::ReadFile(checkpoint + "/trainer_state.json"), nullptr, /*allow_exceptions=*/false);
 }
@@ -80,14 +62,6 @@ void ExpectSameState(const std::string& expected, const std::string& actual) {
   EXPECT_FALSE(a.at("progress").at("bucket_order").empty()) << "a DDP run past its first step records its layout";
 }
 
-// True when the two checkpoints' models or optimizer states differ in any byte.
-bool StateDiffers(const std::string& a, const std::string& b) {
-  for (const char* file : {"/model.safetensors", "/optimizer.safetensors"}) {
-    if (dist::testing::ReadFile(a + file) != dist::testing::ReadFile(b + file)) return true;
-  }
-  return false;
-}
-
 class ResumeExactness : public ::testing::TestWithParam<int> {
  protected:
   // The tiny job on GetParam() ranks for 2 epochs, checkpointing into `dir`, plus `more`.
@@ -108,8 +82,8 @@ class ResumeExactness : public ::testing::TestWithParam<int> {
     const RunResult r = RunDdpMlp(Job(dir, more), env);
     EXPECT_EQ(r.exit_code, 0) << Explain(r);
     ExpectLegKernels(r);
-    if (env.empty() && r.exit_code == 0) (*made)[key] = Newest(dir);
-    return Newest(dir);
+    if (env.empty() && r.exit_code == 0) (*made)[key] = NewestCheckpoint(dir);
+    return NewestCheckpoint(dir);
   }
   // Stops after `steps` (--max_steps), then resumes in the same folder; returns the final checkpoint.
   std::string StopAndResume(const std::string& name, int steps, const std::vector<std::string>& more) {
@@ -123,7 +97,7 @@ class ResumeExactness : public ::testing::TestWithParam<int> {
     const RunResult b = RunDdpMlp(Job(dir, second));
     EXPECT_EQ(b.exit_code, 0) << Explain(b);
     EXPECT_NE(b.out.find(absl::StrCat("resumed from ", dir, "/", CheckpointName(steps))), std::string::npos) << b.out;
-    return Newest(dir);
+    return NewestCheckpoint(dir);
   }
   // The children ran this leg's CPU kernels (tools/cpu_isa_legs.bzl passes TINYDDP_CPU_ISA down).
   static void ExpectLegKernels(const RunResult& r) {
@@ -161,7 +135,7 @@ TEST_P(ResumeExactness, PreemptedAtAKnownStepAndResumedEndsBitIdentical) {
   ASSERT_EQ(a.exit_code, kPreempted) << Explain(a);
   const RunResult b = RunDdpMlp(Job(dir, {"--resume"}));
   ASSERT_EQ(b.exit_code, 0) << Explain(b);
-  EXPECT_NO_FATAL_FAILURE(ExpectSameState(whole, Newest(dir)));
+  EXPECT_NO_FATAL_FAILURE(ExpectSameState(whole, NewestCheckpoint(dir)));
 }
 
 TEST_P(ResumeExactness, ZeroOneAndZeroTwoStoppedAndResumedEndBitIdentical) {
@@ -208,9 +182,9 @@ TEST(ResumeExactnessWhy, WithoutTheLayoutAResumedRunDiffersAtThreeRanksButNotAtT
     ASSERT_EQ(resumed.exit_code, 0) << Explain(resumed);
     EXPECT_NE(resumed.out.find("no DDP bucket layout"), std::string::npos) << resumed.out;
     if (ranks == 2) {
-      EXPECT_FALSE(StateDiffers(Newest(whole), Newest(dir))) << "two ranks add each element in one order";
+      EXPECT_TRUE(SameModelAndOptimizer(NewestCheckpoint(whole), NewestCheckpoint(dir))) << "two ranks add each element in one order";
     } else {
-      EXPECT_TRUE(StateDiffers(Newest(whole), Newest(dir)))
+      EXPECT_FALSE(SameModelAndOptimizer(NewestCheckpoint(whole), NewestCheckpoint(dir)))
           << "resumed in the first step's layout, the ring adds some elements in another order: the bits should "
              "differ, or this test no longer shows what holds them";
     }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "dist/accel/fused_optimizer/fused_optimizer.h"
 #include "dist/ddp/ddp.h"
 #include "dist/ddp/reducer.h"
 #include "dist/testing/ddp_testing.h"
@@ -75,12 +76,13 @@ TEST_P(DdpBf16, RanksRefreshCopiesAfterTheBroadcastStayBitIdenticalAndFollowOneP
 
     nn::SGD sgd(model->Parameters(), kSgd);
     sgd.SetComputeCopies(model->ComputeCopies());
+    std::unique_ptr<FusedOptimizer> fused_optimizer;
     if (fused) {
-      (*ddp)->RegisterFusedOptimizer([&model](std::vector<Variable> params) {
-        auto opt = std::make_unique<nn::SGD>(std::move(params), kSgd);
-        opt->SetComputeCopies(model->ComputeCopies());
-        return opt;
-      });
+      fused_optimizer = FusedOptimizer::Attach(**ddp, [&model](std::vector<Variable> params) {
+                          auto opt = std::make_unique<nn::SGD>(std::move(params), kSgd);
+                          opt->SetComputeCopies(model->ComputeCopies());
+                          return opt;
+                        }).value();
     }
     nn::SGD ref_sgd(reference->Parameters(), kSgd);
     ref_sgd.SetComputeCopies(reference->ComputeCopies());

@@ -116,8 +116,8 @@ bool GraphedStep::WarmedUp() const {
 
 std::vector<const nn::Optimizer*> GraphedStep::Watched() const {
   std::vector<const nn::Optimizer*> watched = optimizers_;
-  if (ddp_ != nullptr) {
-    for (const auto& fused : ddp_->fused_optimizers()) watched.push_back(fused.get());
+  if (options_.rebuilt_optimizers) {
+    for (const nn::Optimizer* opt : options_.rebuilt_optimizers()) watched.push_back(opt);
   }
   return watched;
 }

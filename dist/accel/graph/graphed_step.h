@@ -94,6 +94,9 @@ struct GraphedStepOptions {
   std::string eager_reason;
   /// The step records a trace (dist/observe/trace/): CaptureFacts::tracer, so every step runs eagerly.
   bool traced = false;
+  /// Optimizers stepped inside the step whose set changes during the warm-up (a FusedOptimizer's per-bucket
+  /// ones follow DDP's bucket rebuild, dist/accel/fused_optimizer): asked for each time they are checked.
+  std::function<std::vector<const nn::Optimizer*>()> rebuilt_optimizers;
 };
 
 /// The facts that decide whether a step can be captured (GraphedStep gathers them; tests state them).
@@ -118,7 +121,7 @@ class GraphedStep {
 
   /// `device`: where the step runs. `ddp`: the DDP the step's forward goes through, or null (one device,
   /// no collectives). `optimizers`: the optimizers the step calls Step() on, whose learning rates are
-  /// checked before each replay (DDP's fused optimizers are found through `ddp`). Nothing runs yet; when
+  /// checked before each replay (and GraphedStepOptions::rebuilt_optimizers, asked each time). Nothing runs yet; when
   /// the step can never be captured (CPU, Gloo, find_unused_parameters, a trace), the reason is logged now.
   GraphedStep(Device device, StepFn step, DistributedDataParallel* ddp, std::vector<const nn::Optimizer*> optimizers,
               GraphedStepOptions options = {});

@@ -21,6 +21,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "dist/accel/fused_optimizer/fused_optimizer.h"
 #include "dist/ddp/ddp.h"
 #include "dist/process_group/nccl/process_group_nccl.h"
 #include "dist/store/hash_store.h"
@@ -53,7 +54,8 @@ struct Case {
   nn::Precision precision = nn::Precision::kFloat32;
   bool adamw = false;
   bool ddp = true;
-  bool fused = false;  // DDP's per-bucket optimizers, stepped inside backward
+  bool fused = false;  // a FusedOptimizer: per-bucket optimizers stepped at the end of backward
+  bool in_backward = false;  // ... or during it, on the reducer's stream (--optimizer_in_backward)
 };
 
 // Every step's batch, made on the device once: step k reads rows [k*B, (k+1)*B).
@@ -73,6 +75,7 @@ struct Trainer {
   std::shared_ptr<nn::Sequential> model;
   std::unique_ptr<DistributedDataParallel> ddp;
   std::unique_ptr<nn::Optimizer> optimizer;
+  std::unique_ptr<FusedOptimizer> fused_optimizer;
   std::unique_ptr<nn::DeviceLr> device_lr;  // null: the learning rate is set on the host each step
   std::unique_ptr<nn::LrSchedule> schedule = std::make_unique<nn::CosineWithWarmupLr>(0.05, 10, kSteps);
   Tensor inputs, labels;
@@ -93,21 +96,31 @@ struct Trainer {
     optimizer = make(model->Parameters());
     optimizer->SetComputeCopies(model->ComputeCopies());
     if (c.ddp) {
-      auto created = DistributedDataParallel::Create(*model, pg);
+      DdpOptions options;
+      if (c.in_backward) {  // several buckets, so that all but the last are updated during backward
+        options.first_bucket_bytes = 4 << 10;
+        options.bucket_cap_bytes = 8 << 10;
+      }
+      auto created = DistributedDataParallel::Create(*model, pg, options);
       EXPECT_TRUE(created.ok()) << created.status();
       ddp = std::move(*created);
       if (fused) {
-        ddp->RegisterFusedOptimizer([make, this](std::vector<Variable> params) {
-          auto opt = make(std::move(params));
-          opt->SetComputeCopies(model->ComputeCopies());
-          return opt;
-        });
+        auto attached = FusedOptimizer::Attach(
+            *ddp,
+            [make, this](std::vector<Variable> params) {
+              auto opt = make(std::move(params));
+              opt->SetComputeCopies(model->ComputeCopies());
+              return opt;
+            },
+            {.in_backward = c.in_backward});
+        EXPECT_TRUE(attached.ok()) << attached.status();
+        if (attached.ok()) fused_optimizer = std::move(*attached);
       }
     }
     if (lr_on_device) {
       device_lr = std::make_unique<nn::DeviceLr>(*schedule, kSteps, device);
       optimizer->UseDeviceLr(device_lr->lr());
-      if (fused) ddp->UseFusedOptimizerDeviceLr(device_lr->lr());
+      if (fused) fused_optimizer->UseDeviceLr(device_lr->lr());
     }
     inputs = Tensor::Empty({kBatch, kDims.front()}, DType::kFloat32, device);
     labels = Tensor::Empty({kBatch}, DType::kInt64, device);
@@ -120,7 +133,7 @@ struct Trainer {
     } else {
       const double lr = schedule->LrAt(host_step);
       optimizer->set_lr(lr);
-      if (fused) ddp->SetFusedOptimizerLr(lr);
+      if (fused) fused_optimizer->SetLr(lr);
     }
     ++host_step;
     optimizer->ZeroGrad();
@@ -175,7 +188,7 @@ Outcome Train(Trainer& trainer, GraphedStep* graphed, const Data& data) {
   std::vector<const nn::Optimizer*> optimizers = {trainer.optimizer.get()};
   if (trainer.fused) {
     optimizers.clear();
-    for (const auto& f : trainer.ddp->fused_optimizers()) optimizers.push_back(f.get());
+    for (const auto& f : trainer.fused_optimizer->optimizers()) optimizers.push_back(f.get());
   }
   for (const nn::Optimizer* opt : optimizers) {
     for (const auto& [name, t] : opt->StateTensors()) o.state.push_back(Bytes(t));
@@ -218,6 +231,13 @@ TEST_P(GraphedStepEquivalence, OneHundredReplayedStepsMatchOneHundredEagerStepsB
   std::vector<std::string> log;
   GraphedStepOptions options;
   options.log = [&log](const std::string& line) { log.push_back(line); };
+  if (replayed.fused_optimizer) {
+    options.rebuilt_optimizers = [&replayed] {
+      std::vector<const nn::Optimizer*> all;
+      for (const auto& opt : replayed.fused_optimizer->optimizers()) all.push_back(opt.get());
+      return all;
+    };
+  }
   GraphedStep graphed(device, [&replayed] { return replayed.Step(); }, replayed.ddp.get(),
                       {replayed.optimizer.get()}, options);
   const Outcome got = Train(replayed, &graphed, data);
@@ -239,6 +259,19 @@ TEST_P(GraphedStepEquivalence, OneHundredReplayedStepsMatchOneHundredEagerStepsB
   }
   ASSERT_EQ(got.state.size(), want.state.size());
   for (size_t i = 0; i < want.state.size(); ++i) EXPECT_TRUE(got.state[i] == want.state[i]) << "state tensor " << i;
+  if (c.in_backward) {
+    ASSERT_GE(replayed.ddp->reducer().num_buckets(), 3);
+    EXPECT_GE(replayed.ddp->reducer().buckets_finished_in_backward(), 1) << "nothing was updated during backward";
+    // The updates made during backward, on the reducer's stream, are the updates made after it.
+    Case after = c;
+    after.in_backward = false;
+    Trainer plain(after, pg, device, /*lr_on_device=*/c.adamw);
+    const Outcome later = Train(plain, nullptr, data);
+    ASSERT_EQ(later.state.size(), want.state.size());
+    for (size_t i = 0; i < want.state.size(); ++i) {
+      EXPECT_TRUE(later.state[i] == want.state[i]) << "state tensor " << i << ": in backward vs after backward";
+    }
+  }
   // The steps did something: every parameter moved (the labels are a fixed pattern the inputs do not
   // predict, so the loss need not fall; what is compared above is every bit of a real training run).
   for (size_t i = 0; i < initial.size(); ++i) {
@@ -251,6 +284,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"fp32_sgd_ddp"}, Case{"bf16_sgd_ddp", nn::Precision::kBFloat16},
                       Case{"fp32_sgd_ddp_fused", nn::Precision::kFloat32, false, true, true},
                       Case{"bf16_sgd_ddp_fused", nn::Precision::kBFloat16, false, true, true},
+                      Case{"fp32_sgd_ddp_in_backward", nn::Precision::kFloat32, false, true, true, true},
+                      Case{"bf16_adamw_ddp_in_backward", nn::Precision::kBFloat16, true, true, true, true},
                       Case{"fp32_adamw_ddp", nn::Precision::kFloat32, true},
                       Case{"fp32_sgd_no_ddp", nn::Precision::kFloat32, false, false},
                       Case{"bf16_adamw_no_ddp", nn::Precision::kBFloat16, true, false}),

@@ -140,10 +140,10 @@ absl::Status Join::Shadow(DistributedDataParallel& ddp, nn::Optimizer* optimizer
         shadowed_ ? " and it already shadowed this step" : "",
         "; hint: call Shadow once, only when Next() returned Turn::kShadow"));
   }
-  if (optimizer != nullptr && !ddp.fused_optimizers().empty()) {
+  if (optimizer != nullptr && ddp.has_bucket_reduced_callback()) {
     return absl::InvalidArgumentError(
-        "Join::Shadow: DDP has fused optimizers, which step inside its backward; stepping `optimizer` too would "
-        "update the parameters twice. hint: pass nullptr as the optimizer");
+        "Join::Shadow: an optimizer wrapper (a fused optimizer) steps inside DDP's backward; stepping `optimizer` "
+        "too would update the parameters twice. hint: pass nullptr as the optimizer");
   }
   const int64_t before = hook_state_->buckets_sent;
   RETURN_IF_ERROR(ShadowBackward(ddp, placeholder_input));

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "dist/accel/fused_optimizer/fused_optimizer.h"
 #include "dist/ddp/comm_hooks.h"
 #include "dist/ddp/ddp.h"
 #include "dist/testing/ddp_testing.h"
@@ -153,11 +154,13 @@ void TrainAndCompare(const RankContext& ctx, const Run& run) {
     ASSERT_GE((*ddp)->reducer().num_buckets(), 3);
     auto opt = MakeOptimizer(kind, model->Parameters());
     auto ref_opt = MakeOptimizer(kind, reference->Parameters());
+    std::unique_ptr<FusedOptimizer> fused;
     if (run.fused) {
-      (*ddp)->RegisterFusedOptimizer(
-          [kind](std::vector<Variable> params) { return MakeOptimizer(kind, std::move(params)); });
+      fused = FusedOptimizer::Attach(**ddp, [kind](std::vector<Variable> params) {
+                return MakeOptimizer(kind, std::move(params));
+              }).value();
     }
-    // The optimizer the loop steps: none when DDP's fused optimizers step inside backward.
+    // The optimizer the loop steps: none when the fused optimizers step inside backward.
     nn::Optimizer* loop_opt = run.fused ? nullptr : opt.get();
     const Variable placeholder(Tensor::Zeros({1, kDims.front()}));
 
@@ -202,7 +205,9 @@ void TrainAndCompare(const RankContext& ctx, const Run& run) {
       EXPECT_EQ((*join)->steps_shadowed(), Longest(s) - mine) << end;
       ddp_testing::ExpectBitIdenticalAcrossRanks(*pg, *model, end);
       if (loop_opt != nullptr) ExpectOptimizerStateBitIdentical(*pg, *loop_opt, end);
-      for (const auto& fused : (*ddp)->fused_optimizers()) ExpectOptimizerStateBitIdentical(*pg, *fused, end);
+      if (fused) {
+        for (const auto& opt : fused->optimizers()) ExpectOptimizerStateBitIdentical(*pg, *opt, end);
+      }
     }
   }
 }

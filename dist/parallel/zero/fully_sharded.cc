@@ -50,7 +50,7 @@ std::string FullyShardedMemory::ToString() const {
 
 absl::StatusOr<std::unique_ptr<FullyShardedDataParallel>> FullyShardedDataParallel::Create(
     std::shared_ptr<nn::Sequential> model, std::shared_ptr<ProcessGroup> pg,
-    DistributedDataParallel::OptimizerFactory factory, const FullyShardedOptions& options) {
+    zero::OptimizerFactory factory, const FullyShardedOptions& options) {
   TINYDDP_CHECK_OP(model != nullptr && pg != nullptr && factory != nullptr, kOp, "null model, group or factory");
   // Every parameter must belong to a Linear child, each of whose parameters requires grad.
   const auto& children = model->Children();

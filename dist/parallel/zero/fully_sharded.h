@@ -111,6 +111,9 @@
 
 namespace tinyddp::dist::zero {
 
+/// Builds an optimizer over the given parameters (the same alias as zero_optimizer.h's).
+using OptimizerFactory = std::function<std::unique_ptr<nn::Optimizer>(std::vector<autograd::Variable>)>;
+
 /// What one rank holds under ZeRO-3, in bytes (the same figures on every rank, up to padding).
 struct FullyShardedMemory {
   int world = 1;
@@ -145,7 +148,7 @@ class FullyShardedDataParallel : public nn::Module {
   /// graphs its forwards record call back into it: run or drop them before destroying it.
   static absl::StatusOr<std::unique_ptr<FullyShardedDataParallel>> Create(
       std::shared_ptr<nn::Sequential> model, std::shared_ptr<ProcessGroup> pg,
-      DistributedDataParallel::OptimizerFactory factory, const FullyShardedOptions& options = {});
+      zero::OptimizerFactory factory, const FullyShardedOptions& options = {});
   ~FullyShardedDataParallel() override;
 
   /// The model's forward, each layer gathered just before it runs. With grad mode on the backward that

@@ -22,7 +22,8 @@ int64_t StateBytes(const nn::Optimizer& optimizer) {
 
 }  // namespace
 
-RankMemory HeldBy(DistributedDataParallel& ddp, const nn::Optimizer& optimizer) {
+RankMemory HeldBy(DistributedDataParallel& ddp, const nn::Optimizer& optimizer,
+                  const std::vector<const nn::Optimizer*>& also) {
   RankMemory m;
   const nn::Module& module = ddp.module();
   for (const auto& [name, p] : module.NamedParameters()) {
@@ -34,7 +35,7 @@ RankMemory HeldBy(DistributedDataParallel& ddp, const nn::Optimizer& optimizer) 
     m.gradients += static_cast<int64_t>(ddp.reducer().BucketBuffer(b).nbytes());
   }
   m.optimizer_state = StateBytes(optimizer);
-  for (const auto& fused : ddp.fused_optimizers()) m.optimizer_state += StateBytes(*fused);
+  for (const nn::Optimizer* more : also) m.optimizer_state += StateBytes(*more);
   return m;
 }
 

@@ -31,8 +31,9 @@ struct RankMemory {
 };
 
 /// Plain DDP: the module's parameters (and compute copies), the reducer's buckets (or, coalesced, the
-/// parameters' gradients), and `optimizer`'s state.
-RankMemory HeldBy(DistributedDataParallel& ddp, const nn::Optimizer& optimizer);
+/// parameters' gradients), and the state of `optimizer` and of `also` (a fused optimizer's per-bucket ones).
+RankMemory HeldBy(DistributedDataParallel& ddp, const nn::Optimizer& optimizer,
+                  const std::vector<const nn::Optimizer*>& also = {});
 /// ZeRO-1 and -2 (ShardMemory).
 RankMemory HeldBy(const ZeroRedundancyOptimizer& zero);
 /// ZeRO-3 (FullyShardedMemory).

@@ -51,7 +51,7 @@ using zero_testing::Opt;
 const std::vector<int64_t> kDims = {13, 17, 11, 5};
 constexpr int64_t kPerRankBatch = 3;
 
-DistributedDataParallel::OptimizerFactory Factory(Opt kind) {
+zero::OptimizerFactory Factory(Opt kind) {
   return [kind](std::vector<Variable> params) { return zero_testing::MakeOptimizer(kind, std::move(params)); };
 }
 

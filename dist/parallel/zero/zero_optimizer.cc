@@ -49,7 +49,9 @@ absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> ZeroRedundancyOptimizer
                                                           : nullptr;
   }
   if (refused == nullptr && options.find_unused_parameters) refused = "find_unused_parameters is on";
-  if (refused == nullptr && !ddp.fused_optimizers().empty()) refused = "it already steps fused optimizers";
+  if (refused == nullptr && ddp.has_bucket_reduced_callback()) {
+    refused = "another optimizer wrapper (a fused optimizer) is attached to its backward";
+  }
   if (refused != nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ZeRO-", gradients ? 2 : 1, " cannot attach to this DistributedDataParallel: ", refused, "; hint: create it with ",

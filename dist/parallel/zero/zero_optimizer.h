@@ -85,8 +85,8 @@
 
 namespace tinyddp::dist::zero {
 
-/// Builds an optimizer over the given parameters (DistributedDataParallel::OptimizerFactory).
-using OptimizerFactory = DistributedDataParallel::OptimizerFactory;
+/// Builds an optimizer over the given parameters (e.g. a lambda making nn::SGD with fixed options).
+using OptimizerFactory = std::function<std::unique_ptr<nn::Optimizer>(std::vector<autograd::Variable>)>;
 
 /// What one rank holds for the optimizer under ZeRO-1 or -2 (the same on every rank).
 struct ShardMemory {

@@ -39,7 +39,7 @@ using zero_testing::Opt;
 const std::vector<int64_t> kDims = {67, 129, 95, 10};
 constexpr int64_t kPerRankBatch = 24;
 
-DistributedDataParallel::OptimizerFactory Factory(Opt kind) {
+zero::OptimizerFactory Factory(Opt kind) {
   return [kind](std::vector<Variable> params) { return zero_testing::MakeOptimizer(kind, std::move(params)); };
 }
 
