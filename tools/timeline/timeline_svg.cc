@@ -321,6 +321,7 @@ void DrawComm(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, const
     double x, y;
     std::string text;
     const char* color;
+    const char* anchor;
   };
   std::vector<Beside> beside;
   double row_free_from[2] = {f.x0, f.x0};  // where each text row is free again
@@ -356,8 +357,12 @@ void DrawComm(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, const
                  {.size = 9, .fill = "white", .anchor = "middle", .halo = true, .rotate = -90});
         continue;
       }
+      if (x + w + 3 + TextWidth(bucket, 11) > f.x0 + f.width + kRight - 2) {  // no room right: to its left
+        beside.push_back({x - 3, y + 15, bucket, CommColor(c), "end"});
+        continue;
+      }
       const int row = row_free_from[0] <= x + w + 3 || row_free_from[1] > x + w + 3 ? 0 : 1;
-      beside.push_back({x + w + 3, y + 15 + 15 * row, bucket, CommColor(c)});
+      beside.push_back({x + w + 3, y + 15 + 15 * row, bucket, CommColor(c), "start"});
       row_free_from[row] = x + w + 3 + TextWidth(bucket, 11) + 4;
       continue;
     }
@@ -365,7 +370,7 @@ void DrawComm(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, const
     LabelInside(svg, x, w, y + 30, {dur});
   }
   for (const Beside& b : beside) {
-    svg.Text(b.x, b.y, b.text, {.size = 11, .fill = b.color, .bold = true, .light_halo = true});
+    svg.Text(b.x, b.y, b.text, {.size = 11, .fill = b.color, .anchor = b.anchor, .bold = true, .light_halo = true});
   }
   for (const TimeInterval& e : r.exposed) {
     const double x = f.X(e.start_us), w = std::max(1.5, f.W(e.start_us, e.end_us));
