@@ -9,7 +9,9 @@
 #      Chinese too ("怎么读这张图");
 #   4. where the "## 中文..." section has numbered subsections ("### 3. ..."), every numbered English
 #      section ("## 3. ...") has one, and every line of the English section's ```sh blocks (the commands)
-#      appears in the Chinese subsection's, so neither can gain or change a command alone.
+#      appears in the Chinese subsection's, so neither can gain or change a command alone;
+#   5. every command or call in the first column of an English table headed "| the tutorial |" (what the
+#      tutorial has you type, and its mistakes) is named in the "## 中文..." section too.
 # A page named with --translated must have a "## 中文..." section at all (the pages whose Chinese a reader
 # was promised). Prints each problem as PAGE:LINE: what, and exits 1 if there is any.
 #
@@ -54,6 +56,7 @@ for page in "$@"; do
     function problem(line, what) { printf "%s:%d: %s\n", page, line, what; bad++ }
     {
       line = $0
+      if (zh) zh_text = zh_text "\n" line  # its prose, tables and blocks
       if (line ~ /^```/) {
         if (!fenced) { fenced = 1; shell = (line ~ /^```sh/) } else { fenced = 0; shell = 0 }
         next
@@ -78,6 +81,17 @@ for page in "$@"; do
       if (line ~ /!\[/) image = NR
       if ((line ~ /^How to read it/ || line ~ /^## How to read it/) && image && NR - image <= 12) how_en = NR
       if (index(line, "\346\200\216\344\271\210\350\257\273\350\277\231\345\274\240\345\233\276") > 0) how_zh = 1  # 怎么读这张图
+      # Rows of an English "| the tutorial |" table: the code spans of their first cell.
+      if (line ~ /^\| the tutorial \|/) tutorial_table = 1
+      else if (line !~ /^\|/) tutorial_table = 0
+      else if (tutorial_table && line !~ /^\| ---/) {
+        cell = line; sub(/^\| /, "", cell); gsub(/\\\|/, "\001", cell); sub(/ \|.*$/, "", cell)
+        while (match(cell, /`[^`]+`/)) {
+          code = substr(cell, RSTART + 1, RLENGTH - 2); gsub(/\001/, "|", code)
+          tutorial_code[code] = NR
+          cell = substr(cell, RSTART + RLENGTH)
+        }
+      }
       # Numbered table rows: "| 9 | ..." (Chinese) and "| 9a | ..." (English).
       if (match(line, /^\| [0-9]+[a-z]? \|/)) {
         key = substr(line, 3, RLENGTH - 4); sub(/[a-z]$/, "", key)
@@ -97,6 +111,11 @@ for page in "$@"; do
               problem(en_row_line[key], "the Chinese table'"'"'s row " key " does not link " files[i] " (the English row does)")
             }
           }
+        }
+      }
+      if (has_zh) {
+        for (code in tutorial_code) {
+          if (index(zh_text, code) == 0) problem(tutorial_code[code], "the Chinese section does not name " code " (the English table of the tutorial does)")
         }
       }
       if (zh_subs) {

@@ -53,6 +53,7 @@ expect fail "ASCII quotes in Chinese prose fail" "$chinese" chinese_quotes.md
 expect fail "a Chinese table row that lacks a file the English row links fails" "$chinese" chinese_row_missing_link.md
 expect fail "a Chinese subsection that lacks an English command fails" "$chinese" chinese_command_missing.md
 expect fail "a picture read in English only fails" "$chinese" chinese_no_picture_reading.md
+expect fail "a tutorial command the Chinese does not name fails" "$chinese" chinese_tutorial_command_missing.md
 expect fail "a page promised in Chinese without a Chinese section fails" "$chinese" --translated links_ok.md links_ok.md
 
 echo "$failures wrong"
