@@ -5,6 +5,7 @@
 //   launch --nproc_per_node=2 allreduce_bench                     # under the launcher (or srun, mpirun)
 //   flags: --backend=auto|nccl|gloo  --min_bytes=8  --max_bytes=N (default 1 GiB for NCCL, 16 MiB for Gloo)
 //          --dtype=float32|bfloat16|float64|int32|int64  --iters=N (default: 100, 20 from 256 MiB)  --warmup=5
+//          --json=FILE  the JSON lines go to FILE instead of after the table
 //          --copy_engines  two GPUs of one machine: the float32 sizes from 4 MiB run on the copy engines
 //                      (dist/accel/copy_engine), as the copy-engine comm hook sends DDP's large buckets,
 //                      through ProcessGroup::AllReduceExternal; smaller sizes stay NCCL's. The "path"
@@ -18,11 +19,15 @@
 // the compute stream around the loop, Gloo with the host clock. Columns, as in nccl-tests:
 //   algbw = bytes / time;  busbw = algbw * 2(n-1)/n, the bandwidth each link carries in a ring, which
 //   does not depend on n and compares with the hardware's link bandwidth.
-// Rank 0 prints the table, one JSON line per size, and the comparison with docs/design.md's PyTorch figures.
+// Rank 0 prints the table, the comparison with docs/design.md's PyTorch figures, and then, once the table is
+// whole (a person reads the table, a script the lines starting with '{'), one JSON line per size, or writes
+// those lines to --json=FILE.
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -59,6 +64,7 @@ struct Options {
   int iters = 0;  // 0: 100, or 20 from 256 MiB (as the PyTorch reference)
   int warmup = 5;
   bool copy_engines = false;
+  std::string json_path;  // --json: where the JSON lines go (empty: stdout, after the table)
 };
 
 absl::StatusOr<DType> ParseDType(const std::string& s) {
@@ -85,6 +91,8 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     } else if (kv[0] == "--min_bytes" && has && absl::SimpleAtoi(kv[1], &o.min_bytes) && o.min_bytes > 0) {
     } else if (kv[0] == "--max_bytes" && has && absl::SimpleAtoi(kv[1], &o.max_bytes) && o.max_bytes > 0) {
     } else if (kv[0] == "--iters" && has && absl::SimpleAtoi(kv[1], &o.iters) && o.iters > 0) {
+    } else if (kv[0] == "--json" && has && !kv[1].empty()) {
+      o.json_path = kv[1];
     } else if (kv[0] == "--copy_engines" && !has) {
       o.copy_engines = true;
     } else if (kv[0] == "--warmup" && has && absl::SimpleAtoi(kv[1], &o.warmup) && o.warmup >= 0) {
@@ -234,6 +242,7 @@ int Run(const Options& o) {
                 "busbw(GB/s)", "path");
   }
   std::map<int64_t, std::pair<double, double>> measured;  // bytes -> (us, busbw)
+  std::string json_lines;                                   // printed once the table is whole
   for (int64_t bytes : Sizes(o, max_bytes)) {
     const int64_t count = std::max<int64_t>(1, bytes / static_cast<int64_t>(DTypeSize(o.dtype)));
     const int64_t real_bytes = count * DTypeSize(o.dtype);
@@ -264,7 +273,7 @@ int Run(const Options& o) {
                             {"algbw_GBps", round3(algbw)},
                             {"busbw_GBps", round3(busbw)},
                             {"path", path}};
-      std::printf("%s\n", row.dump().c_str());
+      absl::StrAppend(&json_lines, row.dump(), "\n");
       std::fflush(stdout);
     }
   }
@@ -281,6 +290,16 @@ int Run(const Options& o) {
       std::printf("#   %4lld MiB: busbw %.1f vs %.0f GB/s (%.1f%%)  %s\n", static_cast<long long>(bytes / kMiB),
                   it->second.second, torch, 100 * ratio, ratio >= 0.95 ? "ok" : "BELOW TARGET");
     }
+  }
+  if (print && !o.json_path.empty()) {
+    FILE* f = std::fopen(o.json_path.c_str(), "w");
+    if (f == nullptr || std::fputs(json_lines.c_str(), f) < 0 || std::fclose(f) != 0) {
+      std::fprintf(stderr, "allreduce_bench: cannot write --json=%s: %s\n", o.json_path.c_str(), std::strerror(errno));
+      return 1;
+    }
+    std::printf("# JSON lines, one per size: %s\n", o.json_path.c_str());
+  } else if (print) {
+    std::printf("%s", json_lines.c_str());
   }
   // Leave together: rank 0 may host the store, which the others still use until here.
   if (absl::Status s = pg.Barrier()->Wait(); !s.ok()) return 1;

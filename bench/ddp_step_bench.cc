@@ -35,7 +35,7 @@
 //          the ladder's teaching rungs; --hook, --bucket_view and --fused_optimizer are full's
 //          --sweep_buckets: the same step with one bucket per tensor, 1 MiB buckets, DDP's default (1 MiB first,
 //          25 MiB), and one bucket for everything (--ddp=full or bucketed): a table of step time and exposed
-//          communication, and a JSON line per row
+//          communication, then a JSON line per row
 //
 // The step is PyTorch's: zero_grad(set_to_none) ; loss = cross_entropy(model(x), y) ; backward ; SGD
 // (lr 0.01, momentum 0.9) step. Inputs are made on the device once (different on each rank), so only the
@@ -307,6 +307,20 @@ std::string PathCounts(const dist::DistributedDataParallel& ddp) {
   return paths;
 }
 
+// What one rank holds without DistributedDataParallel (a ladder rung, or no DDP): the module's parameters
+// (and compute copies) and their .grad; the flat and bucketed rungs also copy the gradients into buffers of
+// their own, one per all_reduce (AllReduceBytes), while naive all-reduces each .grad in place.
+dist::zero::RankMemory HeldWithoutDdp(const nn::Module& module, const std::vector<int64_t>& buffer_bytes) {
+  dist::zero::RankMemory m;
+  for (const auto& [name, p] : module.NamedParameters()) {
+    m.parameters += static_cast<int64_t>(p.data().nbytes());
+    if (p.grad().defined()) m.gradients += static_cast<int64_t>(p.grad().nbytes());
+  }
+  for (const auto& [p, copy] : module.ComputeCopies()) m.parameters += static_cast<int64_t>(copy.nbytes());
+  for (int64_t bytes : buffer_bytes) m.gradients += bytes;
+  return m;
+}
+
 // One configuration: the model and its DDP (DistributedDataParallel with `ddp_options` for --ddp=full, a
 // ladder rung for the others; none without `pg`), warm-up,
 // --steps synced steps, --steps back to back, and when `traced`, --trace_steps more steps recorded in a
@@ -472,7 +486,8 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
            : zero ? dist::zero::HeldBy(*zero)
            : ddp  ? dist::zero::HeldBy(*ddp, optimizer, fused_optimizer ? PerBucket(*fused_optimizer)
                                                                         : std::vector<const nn::Optimizer*>{})
-                  : dist::zero::RankMemory{};
+           : rung && o.ddp != "naive" ? HeldWithoutDdp(trained, rung->AllReduceBytes())
+                                      : HeldWithoutDdp(trained, {});
   m.state_bytes = zero || fsdp ? m.held.optimizer_state : 4 * model->NumParameters();  // one float of momentum each
   dist::zero::StartPeak(device);  // the peak of the timed steps (host; a GPU's counts since the start)
   StepTimer timer(device);
@@ -616,6 +631,7 @@ int Run(const Options& o) {
       std::printf("%-18s %8s %12s %11s %10s %12s\n", "buckets", "count", "median ms", "burst ms", "comm ms",
                   "exposed ms");
     }
+    std::string json_lines;  // after the table, so that it reads as one
     for (const BucketSize& size : kSweep) {
       dist::DdpOptions options = ddp_options;
       options.first_bucket_bytes = size.first_bytes;
@@ -633,9 +649,10 @@ int Run(const Options& o) {
                             {"bucket_cap_bytes", size.cap_bytes}, {"step_ms_median_synced", round4(m->median_ms)},
                             {"step_ms_burst", round4(m->burst_ms)}, {"comm_ms", round4(m->comm_ms)},
                             {"exposed_ms", round4(m->exposed_ms)}};
-      std::printf("%s\n", row.dump().c_str());
+      absl::StrAppend(&json_lines, row.dump(), "\n");
       std::fflush(stdout);
     }
+    if (rank == 0) std::printf("%s", json_lines.c_str());
     return 0;
   }
 

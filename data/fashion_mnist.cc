@@ -27,7 +27,8 @@ absl::StatusOr<std::string> FindFile(const std::string& dir, const std::string& 
       "Fashion-MNIST not found: neither ", gz, " nor ", plain,
       " exists. Install the Debian package dataset-fashion-mnist (sudo apt-get install "
       "dataset-fashion-mnist, which puts the files in ",
-      kDefaultFashionMnistDir, ") or pass --data_dir=DIR pointing at a folder with the four IDX files."));
+      kDefaultFashionMnistDir, "), or put the four IDX files in a folder of your own and load them from there "
+      "(LoadFashionMnist's data_dir)."));
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ absl::StatusOr<TensorDataset> LoadIdxDataset(const std::string& images_path, con
 
 /// The "train" (60000) or "test" (10000) split from `data_dir` (kDefaultFashionMnistDir when empty).
 /// NotFound when the files are absent, naming the paths tried and how to get them: install the Debian
-/// package dataset-fashion-mnist, or pass --data_dir. InvalidArgument for any other split name.
+/// package dataset-fashion-mnist, or pass the folder that holds them (a program names its own flag for it:
+/// ddp_mlp's --data_dir). InvalidArgument for any other split name.
 absl::StatusOr<TensorDataset> LoadFashionMnist(const std::string& data_dir, absl::string_view split);
 
 }  // namespace tinyddp::data

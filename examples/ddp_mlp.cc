@@ -767,7 +767,7 @@ int main(int argc, char** argv) {
   if (!tinyddp::dist::IsWorker() && options->dataset == "fashion_mnist") {
     absl::Status found = tinyddp::data::LoadFashionMnist(options->data_dir, "test").status();
     if (!found.ok()) {
-      std::fprintf(stderr, "ddp_mlp: %s\n", std::string(found.message()).c_str());
+      std::fprintf(stderr, "ddp_mlp: %s Here: --data_dir=DIR.\n", std::string(found.message()).c_str());
       return 1;
     }
   }

@@ -247,6 +247,7 @@ TEST(DdpMlp, MissingDatasetNamesThePathAndThePackage) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("/nonexistent/fmnist"), std::string::npos) << Explain(r);
   EXPECT_NE(r.err.find("dataset-fashion-mnist"), std::string::npos) << Explain(r);
+  EXPECT_NE(r.err.find("Here: --data_dir=DIR."), std::string::npos) << Explain(r);
 }
 
 TEST(DdpMlp, RelativeOutputPathsLandInTheBuildWorkingDirectory) {

@@ -9,9 +9,11 @@ The targets:
   :reference_check            the same check against the reference (in CI: the check can pass)
   :rejects_wrong_solution     the check built against wrong/ must fail, for the reason given (in CI: the check
                               can fail; expect_rejected.sh)
+  :rejects_FOLDER             the same for each further wrong solution, in FOLDER/SOLUTION.cc (more_wrong)
 """
 
-def exercise(solution, deps, test_deps, rejected_because, size = "medium", check_filter = None, data = []):
+def exercise(solution, deps, test_deps, rejected_because, size = "medium", check_filter = None, data = [],
+             more_wrong = {}):
     """The targets of one exercise folder.
 
     Args:
@@ -22,8 +24,13 @@ def exercise(solution, deps, test_deps, rejected_because, size = "medium", check
       size: the tests' size.
       check_filter: a --gtest_filter for the rejection run (the test that shows the mistake), or None.
       data: runtime files of the check (every run of it).
+      more_wrong: {FOLDER: the line the check must print}: further wrong solutions, each rejected by its own
+        :rejects_FOLDER (a mistake learners made that the first wrong solution does not show).
     """
-    for library, source in [("mine", ""), ("reference", "reference/"), ("wrong", "wrong/")]:
+    wrong = [("wrong", "wrong/", "wrong_solution_check", "rejects_wrong_solution", rejected_because)]
+    for folder, because in more_wrong.items():
+        wrong.append((folder, folder + "/", folder + "_check", "rejects_" + folder, because))
+    for library, source in [("mine", ""), ("reference", "reference/")] + [(w[0], w[1]) for w in wrong]:
         native.cc_library(
             name = library,
             srcs = [source + solution + ".cc"],
@@ -45,18 +52,19 @@ def exercise(solution, deps, test_deps, rejected_because, size = "medium", check
         data = data,
         deps = [":reference"] + test_deps,
     )
-    native.cc_binary(
-        name = "wrong_solution_check",
-        testonly = True,
-        srcs = ["check_test.cc"],
-        deps = [":wrong"] + test_deps,
-    )
-    native.sh_test(
-        name = "rejects_wrong_solution",
-        size = size,
-        srcs = ["//tests/exercises:expect_rejected.sh"],
-        args = ["$(location :wrong_solution_check)"] +
-               (["--gtest_filter=" + check_filter] if check_filter else []) +
-               ["--", rejected_because],
-        data = [":wrong_solution_check"] + data,
-    )
+    for library, _, binary, test, because in wrong:
+        native.cc_binary(
+            name = binary,
+            testonly = True,
+            srcs = ["check_test.cc"],
+            deps = [":" + library] + test_deps,
+        )
+        native.sh_test(
+            name = test,
+            size = size,
+            srcs = ["//tests/exercises:expect_rejected.sh"],
+            args = ["$(location :" + binary + ")"] +
+                   (["--gtest_filter=" + check_filter] if check_filter else []) +
+                   ["--", because],
+            data = [":" + binary] + data,
+        )

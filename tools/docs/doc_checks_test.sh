@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# doc_checks_test: the two doc checks catch what they claim to. run_doc_commands.sh must pass a page
+# doc_checks_test: the doc checks catch what they claim to. run_doc_commands.sh must pass a page
 # whose output blocks match (numbers, `...` and spacing varying) and fail each page that differs (a word,
 # an exact block's number, an extra line, an output block after a block that is not run); check_links.sh
-# must pass the links that resolve and report every dead one. The pages are in testdata/.
+# must pass the links that resolve and report every dead one; check_chinese.sh must pass a Chinese part that
+# matches its English and fail each way one can drift. The pages are in testdata/.
 set -uo pipefail
 
 here="$TEST_SRCDIR/${TEST_WORKSPACE:-tinyddp}/tools/docs"
@@ -45,6 +46,15 @@ for dead in "missing.md: no such file" "three_lines.txt#L4: three_lines.txt has 
             "also_missing.md: no such file"; do
   grep -qF "$dead" "$work/log" || { echo "WRONG: not reported: $dead"; failures=$((failures + 1)); }
 done
+
+chinese="$here/check_chinese.sh"
+expect pass "a Chinese part that matches its English passes" "$chinese" chinese_ok.md
+expect fail "ASCII quotes in Chinese prose fail" "$chinese" chinese_quotes.md
+expect fail "a Chinese table row that lacks a file the English row links fails" "$chinese" chinese_row_missing_link.md
+expect fail "a Chinese subsection that lacks an English command fails" "$chinese" chinese_command_missing.md
+expect fail "a picture read in English only fails" "$chinese" chinese_no_picture_reading.md
+expect fail "a tutorial command the Chinese does not name fails" "$chinese" chinese_tutorial_command_missing.md
+expect fail "a page promised in Chinese without a Chinese section fails" "$chinese" --translated links_ok.md links_ok.md
 
 echo "$failures wrong"
 [[ $failures -eq 0 ]]

@@ -18,7 +18,8 @@ ABSL_FLAG(std::string, out, "", "where the SVG goes (default: the generator's, u
 ABSL_FLAG(std::string, trace, "", "where the Chrome trace goes (default: beside --out, .json)");
 ABSL_FLAG(std::string, dims, "", "the MLP's layer sizes, comma separated (default: the generator's)");
 ABSL_FLAG(int64_t, batch, 0, "examples per rank and step (default: the generator's)");
-ABSL_FLAG(int32_t, steps, 4, "steps traced, after 3 untraced ones (the picture shows the last 2)");
+ABSL_FLAG(int32_t, steps, 4,
+          "steps traced, after 3 untraced ones (the picture shows the last 2; ZeRO-3's, the last one)");
 
 namespace tinyddp {
 namespace {

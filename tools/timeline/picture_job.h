@@ -26,7 +26,8 @@ namespace tinyddp {
 struct PictureJob {
   std::vector<int64_t> dims;  // --dims: the MLP's layer sizes
   int64_t batch = 0;          // --batch
-  int steps = 0;              // --steps traced (after 3 untraced ones; the picture shows the last 2)
+  int steps = 0;              // --steps traced (after 3 untraced ones; the picture shows the last 2,
+                              // ZeRO-3's the last one)
   std::string svg_path;       // --out, resolved where the user typed the command
   std::string trace_path;     // --trace, or the SVG's path with .json for .svg
 };

@@ -80,6 +80,7 @@ void SvgCanvas::Text(double x, double y, absl::string_view text, const TextStyle
       "\" font-size=\"", Num(style.size), "\" fill=\"", style.fill, "\" text-anchor=\"", style.anchor, "\"",
       style.bold ? " font-weight=\"bold\"" : "", style.mono ? " xml:space=\"preserve\"" : "",
       style.halo ? " stroke=\"#000\" stroke-opacity=\"0.45\" stroke-width=\"2.5\" paint-order=\"stroke\"" : "",
+      style.light_halo ? " stroke=\"#fff\" stroke-width=\"3\" paint-order=\"stroke\"" : "",
       style.rotate != 0 ? absl::StrCat(" transform=\"rotate(", Num(style.rotate), " ", Num(x), " ", Num(y), ")\"") : "",
       ">", XmlEscape(text), "</text>\n");
 }

@@ -24,6 +24,7 @@ class SvgCanvas {
     bool bold = false;
     bool mono = false;  // a monospace font, for tables
     bool halo = false;  // a dark outline behind the letters: white text stays readable on any bar
+    bool light_halo = false;  // a white outline: dark text stays readable where it crosses a bar
     double rotate = 0;  // degrees, about (x, y): -90 reads bottom to top (a y axis's label)
   };
 

@@ -119,6 +119,33 @@ bool HasPhaseParts(const StepTimeline& t) {
   return false;
 }
 
+// Whether a compute span of the timeline is named `prefix`... ("optimizer", "optimizer (bucket 1)").
+bool HasSpanNamed(const StepTimeline& t, const std::string& prefix) {
+  for (const auto& step : t.steps) {
+    for (const RankStep& r : step) {
+      for (const TraceSpan& s : r.compute) {
+        if (absl::StartsWith(s.name, prefix)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Whether some backward of the timeline ends waiting for communication (drawn hatched).
+bool HasBackwardWait(const StepTimeline& t) {
+  for (const auto& step : t.steps) {
+    for (const RankStep& r : step) {
+      for (const TraceSpan& s : r.compute) {
+        if (s.name != "backward") continue;
+        for (const TimeInterval& own : r.backward_compute) {
+          if (own.start_us == s.start_us && own.end_us < s.end_us) return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
 // The forward or backward span of `compute` that `part` is a part of, or null.
 const TraceSpan* PhaseOf(const TraceSpan& part, const std::vector<TraceSpan>& compute) {
   for (const TraceSpan& phase : compute) {
@@ -135,15 +162,16 @@ struct Frame {
   double W(int64_t a, int64_t b) const { return X(b) - X(a); }
 };
 
-// A label inside a bar when it fits: the first of `choices` that does, else nothing.
-void LabelInside(SvgCanvas& svg, double x, double w, double y, const std::vector<std::string>& choices,
+// A label inside a bar when it fits: the first of `choices` that does, else nothing (says whether it drew).
+bool LabelInside(SvgCanvas& svg, double x, double w, double y, const std::vector<std::string>& choices,
                  const std::string& color = "white", double size = 11) {
   for (const std::string& text : choices) {
     if (TextWidth(text, size) + 6 <= w) {
       svg.Text(x + w / 2, y, text, {.size = size, .fill = color, .anchor = "middle", .halo = color == "white"});
-      return;
+      return true;
     }
   }
+  return false;
 }
 
 std::string Patterns() {
@@ -238,8 +266,11 @@ void DrawCompute(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, co
         LabelInside(svg, x, w, y + kLaneHeight / 2 + 4, {s.name.substr(phase->name.size() + 1)});
         continue;
       }
-      LabelInside(svg, x, w, y + kLaneHeight / 2 + 4,
-                  {absl::StrCat(phase->name == "forward" ? "fwd " : "bwd ", index), index});
+      // "fwd L1", smaller where the bar is narrow; never the bare "L1", which would not say which phase.
+      const std::string label = absl::StrCat(phase->name == "forward" ? "fwd " : "bwd ", index);
+      if (!LabelInside(svg, x, w, y + kLaneHeight / 2 + 4, {label})) {
+        LabelInside(svg, x, w, y + kLaneHeight / 2 + 3, {label}, "white", 9);
+      }
       continue;
     }
     const bool nested =
@@ -280,9 +311,20 @@ void DrawCompute(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, co
 
 // The communication lane of one rank: one bar per bucket (or per layer's collective), exposed stretches
 // hatched red. Tensor parallelism's lane holds a few short all_reduces far apart: a bar too narrow for its
-// label has it beside it, to its right.
+// label has it beside it, to its right. ZeRO-3's short collectives, whose neighbours may be close, keep
+// theirs inside as long as they can (smaller, then upright); only a sliver's goes beside it, drawn after
+// every bar (outlined in white where it crosses one), on the first of the lane's two text rows where it does
+// not run into the label before it.
 void DrawComm(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, const std::string& unit,
               CommKind kind) {
+  struct Beside {
+    double x, y;
+    std::string text;
+    const char* color;
+    const char* anchor;
+  };
+  std::vector<Beside> beside;
+  double row_free_from[2] = {f.x0, f.x0};  // where each text row is free again
   for (const BucketComm& c : r.comm) {
     const double x = f.X(c.start_us), w = std::max(1.5, f.W(c.start_us, c.end_us));
     const std::string bucket = CommShort(c, unit);
@@ -305,8 +347,30 @@ void DrawComm(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, const
       svg.Text(x + w + 3, y + 30, dur, {.size = 10, .fill = "#555"});
       continue;
     }
+    if (kind == CommKind::kSharded && TextWidth(bucket, 11) + 6 > w) {
+      if (LabelInside(svg, x, w, y + 15, {bucket}, "white", 9)) {  // smaller, still inside
+        LabelInside(svg, x, w, y + 30, {dur}, "white", 9);
+        continue;
+      }
+      if (w >= 12) {  // upright inside the bar, reading bottom to top
+        svg.Text(x + w / 2 + 3.5, y + kLaneHeight / 2, bucket,
+                 {.size = 9, .fill = "white", .anchor = "middle", .halo = true, .rotate = -90});
+        continue;
+      }
+      if (x + w + 3 + TextWidth(bucket, 11) > f.x0 + f.width + kRight - 2) {  // no room right: to its left
+        beside.push_back({x - 3, y + 15, bucket, CommColor(c), "end"});
+        continue;
+      }
+      const int row = row_free_from[0] <= x + w + 3 || row_free_from[1] > x + w + 3 ? 0 : 1;
+      beside.push_back({x + w + 3, y + 15 + 15 * row, bucket, CommColor(c), "start"});
+      row_free_from[row] = x + w + 3 + TextWidth(bucket, 11) + 4;
+      continue;
+    }
     LabelInside(svg, x, w, y + 15, top);
     LabelInside(svg, x, w, y + 30, {dur});
+  }
+  for (const Beside& b : beside) {
+    svg.Text(b.x, b.y, b.text, {.size = 11, .fill = b.color, .anchor = b.anchor, .bold = true, .light_halo = true});
   }
   for (const TimeInterval& e : r.exposed) {
     const double x = f.X(e.start_us), w = std::max(1.5, f.W(e.start_us, e.end_us));
@@ -358,14 +422,14 @@ double DrawLegend(SvgCanvas& svg, double y, const StepTimeline& t, const Timelin
              {"#59a14f", kind == CommKind::kTensorParallel
                              ? absl::StrCat("backward of ", o.comm_unit, " ", l, "k (dx, dW and db)")
                              : absl::StrCat("backward of ", o.comm_unit, " ", l, "k (dx, then dW and db)")},
-             {"#59a14f", "lighter: inside forward/backward, waiting", "fill-opacity=\"0.3\" "},
-             {"#f28e2b", "optimizer"}};
+             {"#59a14f", "lighter: inside forward/backward, waiting", "fill-opacity=\"0.3\" "}};
   } else {
-    items = {{"#4e79a7", "forward"},
-             {"#59a14f", "backward (computing gradients)"},
-             {"url(#wait)", "backward waiting for communication"},
-             {"#f28e2b", "optimizer"}};
+    items = {{"#4e79a7", "forward"}, {"#59a14f", "backward (computing gradients)"}};
+    if (HasBackwardWait(t)) items.push_back({"url(#wait)", "backward waiting for communication"});
   }
+  // A legend lists what the picture draws: a step whose optimizer was not traced (DDP's fused optimizers
+  // step inside backward's wait) shows no optimizer bar, so no swatch either.
+  if (HasSpanNamed(t, "optimizer")) items.push_back({"#f28e2b", "optimizer"});
   if (kind == CommKind::kTensorParallel) {
     items.push_back({kForwardSumColor, absl::StrCat("g: all_reduce of ", o.comm_unit, " k's output (forward)")});
     items.push_back(

@@ -166,6 +166,28 @@ TEST(TimelineSvg, DrawsAZeroThreeStepsLayersInsideItsPhasesAndEachLayersGatherAn
   EXPECT_TRUE(absl::StrContains(svg, "RS L2   512.0 KiB   Gloo"));
   EXPECT_TRUE(absl::StrContains(svg, "all_gather of layer k (its parameters, whole)"));
   EXPECT_TRUE(absl::StrContains(svg, "all_gather is issued when the layer before it starts its forward"));
+  // Every collective is labelled in the still picture, a bar too narrow for it beside the bar (layer 0's
+  // gathers, 500 us): twice a step on each rank, and the table's row.
+  EXPECT_EQ(Count(svg, ">AG L0"), 2 * 2 * 2 + 1);
+  EXPECT_EQ(Count(svg, ">AG L2"), 2 * 2 + 1);
+  EXPECT_EQ(Count(svg, ">fwd L0<"), 2 * 2);  // each layer's compute says which phase it is
+  EXPECT_EQ(Count(svg, ">bwd L0<"), 2 * 2);
+  EXPECT_EQ(Count(svg, ">L0<"), 0);
+}
+
+TEST(TimelineSvg, ItsLegendListsOnlyWhatThePictureDraws) {
+  // DDP with fused optimizers: the optimizer steps inside backward's wait, untraced; no optimizer bar.
+  json trace = json::parse(ThreeRankTrace());
+  json kept = json::array();
+  for (const json& e : trace["traceEvents"]) {
+    if (e["name"] != "optimizer") kept.push_back(e);
+  }
+  trace["traceEvents"] = kept;
+  const std::string without = RenderTimelineSvg(Timeline(trace.dump(), 2));
+  EXPECT_FALSE(absl::StrContains(without, ">optimizer<")) << "a swatch for a bar the picture does not have";
+  EXPECT_TRUE(absl::StrContains(without, ">backward waiting for communication<"));
+  const std::string with = RenderTimelineSvg(Timeline(ThreeRankTrace(), 2));
+  EXPECT_TRUE(absl::StrContains(with, ">optimizer<"));
 }
 
 // Two CPU ranks, three tensor-parallel steps of two column -> row pairs as dist/parallel/tensor/ records them:

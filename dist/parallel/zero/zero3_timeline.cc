@@ -1,7 +1,7 @@
 // zero3_timeline: the picture of a real ZeRO-3 step (docs/images/zero3_timeline.svg in docs/zero.md). Two
 // CPU ranks over Gloo train an MLP through FullyShardedDataParallel with a Tracer attached
 // (FullyShardedOptions::tracer), and the timeline renderer (tools/timeline/timeline_svg.h) draws the last
-// steps: per rank, each layer's forward and backward on the training thread, and on Gloo's thread each
+// step: per rank, each layer's forward and backward on the training thread, and on Gloo's thread each
 // layer's all_gather (issued by the layer before it, so it runs while that layer computes) and its
 // reduce_scatter (issued as soon as its gradient exists).
 //
@@ -80,7 +80,7 @@ absl::Status Draw(const PictureJob& job) {
   if (rank == 0) {
     dist::TraceSvgOptions svg;
     svg.svg_path = svg_path;
-    svg.last_steps = 2;
+    svg.last_steps = 1;  // one step across the whole width: two would halve the short all-gathers' bars
     svg.bucket_bytes = fsdp->UnitBytes();  // arg i of a collective is the layer: its bytes, whole
     svg.title = "ZeRO-3 step timeline";
     svg.source = absl::StrCat("bazel run -c opt //dist/parallel/zero:zero3_timeline: MLP ", absl::StrJoin(dims, "-"),

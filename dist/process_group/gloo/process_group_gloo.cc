@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -124,6 +125,11 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::
   if (!s.ok()) {
     return absl::UnavailableError(absl::StrCat("ProcessGroupGloo: cannot listen on ", where, ": ", s.message(),
                                                " (set GLOO_SOCKET_IFNAME to a network interface, or MASTER_ADDR)"));
+  }
+  static std::atomic<bool> told{false};  // which interface GLOO_SOCKET_IFNAME chose: said once, by rank 0
+  if (!attr.iface.empty() && rank == 0 && !told.exchange(true)) {
+    std::fprintf(stderr, "ProcessGroupGloo: GLOO_SOCKET_IFNAME=%s: Gloo's device is %s\n", attr.iface.c_str(),
+                 device->str().c_str());
   }
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   // Gloo waits five times its context timeout for a pair to connect, so a rank that froze between

@@ -59,7 +59,14 @@ TEST(ShardedLayer, GathersOnceComputesTheLayerAndKeepsNothingOfIt) {
       EXPECT_EQ(std::memcmp(y->data_ptr(), want.data_ptr(), want.nbytes()), 0) << when << ": not ops::Linear's output";
       ASSERT_EQ(calls.size(), 2u) << when << ": wanted one AllGather (and the check's Barrier), got "
                                   << CollectiveLog::Describe(calls);
-      EXPECT_EQ(calls[0].op, "AllGather") << when << ": " << CollectiveLog::Describe(calls);
+      EXPECT_EQ(calls[0].op, "AllGather")
+          << when << ": the solution issued " << CollectiveLog::Describe(calls) << ". Gather the layer with one "
+          << "AllGather of every rank's block: "
+          << (calls[0].op == "AllReduce"
+                  ? "an AllReduce of a zero-padded layer gives the same layer, but a ring all_reduce moves "
+                    "2(N-1)/N of the layer per rank (a reduce-scatter, then an all-gather), twice the (N-1)/N an "
+                    "all-gather moves, to add zeros"
+                  : "each rank receives the (N-1)/N of the layer it lacks, and nothing more");
       EXPECT_EQ(calls[0].signature, absl::StrCat("float32 [", ctx.world_size * block, "] <- float32 [", block, "]"))
           << when << ": gather the whole layer, every rank's block";
       EXPECT_LE(kept, 0) << when << ": the gathered layer is still alive after the forward: " << kept
