@@ -24,6 +24,9 @@
 #   tp      tensor parallelism (docs/tensor_parallel.md): ddp_step_bench with the MLP split over --tp ranks beside the
 #           plain step: --tp=1 on one GPU (the tensor-parallel module's path, one rank), and on N >= 2 GPUs
 #           --tp=N (one row) and --tp=2 with N/2 data-parallel replicas                 -> OUT/tp.log
+#   inbackward  the optimizer inside backward (docs/ddp.md): the DDP step on one GPU under --cuda_graph with and
+#           without --optimizer_in_backward (tiny, medium, large x fp32, bf16), beside PyTorch's captured
+#           step (bf16 autocast in one torch.cuda.graph)                              -> OUT/inbackward.log
 #   graphs  the step as one CUDA graph (--cuda_graph) beside eager, tinyddp and PyTorch, one GPU
 #           (tiny, medium, large x fp32, bf16), then DDP on every GPU               -> OUT/graphs.log
 #   ladder  the DDP ladder (--ddp=naive|flat|bucketed|full) on the medium MLP with SVG timelines, and the
@@ -32,7 +35,7 @@
 #   mlp     ddp_mlp on Fashion-MNIST (needs DATA_DIR with the IDX files)               -> OUT/mlp.log
 # Every JSON line the benchmarks print is also collected in OUT/results.jsonl.
 set -uo pipefail
-(( $# >= 2 )) || { sed -n '2,34p' "$0"; exit 2; }
+(( $# >= 2 )) || { sed -n '2,37p' "$0"; exit 2; }
 bundle=$(cd "$1" && pwd) || exit 2
 out=$2
 shift 2
@@ -99,6 +102,17 @@ for step in "${steps[@]}"; do
       run compile python3 "$repo/bench/reference/torch_ddp_step.py" --no_ddp --dims="${dims[tiny]}" --batch=64 --compile=reduce-overhead
       run compile python3 "$repo/bench/reference/torch_ddp_step.py" --no_ddp --dims="${dims[medium]}" --batch=256 --precision=bf16 --compile=default
       run compile python3 "$repo/bench/reference/torch_ddp_step.py" --no_ddp --dims="${dims[large]}" --batch=512 --precision=bf16 --compile=max-autotune-no-cudagraphs ;;
+    inbackward)
+      has ddp_step_bench || continue
+      for w in tiny medium large; do
+        for p in fp32 bf16; do
+          run inbackward "$bin/ddp_step_bench" --nproc=1 --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p --cuda_graph
+          run inbackward "$bin/ddp_step_bench" --nproc=1 --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=$p --cuda_graph \
+            --optimizer_in_backward
+        done
+        torch_ok && run inbackward python3 "$repo/bench/reference/torch_ddp_step.py" --no_ddp --dims="${dims[$w]}" \
+          --batch="${batch[$w]}" --precision=bf16 --cuda_graph
+      done ;;
     ddp)
       has ddp_step_bench || continue
       for w in tiny medium large; do
