@@ -264,7 +264,14 @@ void Supervisor::BeginStop(const std::string& reason, int exit_code, int signo) 
 
 void Supervisor::Signal(int signo) {
   if (stopping_) {
-    // A second Ctrl-C: the user does not want to wait out the grace period.
+    // A cluster sends more than one signal in one preemption (Slurm's --signal=USR1@N, then SIGTERM at the
+    // time limit; a repeated scancel) and still waits its own grace: the workers keep theirs to checkpoint.
+    // Only a second Ctrl-C cuts it short: a person at a terminal who does not want to wait.
+    if (signo != SIGINT) {
+      WriteAll(STDERR_FILENO, absl::StrCat(options_.name, ": ", SignalName(signo), " again while the workers stop: "
+                                           "they keep their grace (a second Ctrl-C kills them now)\n"));
+      return;
+    }
     for (Worker& w : workers_) {
       if (w.running) ::kill(-w.exit.pid, SIGKILL);
     }
