@@ -402,6 +402,16 @@ JobResult Supervisor::Wait() {
     if (!e.signaled && e.value == kPreemptedExitCode) result_.exit_code = kPreemptedExitCode;
   }
   result_.interrupted |= result_.exit_code == kPreemptedExitCode;
+  for (const WorkerExit& e : result_.exits) {
+    // A permanent error while a signal stopped the job (a full disk under the stop checkpoint) is how it
+    // ended: its status, not the signal's, which a restart policy keyed on exit codes would retry.
+    if (result_.interrupted && !e.signaled && e.value == kPermanentFailureExitCode && !result_.permanent) {
+      result_.permanent = true;
+      result_.exit_code = kPermanentFailureExitCode;
+      result_.reason = absl::StrCat(e.Who(), " failed with exit code ", e.value, " (a permanent error) while the job "
+                                    "stopped (", result_.reason, ")");
+    }
+  }
   if (!result_.interrupted) {
     // Plain, the first failure seen while the job ran is its cause; an observer may judge otherwise.
     if (const std::optional<WorkerExit>& first = result_.first_failure) {

@@ -88,7 +88,8 @@ struct JobResult {
   int64_t cause_time_us = 0;
   bool interrupted = false;     // a signal (SIGINT, SIGTERM, ...) stopped the job: do not restart it
   bool stop_requested = false;  // RequestStop was called (e.g. another node failed)
-  bool permanent = false;       // the root cause exited with kPermanentFailureExitCode: do not restart it
+  bool permanent = false;       // the root cause exited with kPermanentFailureExitCode (also while a signal
+                                // stopped the job: then exit_code is 73 too): do not restart it
   std::vector<WorkerExit> exits;  // every worker, in rank order
 };
 

@@ -7,8 +7,6 @@
 // refused within seconds, before any worker allocates it, with the figures and without a signal; and a
 // checkpoint folder on a full disk or a read-only file system ends the run with the permanent-failure
 // status (73), which a launcher does not restart.
-#include <sched.h>
-#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -22,6 +20,7 @@
 #include "dist/testing/process_test_util.h"
 #include "gtest/gtest.h"
 #include "tests/ddp_mlp/run_ddp_mlp.h"
+#include "tests/ddp_mlp/small_disk.h"
 
 namespace tinyddp::testing {
 namespace {
@@ -138,25 +137,6 @@ TEST(DdpMlpLimits, AModelTooLargeForThisMachineIsRefusedWithinSecondsWithTheFigu
   EXPECT_NE(huge.err.find(", but this machine has "), std::string::npos) << huge.err;
   EXPECT_NE(huge.err.find(" available (MemAvailable "), std::string::npos) << huge.err;
   EXPECT_EQ(huge.err.find("SIG"), std::string::npos) << huge.err;
-}
-
-// A tmpfs of `bytes` at `dir` (read-only if asked), in a mount namespace of this test process's own that
-// the ddp_mlp it starts inherits: nothing outside sees it. "" when mounted, else why it cannot be.
-std::string MountTmpfs(const std::string& dir, size_t bytes, bool read_only) {
-  static const std::string unshared = [] {
-    if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-      return std::string("making / private: ") + std::strerror(errno);
-    }
-    return std::string();
-  }();
-  if (!unshared.empty()) return unshared;
-  fs::create_directories(dir);
-  const std::string options = "size=" + std::to_string(bytes);
-  if (::mount("tmpfs", dir.c_str(), "tmpfs", read_only ? MS_RDONLY : 0, options.c_str()) != 0) {
-    return std::string("mount -t tmpfs: ") + std::strerror(errno);
-  }
-  return "";
 }
 
 TEST(DdpMlpLimits, AFullDiskOrAReadOnlyCheckpointFolderEndsTheRunWithThePermanentStatus) {

@@ -9,7 +9,9 @@
 //   - a SIGUSR1 (Slurm's --signal=USR1@T before a time limit) to ddp_mlp started directly: the same status,
 //     no restart, and the checkpoint is where the run stopped;
 //   - a second signal while the ranks stop (SIGTERM after Slurm's SIGUSR1, SIGTERM twice) changes nothing:
-//     the same one checkpoint, exit 75 and bit-identical resume as after one signal, no SIGKILL.
+//     the same one checkpoint, exit 75 and bit-identical resume as after one signal, no SIGKILL;
+//   - a disk that fills up under the stop checkpoint ends the job with the permanent status (73), under launch
+//     and under ddp_mlp's own launcher: a restart policy keyed on exit codes must not retry it.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -29,6 +31,7 @@
 #include "dist/testing/process_test_util.h"
 #include "gtest/gtest.h"
 #include "tests/ddp_mlp/run_ddp_mlp.h"
+#include "tests/ddp_mlp/small_disk.h"
 
 namespace tinyddp::testing {
 namespace {
@@ -38,6 +41,7 @@ namespace t = dist::testing;
 using std::chrono::seconds;
 
 constexpr int kPreemptedExitCode = 75;  // dist/launch/supervisor.h
+constexpr int kPermanentFailureExitCode = 73;  // likewise
 constexpr int kSteps = 2000;            // 2 epochs x 1000
 
 std::string Runfile(const std::string& path) {
@@ -254,6 +258,35 @@ TEST(DdpMlpPreemption, ASecondSignalDuringTheGraceEndsTheJobAsOneSignalDoes) {
     ASSERT_EQ(resumed.exit_code, 0) << Explain(resumed);
     EXPECT_TRUE(absl::StrContains(resumed.out, absl::StrCat("resumed from ", StepDir(dir, at), ": "))) << resumed.out;
     ExpectSameState(StepDir(whole, kSteps), StepDir(dir, kSteps));
+  }
+}
+
+// The stop checkpoint is the first this job writes (no --checkpoint_every; an epoch is 1000 steps): on a
+// tmpfs of 8 KiB it finds room for the model's file, not for the optimizer's, and rank 0 fails with the
+// permanent status. That, not the signal that started the stop, is how the job ended.
+TEST(DdpMlpPreemption, AFullDiskUnderTheStopCheckpointEndsWithThePermanentStatus) {
+  struct Case {
+    const char* name;
+    bool under_launch;  // else ddp_mlp started directly (its own launcher, spawn)
+  };
+  for (const Case& c : {Case{"full_under_launch", true}, Case{"full_under_spawn", false}}) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = FreshDir(c.name) + "/checkpoints";  // its --metrics_out beside it, off the tmpfs
+    if (const std::string why = MountTmpfs(dir, 8192, false); !why.empty()) GTEST_SKIP() << "needs a tmpfs: " << why;
+    std::vector<std::string> argv = Launch({"--max_restarts=1"}, LongJob(dir));
+    if (!c.under_launch) {
+      argv = {Runfile("examples/ddp_mlp"), "--nproc=2", "--max_restarts=1"};
+      for (const std::string& flag : LongJob(dir)) argv.push_back(flag);
+    }
+    const Started s = Start(argv);
+    ASSERT_TRUE(WaitForLoggedStep(dir)) << Explain(Finish(s));
+    ASSERT_EQ(::kill(s.pid, SIGTERM), 0);
+    const RunResult r = Finish(s);
+    EXPECT_EQ(r.exit_code, kPermanentFailureExitCode) << Explain(r);
+    EXPECT_TRUE(absl::StrContains(r.err, "No space left on device")) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "exit code 73 (a permanent error) while the job stopped")) << r.err;
+    EXPECT_FALSE(absl::StrContains(r.err, "restarting")) << r.err;
+    EXPECT_FALSE(absl::StrContains(r.out, "preempted:")) << "no checkpoint, no preemption\n" << r.out;
   }
 }
 
