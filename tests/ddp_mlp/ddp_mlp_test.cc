@@ -4,7 +4,8 @@
 // The claims: training learns (well above chance); a run stopped by --max_steps in the middle of an
 // epoch and resumed ends with bit-identical weights and optimizer state to an uninterrupted run, also
 // when the newest checkpoint is damaged and --resume falls back to the previous one; bad flags exit 2
-// naming the flag; a missing dataset names the path and the Debian package; --metrics_out writes JSON
+// naming the flag; a resume under other settings is refused, as a permanent failure (73) that
+// --max_restarts does not retry; a missing dataset names the path and the Debian package; --metrics_out writes JSON
 // lines and the SVG plot; relative paths land in BUILD_WORKING_DIRECTORY.
 #include <chrono>
 #include <cstdlib>
@@ -201,6 +202,20 @@ TEST(DdpMlp, ResumeUnderDifferentSettingsIsRefused) {
             std::string::npos)
       << Explain(fresh);
   EXPECT_NE(fresh.err.find("rank 1: 1 other rank(s) failed while setting up"), std::string::npos) << Explain(fresh);
+}
+
+// A settings refusal can never succeed, however often the job is restarted: it is a permanent failure (73),
+// which --max_restarts does not retry. The case: a checkpoint of 2 ranks resumed at 3.
+TEST(DdpMlp, ResumeAtAnotherNumberOfRanksIsRefusedAsPermanentAndNotRestarted) {
+  const std::string dir = FreshDir("world_size");
+  const RunResult a = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir, "--max_steps=4"}));
+  ASSERT_EQ(a.exit_code, 0) << Explain(a);
+  const RunResult b =
+      RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir, "--resume", "--nproc=3", "--max_restarts=2"}));
+  EXPECT_EQ(b.exit_code, 73) << Explain(b);
+  EXPECT_NE(b.err.find("world_size: checkpoint 2, this run 3"), std::string::npos) << Explain(b);
+  EXPECT_NE(b.err.find("not restarting: exit code 73 means a permanent error"), std::string::npos) << b.err;
+  EXPECT_EQ(b.err.find("restarting all workers"), std::string::npos) << b.err;
 }
 
 TEST(DdpMlp, InitFromStartsFromTheGivenWeightsAndRefusesMismatchedOnes) {
