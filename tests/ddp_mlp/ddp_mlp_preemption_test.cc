@@ -287,6 +287,9 @@ TEST(DdpMlpPreemption, AFullDiskUnderTheStopCheckpointEndsWithThePermanentStatus
     EXPECT_TRUE(absl::StrContains(r.err, "exit code 73 (a permanent error) while the job stopped")) << r.err;
     EXPECT_FALSE(absl::StrContains(r.err, "restarting")) << r.err;
     EXPECT_FALSE(absl::StrContains(r.out, "preempted:")) << "no checkpoint, no preemption\n" << r.out;
+    EXPECT_TRUE(absl::StrContains(r.err, "flight recorder: no collective was pending (the failure was not in one)"))
+        << "a full disk is no collective's failure\n" << r.err;
+    EXPECT_FALSE(absl::StrContains(r.err, "flight recorder (pg0)")) << r.err;
   }
 }
 

@@ -205,17 +205,26 @@ TEST(DdpMlp, ResumeUnderDifferentSettingsIsRefused) {
 }
 
 // A settings refusal can never succeed, however often the job is restarted: it is a permanent failure (73),
-// which --max_restarts does not retry. The case: a checkpoint of 2 ranks resumed at 3.
+// which --max_restarts does not retry, and no collective's failure, on which the flight recorder has nothing
+// to say. The case: a checkpoint of 2 ranks resumed at 3.
 TEST(DdpMlp, ResumeAtAnotherNumberOfRanksIsRefusedAsPermanentAndNotRestarted) {
   const std::string dir = FreshDir("world_size");
   const RunResult a = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir, "--max_steps=4"}));
   ASSERT_EQ(a.exit_code, 0) << Explain(a);
-  const RunResult b =
-      RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir, "--resume", "--nproc=3", "--max_restarts=2"}));
+  const std::string tmpdir = FreshDir("world_size_tmp");  // the flight recorder's folders go under $TMPDIR
+  const RunResult b = RunDdpMlp(
+      Tiny({"--epochs=1", "--checkpoint_dir=" + dir, "--resume", "--nproc=3", "--max_restarts=2"}), {{"TMPDIR", tmpdir}});
   EXPECT_EQ(b.exit_code, 73) << Explain(b);
   EXPECT_NE(b.err.find("world_size: checkpoint 2, this run 3"), std::string::npos) << Explain(b);
   EXPECT_NE(b.err.find("not restarting: exit code 73 means a permanent error"), std::string::npos) << b.err;
   EXPECT_EQ(b.err.find("restarting all workers"), std::string::npos) << b.err;
+  // No collective was involved: the flight recorder says only that, and keeps nothing.
+  EXPECT_NE(b.err.find("spawn: flight recorder: no collective was pending (the failure was not in one)"),
+            std::string::npos)
+      << b.err;
+  EXPECT_EQ(b.err.find("flight recorder (pg0)"), std::string::npos) << "no verdict\n" << b.err;
+  std::error_code ec;
+  EXPECT_TRUE(fs::is_empty(tmpdir + "/tinyddp-flight-recorder", ec)) << "no records kept";
 }
 
 TEST(DdpMlp, InitFromStartsFromTheGivenWeightsAndRefusesMismatchedOnes) {
