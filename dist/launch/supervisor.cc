@@ -268,7 +268,7 @@ void Supervisor::Signal(int signo) {
     // time limit; a repeated scancel) and still waits its own grace: the workers keep theirs to checkpoint.
     // Only a second Ctrl-C cuts it short: a person at a terminal who does not want to wait.
     if (signo != SIGINT) {
-      WriteAll(STDERR_FILENO, absl::StrCat(options_.name, ": ", SignalName(signo), " again while the workers stop: "
+      WriteAll(STDERR_FILENO, absl::StrCat(options_.name, ": ", SignalName(signo), " while the workers stop: "
                                            "they keep their grace (a second Ctrl-C kills them now)\n"));
       return;
     }
