@@ -195,9 +195,11 @@ TEST(DdpMlp, ResumeUnderDifferentSettingsIsRefused) {
   const RunResult c = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir, "--resume", "--seed=3"}));
   EXPECT_NE(c.exit_code, 0);
   EXPECT_NE(c.err.find("--seed: checkpoint 0, this run 3"), std::string::npos) << Explain(c);
-  // A fresh run (no --resume) must not mix its checkpoints with the old run's.
-  const RunResult fresh = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir}));
-  EXPECT_EQ(fresh.exit_code, 1);
+  // A fresh run (no --resume) must not mix its checkpoints with the old run's, nor continue it through an
+  // elastic restart (which resumes from the folder): a permanent failure, not restarted.
+  const RunResult fresh = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir, "--max_restarts=1"}));
+  EXPECT_EQ(fresh.exit_code, 73) << Explain(fresh);
+  EXPECT_EQ(fresh.out.find("resumed from"), std::string::npos) << Explain(fresh);
   EXPECT_NE(fresh.err.find("already holds checkpoints of a run (newest: " + dir + "/step-00000004); pass --resume"),
             std::string::npos)
       << Explain(fresh);
