@@ -36,7 +36,19 @@ int64_t IdxArray::num_elements() const {
   return n;
 }
 
-absl::StatusOr<IdxArray> ParseIdx(std::string contents, int expected_ndims, const std::string& name) {
+namespace {
+
+// What an IDX header says, checked: element type uint8, `expected_ndims` dimensions, all present.
+struct IdxHeader {
+  std::vector<int64_t> dims;
+  size_t bytes = 0;        // the header's own: 4 + 4 per dimension
+  uint64_t elements = 0;   // the product of the dims, saturated at cap + 1 (see ParseHeader)
+};
+
+// Reads the header at the start of `contents`. The element count saturates at `cap` + 1 ("more than
+// that"), so that a corrupt header with huge dims cannot overflow the product (a zero dim still makes it 0).
+absl::StatusOr<IdxHeader> ParseHeader(const std::string& contents, int expected_ndims, const std::string& name,
+                                      uint64_t cap) {
   const size_t size = contents.size();
   if (size < 4) {
     return absl::DataLossError(absl::StrCat(name, ": truncated IDX header: the file has ", size,
@@ -61,43 +73,66 @@ absl::StatusOr<IdxArray> ParseIdx(std::string contents, int expected_ndims, cons
         "%s: magic number 0x%08x says %d dimensions, expected %d (0x%08x: %s)", name, magic, ndims,
         expected_ndims, 0x800 + expected_ndims, expected_ndims == 1 ? "a labels file" : "an images file"));
   }
-  const size_t header = 4 + 4 * static_cast<size_t>(ndims);
-  if (size < header) {
-    return absl::DataLossError(absl::StrCat(name, ": truncated IDX header: ", ndims, " dimensions need ", header,
-                                            " header bytes but the file has ", size));
+  IdxHeader header;
+  header.bytes = 4 + 4 * static_cast<size_t>(ndims);
+  if (size < header.bytes) {
+    return absl::DataLossError(absl::StrCat(name, ": truncated IDX header: ", ndims, " dimensions need ",
+                                            header.bytes, " header bytes but the file has ", size));
   }
-  IdxArray array;
-  // The element count, saturated at "more than the file holds" so that a corrupt header with huge
-  // dims cannot overflow the product (a zero dim still makes it zero).
   uint64_t elements = 1;
   bool zero = false;
   for (int d = 0; d < ndims; ++d) {
     const uint32_t dim = BigEndian32(contents, 4 + 4 * d);
-    array.dims.push_back(dim);
+    header.dims.push_back(dim);
     if (dim == 0) zero = true;
-    if (dim != 0) elements = elements > size / dim ? size + 1 : elements * dim;
+    if (dim != 0) elements = elements > cap / dim ? cap + 1 : elements * dim;
   }
-  if (zero) elements = 0;
-  const size_t data_bytes = size - header;
-  if (elements > data_bytes) {
+  header.elements = zero ? 0 : elements;
+  return header;
+}
+
+}  // namespace
+
+absl::StatusOr<IdxArray> ParseIdx(std::string contents, int expected_ndims, const std::string& name) {
+  ASSIGN_OR_RETURN(IdxHeader header, ParseHeader(contents, expected_ndims, name, /*cap=*/contents.size()));
+  const size_t data_bytes = contents.size() - header.bytes;
+  if (header.elements > data_bytes) {
     return absl::DataLossError(absl::StrCat(name, ": truncated data: the header promises ",
-                                            absl::StrJoin(array.dims, "x"), " uint8 elements but only ", data_bytes,
-                                            " bytes follow the ", header, "-byte header"));
+                                            absl::StrJoin(header.dims, "x"), " uint8 elements but only ", data_bytes,
+                                            " bytes follow the ", header.bytes, "-byte header"));
   }
-  if (elements < data_bytes) {
-    return absl::DataLossError(absl::StrCat(name, ": ", data_bytes - elements,
+  if (header.elements < data_bytes) {
+    return absl::DataLossError(absl::StrCat(name, ": ", data_bytes - header.elements,
                                             " unexpected bytes after the data (header says ",
-                                            absl::StrJoin(array.dims, "x"), ")"));
+                                            absl::StrJoin(header.dims, "x"), ")"));
   }
+  IdxArray array;
+  array.dims = std::move(header.dims);
   array.contents = std::move(contents);
-  array.data_offset = header;
+  array.data_offset = header.bytes;
   return array;
 }
 
 absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path, int expected_ndims) {
-  absl::StatusOr<std::string> contents = internal::ReadFileContents(path);
-  RETURN_IF_ERROR(contents);
-  return ParseIdx(*std::move(contents), expected_ndims, path);
+  ASSIGN_OR_RETURN(std::string bytes, internal::ReadFileBytes(path));
+  if (!internal::LooksGzipped(bytes)) return ParseIdx(std::move(bytes), expected_ndims, path);
+  // gzip: inflate no more than the header says the file holds. A few kilobytes of gzip can inflate to
+  // gigabytes (a gzip bomb, or damage), which would end the run in bad_alloc instead of this message.
+  constexpr size_t kLongestHeader = 4 + 4 * 255;  // the number of dimensions is one byte
+  ASSIGN_OR_RETURN(const std::string head, internal::GunzipPrefix(bytes, path, kLongestHeader));
+  absl::StatusOr<IdxHeader> header = ParseHeader(head, expected_ndims, path, /*cap=*/uint64_t{1} << 48);
+  if (!header.ok() && head.size() == kLongestHeader) return header.status();
+  // A stream shorter than the longest header is inflated whole (its CRC checked), and ParseIdx says why not.
+  const uint64_t promised = header.ok() ? header->bytes + header->elements : head.size();
+  absl::StatusOr<std::string> inflated = internal::Gunzip(bytes, path, promised);
+  if (header.ok() && absl::IsOutOfRange(inflated.status())) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": its IDX header promises ", absl::StrJoin(header->dims, "x"), " uint8 elements (", promised,
+        " bytes with the header), but the file holds more: a gzip bomb or a damaged file; re-download it "
+        "(Fashion-MNIST: sudo apt-get install --reinstall dataset-fashion-mnist)"));
+  }
+  RETURN_IF_ERROR(inflated.status());
+  return ParseIdx(*std::move(inflated), expected_ndims, path);
 }
 
 }  // namespace tinyddp::data

@@ -3,7 +3,8 @@
 // An IDX file is a 4-byte magic number, one big-endian uint32 size per dimension, then the elements in
 // row-major order:
 //   byte 0, 1: zero        byte 2: element type (0x08 = uint8)        byte 3: number of dimensions
-// so images are 0x00000803 ([N, rows, cols]) and labels 0x00000801 ([N]). Files may be gzip-compressed.
+// so images are 0x00000803 ([N, rows, cols]) and labels 0x00000801 ([N]). Files may be gzip-compressed
+// (inflated no further than the header says: a gzip bomb costs no memory).
 // Everything is validated against the file's real size, so a truncated or corrupt file gives an
 // absl::Status naming the file and the problem, never a crash or a silent short read.
 // Sits below fashion_mnist.h, which turns an images file and a labels file into a TensorDataset.
@@ -34,7 +35,9 @@ struct IdxArray {
 ///   fewer data bytes than the dims promise (truncated), or bytes left over after them.
 absl::StatusOr<IdxArray> ParseIdx(std::string contents, int expected_ndims, const std::string& name);
 
-/// Reads `path` (plain or gzip, detected by content) and parses it as above.
+/// Reads `path` (plain or gzip, detected by content) and parses it as above. A gzip file is inflated no
+/// further than its header says it holds: one that holds more (a gzip bomb, or damage) is DataLoss, naming the
+/// file and the size promised, having used no more memory than that.
 absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path, int expected_ndims);
 
 }  // namespace tinyddp::data

@@ -1,9 +1,10 @@
 // The IDX reader on real files written by the test: valid plain and gzip files load exactly; every kind
 // of damage (bad magic, wrong type or rank, truncated header or data, junk after the data, image/label
 // count mismatch, label out of range, truncated or corrupt gzip, missing files) gives a clean status
-// that names the file and the problem.
+// that names the file and the problem; a gzip bomb is refused having inflated no more than its header promises.
 #include "data/idx.h"
 
+#include <sys/resource.h>
 #include <zlib.h>
 
 #include <cstdio>
@@ -172,6 +173,37 @@ TEST(Idx, ConcatenatedGzipMembersReadAsOneFile) {
   absl::StatusOr<IdxArray> a = ReadIdxFile(path, 3);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->contents, img);
+}
+
+// The bomb, smaller: a header saying 10 images of 28x28 (7856 bytes in all), then those pixels and
+// 200 MiB of zeros, which gzip keeps to a few hundred KiB on disk. Read in a child whose address space may
+// grow by only 64 MiB, so inflating the whole file would end it in bad_alloc (SIGABRT), not in the message.
+TEST(Idx, AGzipBombIsRefusedHavingInflatedNoMoreThanItsHeaderPromises) {
+  const std::string path = TempDir() + "/bomb-images-idx3-ubyte.gz";
+  gzFile g = gzopen(path.c_str(), "wb9");
+  ASSERT_NE(g, nullptr);
+  const std::string header = Header(0x00000803, {10, 28, 28});
+  ASSERT_EQ(gzwrite(g, header.data(), header.size()), static_cast<int>(header.size()));
+  const std::string zeros(1 << 20, '\0');
+  for (int mib = 0; mib < 200; ++mib) ASSERT_EQ(gzwrite(g, zeros.data(), zeros.size()), 1 << 20);
+  ASSERT_EQ(gzclose(g), Z_OK);
+
+  long pages = 0;  // this process's address space now (/proc/self/statm's first field), which the child inherits
+  FILE* statm = std::fopen("/proc/self/statm", "r");
+  ASSERT_NE(statm, nullptr);
+  ASSERT_EQ(std::fscanf(statm, "%ld", &pages), 1);
+  std::fclose(statm);
+  const rlim_t budget = static_cast<rlim_t>(pages) * 4096 + (rlim_t{64} << 20);
+  auto read_under_limit = [&] {
+    const rlimit limit{budget, budget};
+    ::setrlimit(RLIMIT_AS, &limit);
+    const absl::StatusOr<IdxArray> read = ReadIdxFile(path, 3);
+    std::fprintf(stderr, "%s\n", read.status().ToString().c_str());
+    std::exit(read.status().code() == absl::StatusCode::kDataLoss ? 0 : 1);
+  };
+  EXPECT_EXIT(read_under_limit(), testing::ExitedWithCode(0),
+              "bomb-images-idx3-ubyte.gz: its IDX header promises 10x28x28 uint8 elements .7856 bytes with the "
+              "header., but the file holds more: a gzip bomb or a damaged file; re-download it");
 }
 
 TEST(Idx, MissingFileIsNotFoundWithItsPath) {

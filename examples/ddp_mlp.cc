@@ -217,7 +217,8 @@ absl::Status CheckpointOnEveryRank(const TrainOptions& options, const Job& job, 
                                    const TrainingProgress& at, Report& report) {
   if (options.checkpoint_dir.empty()) return absl::OkStatus();
   // ZeRO-1: every rank gathers the shards into the unsharded optimizer (collective), which is saved as
-  // plain DDP's is, so the checkpoint resumes at any number of ranks, with or without ZeRO.
+  // plain DDP's is, so the checkpoint resumes with or without ZeRO (at the number of ranks that wrote it: the
+  // settings check refuses another; --init_from takes its model at any number).
   // ZeRO-3 also gathers the model's parameters first (they are freed again by the next forward).
   dist::zero::ZeroRedundancyOptimizer* zero = setup.zero.get();
   if (setup.fsdp) RETURN_IF_ERROR(setup.fsdp->GatherFullParameters());

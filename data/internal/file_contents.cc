@@ -1,10 +1,11 @@
-// Whole-file reads with transparent gzip, on plain stdio and zlib's inflate.
+// Whole-file reads and bounded gzip inflating, on plain stdio and zlib's inflate.
 #include "data/internal/file_contents.h"
 
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -30,25 +31,22 @@ size_t SizeHint(const std::string& compressed) {
   return std::clamp<size_t>(isize, 1 << 16, 64 * compressed.size() + (1 << 20));
 }
 
-}  // namespace
-
-bool LooksGzipped(const std::string& bytes) {
-  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
-         static_cast<unsigned char>(bytes[1]) == 0x8b;
-}
-
-absl::StatusOr<std::string> Gunzip(const std::string& compressed, const std::string& name) {
+// Inflates into at most `max_bytes` + 1 bytes. `prefix_only`: the first max_bytes are all the caller wants,
+// so it stops there quietly; else one byte more is OutOfRange.
+absl::StatusOr<std::string> Inflate(const std::string& compressed, const std::string& name, size_t max_bytes,
+                                    bool prefix_only) {
   z_stream zs{};
   // 16 + MAX_WBITS: expect a gzip wrapper (header, CRC-32 and size trailer), which inflate verifies.
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {
     return absl::ResourceExhaustedError(absl::StrCat(name, ": zlib could not initialise inflate"));
   }
   std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, inflateEnd);
-  std::string out(SizeHint(compressed), '\0');
+  const size_t room = max_bytes == SIZE_MAX ? max_bytes : max_bytes + 1;  // one byte more tells "more"
+  std::string out(std::min(SizeHint(compressed), room), '\0');
   size_t produced = 0;
   size_t consumed = 0;
-  while (true) {
-    if (produced == out.size()) out.resize(out.size() * 2);
+  while (produced <= max_bytes) {
+    if (produced == out.size()) out.resize(std::min(out.size() * 2, room));
     // avail_in/avail_out are 32-bit: feed at most 1 GiB at a time.
     const size_t in_chunk = std::min<size_t>(compressed.size() - consumed, 1u << 30);
     const size_t out_chunk = std::min<size_t>(out.size() - produced, 1u << 30);
@@ -79,11 +77,29 @@ absl::StatusOr<std::string> Gunzip(const std::string& compressed, const std::str
     return absl::DataLossError(
         absl::StrCat(name, ": corrupt gzip data (zlib: ", zs.msg != nullptr ? zs.msg : "error", ")"));
   }
-  out.resize(produced);
+  if (produced > max_bytes && !prefix_only) {
+    return absl::OutOfRangeError(absl::StrCat(name, ": the gzip stream inflates to more than ", max_bytes, " bytes"));
+  }
+  out.resize(std::min(produced, max_bytes));
   return out;
 }
 
-absl::StatusOr<std::string> ReadFileContents(const std::string& path) {
+}  // namespace
+
+bool LooksGzipped(const std::string& bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+         static_cast<unsigned char>(bytes[1]) == 0x8b;
+}
+
+absl::StatusOr<std::string> Gunzip(const std::string& compressed, const std::string& name, size_t max_bytes) {
+  return Inflate(compressed, name, max_bytes, /*prefix_only=*/false);
+}
+
+absl::StatusOr<std::string> GunzipPrefix(const std::string& compressed, const std::string& name, size_t n) {
+  return Inflate(compressed, name, n, /*prefix_only=*/true);
+}
+
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
   if (f == nullptr) return ErrnoError(errno, path, "open");
   std::string bytes;
@@ -96,7 +112,6 @@ absl::StatusOr<std::string> ReadFileContents(const std::string& path) {
   size_t n;
   while ((n = std::fread(buffer, 1, sizeof(buffer), f.get())) > 0) bytes.append(buffer, n);
   if (std::ferror(f.get())) return ErrnoError(errno, path, "read");
-  if (LooksGzipped(bytes)) return Gunzip(bytes, path);
   return bytes;
 }
 

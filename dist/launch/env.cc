@@ -268,7 +268,7 @@ Reading Read(EnvSource source, VarReader& r) {
   if (!addr) {
     r.problems.push_back(pod ? "MASTER_ADDR is missing (and so is PET_MASTER_ADDR)" : "MASTER_ADDR is missing");
   }
-  env.master_addr = addr.value_or("");
+  env.master_addr = StoreHost(addr.value_or(""));
   if (source != EnvSource::kSlurm || r.Has("MASTER_PORT")) {
     env.master_port = r.Int(r.Has("MASTER_PORT") || !r.Has("PET_MASTER_PORT") ? "MASTER_PORT" : "PET_MASTER_PORT")
                           .value_or(0);
@@ -376,6 +376,11 @@ int RestartCount() {
   const char* text = std::getenv(kRestartCountEnv);
   int n = 0;
   return text != nullptr && absl::SimpleAtoi(text, &n) && n > 0 ? n : 0;
+}
+
+std::string StoreHost(const std::string& master_addr) {
+  const bool bracketed = master_addr.size() > 2 && master_addr.front() == '[' && master_addr.back() == ']';
+  return bracketed ? master_addr.substr(1, master_addr.size() - 2) : master_addr;
 }
 
 absl::StatusOr<WorkerEnv> ReadWorkerEnv(const EnvVars& vars) {

@@ -97,6 +97,10 @@ bool IsWorker();
 /// TINYDDP_RESTART_COUNT of this process (0 when unset or not a number).
 int RestartCount();
 
+/// The store's address as sockets take it: "::1" for "[::1]", the way URLs (and torchrun's users) write an
+/// IPv6 address; anything else unchanged.
+std::string StoreHost(const std::string& master_addr);
+
 /// The hosts of a Slurm host list, in order: "gpu[01-04,07]" -> gpu01 gpu02 gpu03 gpu04 gpu07;
 /// "a-[1-2],b3" -> a-1 a-2 b3; "r[1-2]n[1-2]" -> r1n1 r1n2 r2n1 r2n2 (what `scontrol show hostnames`
 /// prints). A range keeps the zero padding of its first number. InvalidArgument for unbalanced

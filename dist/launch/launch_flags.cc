@@ -25,7 +25,7 @@ ABSL_FLAG(std::string, nproc_per_node, kDefaults.nproc_per_node,
           "there is a GPU, else cpu)");
 ABSL_FLAG(int32_t, nnodes, kDefaults.nnodes, "machines in the job; start one launch on each");
 ABSL_FLAG(int32_t, node_rank, kDefaults.node_rank, "this machine's index, 0..nnodes-1; node 0 hosts the store");
-ABSL_FLAG(std::string, master_addr, kDefaults.master_addr, "address of node 0");
+ABSL_FLAG(std::string, master_addr, kDefaults.master_addr, "address of node 0 (IPv6: ::1 or [::1])");
 ABSL_FLAG(int32_t, master_port, kDefaults.master_port,
           "store port on node 0; -1: a free port for one node, 29500 for several");
 ABSL_FLAG(bool, standalone, false,
@@ -141,7 +141,7 @@ absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& ar
   o.nproc_per_node = absl::GetFlag(FLAGS_nproc_per_node);
   o.nnodes = absl::GetFlag(FLAGS_nnodes);
   o.node_rank = absl::GetFlag(FLAGS_node_rank);
-  o.master_addr = absl::GetFlag(FLAGS_master_addr);
+  o.master_addr = StoreHost(absl::GetFlag(FLAGS_master_addr));
   o.master_port = absl::GetFlag(FLAGS_master_port);
   o.rendezvous_timeout_seconds = absl::GetFlag(FLAGS_rendezvous_timeout);
   o.grace_seconds = absl::GetFlag(FLAGS_grace_seconds);

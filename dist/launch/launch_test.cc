@@ -2,8 +2,9 @@
 // nothing it started keeps running (a wrapper's grandchild, one that left its process group, one left behind
 // by a worker that succeeded); launchers with different settings both stop at once, naming the setting; a
 // permanent failure is not restarted; a misspelled TINYDDP_ variable is named; a relative program path
-// typed under `bazel run` is found; the launcher and its workers agree on one timeout; a job that fails
-// before its first collective says so; NCCL_DEBUG on Gloo ranks says it does nothing.
+// typed under `bazel run` is found; a bracketed IPv6 --master_addr ([::1]) works; the launcher and its workers
+// agree on one timeout; a job that fails before its first collective says so; NCCL_DEBUG on Gloo ranks says
+// it does nothing; every connection the store refused is counted, also when the job ends right after.
 //
 // Workers are shell commands and this binary in a role (--as_writer, --as_worker). LAUNCH_BINARY=PATH runs
 // every test against another build of `launch` (an older one, to see a test fail without its fix).
@@ -28,6 +29,7 @@
 #include "dist/init.h"
 #include "dist/launch/job_timeout.h"
 #include "dist/store/internal/socket.h"
+#include "dist/store/tcp_store.h"
 #include "dist/testing/process_test_util.h"
 #include "gtest/gtest.h"
 
@@ -290,6 +292,23 @@ TEST(LaunchEnvironment, ARelativeProgramPathIsFoundWhereBazelRunWasTyped) {
   EXPECT_EQ(t::ReadFile(typed_in + "/ran"), "ran\n") << t::ReadFile(elsewhere + "/err");
 }
 
+TEST(LaunchEnvironment, ABracketedIpv6MasterAddrIsTheAddressWithinTheBrackets) {
+  // "[::1]" is how URLs, and so users, write an IPv6 address; the sockets want "::1".
+  const std::string dir = t::MakeTempDir();
+  const std::string port = std::to_string(FreePort());
+  std::vector<Launched> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.push_back(Launch(dir, absl::StrCat("node", node),
+                           {"--nnodes=2", absl::StrCat("--node_rank=", node), "--master_addr=[::1]",
+                            "--master_port=" + port, "--nproc_per_node=1", "--rendezvous_timeout=20", "/bin/true"},
+                           {{"TINYDDP_STORE_SECRET", "ipv6-test-secret-0123456789abcdef"}}));
+  }
+  for (const Launched& n : nodes) EXPECT_EQ(ExitCode(t::WaitFor(n.pid, 60s)), 0) << n.Err();
+  EXPECT_TRUE(absl::StrContains(nodes[0].Err(), absl::StrCat("store at ::1:", port, " (listening on ::1)")))
+      << "loopback only\n" << nodes[0].Err();
+  EXPECT_FALSE(absl::StrContains(nodes[1].Err(), "could not resolve")) << nodes[1].Err();
+}
+
 TEST(LaunchEnvironment, TheLauncherAndItsWorkersAgreeOnOneTimeout) {
   // Given to the program only: the launcher waits as long, and its workers see it in TINYDDP_TIMEOUT.
   const std::string dir = t::MakeTempDir();
@@ -324,6 +343,48 @@ TEST(LaunchMessages, NcclDebugOnGlooRanksSaysItHasNoEffectOnce) {
   const std::string note = "NCCL_DEBUG has no effect on gloo (CPU) ranks";
   EXPECT_TRUE(absl::StrContains(err, note)) << err;
   EXPECT_EQ(err.find(note), err.rfind(note)) << "said once, not by every rank:\n" << err;
+}
+
+// How many refused store connections the launcher's stderr accounts for: one per line it logged, plus the
+// counts those lines give of the others.
+int RefusalsAccountedFor(const std::string& err) {
+  int total = 0;
+  for (absl::string_view view : absl::StrSplit(err, '\n')) {
+    const std::string line(view);
+    int more = 0;
+    if (absl::StrContains(line, "refused a connection from")) {  // "... (and N more before it)" at its end
+      const size_t at = line.rfind("(and ");
+      total += 1 + (at != std::string::npos && std::sscanf(line.c_str() + at, "(and %d more", &more) == 1 ? more : 0);
+    } else if (std::sscanf(line.c_str(), "store server (port %*d): refused %d more", &more) == 1) {
+      total += more;
+    }
+  }
+  return total;
+}
+
+TEST(LaunchMessages, EveryRefusedStoreConnectionIsCountedAlsoWhenTheJobEndsRightAfter) {
+  // The store logs a refusal at most once per 10 s, with a count of the others; a job that ends within 10 s
+  // of the first line must still give the count of the rest. The worker runs until the test lets it end.
+  const std::string dir = t::MakeTempDir();
+  Launched l = Launch(dir, "launch",
+                      {"--nproc_per_node=1", "/bin/sh", "-c",
+                       absl::StrCat("while [ ! -e '", dir, "/go' ]; do sleep 0.05; done")});
+  ASSERT_TRUE(t::WaitForFile(l.err, 30s));
+  int port = 0;
+  for (int i = 0; i < 600 && port == 0; ++i) {  // the launcher's first line names the store's port
+    const std::string err = l.Err();
+    const size_t at = err.find("store at 127.0.0.1:");
+    if (at != std::string::npos) (void)absl::SimpleAtoi(err.substr(at + 19, err.find(' ', at + 19) - at - 19), &port);
+    if (port == 0) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_GT(port, 0) << l.Err();
+  for (int i = 0; i < 3; ++i) {  // someone without the job's secret
+    auto stranger = TCPStore::Create({.host = "127.0.0.1", .port = port, .timeout = 10s, .secret = "not-the-secret"});
+    EXPECT_FALSE(stranger.ok());
+  }
+  t::WriteFile(dir + "/go", "");
+  EXPECT_EQ(ExitCode(t::WaitFor(l.pid, 60s)), 0) << l.Err();
+  EXPECT_EQ(RefusalsAccountedFor(l.Err()), 3) << l.Err();
 }
 
 }  // namespace

@@ -264,7 +264,14 @@ void Supervisor::BeginStop(const std::string& reason, int exit_code, int signo) 
 
 void Supervisor::Signal(int signo) {
   if (stopping_) {
-    // A second Ctrl-C: the user does not want to wait out the grace period.
+    // A cluster sends more than one signal in one preemption (Slurm's --signal=USR1@N, then SIGTERM at the
+    // time limit; a repeated scancel) and still waits its own grace: the workers keep theirs to checkpoint.
+    // Only a second Ctrl-C cuts it short: a person at a terminal who does not want to wait.
+    if (signo != SIGINT) {
+      WriteAll(STDERR_FILENO, absl::StrCat(options_.name, ": ", SignalName(signo), " while the workers stop: "
+                                           "they keep their grace (a second Ctrl-C kills them now)\n"));
+      return;
+    }
     for (Worker& w : workers_) {
       if (w.running) ::kill(-w.exit.pid, SIGKILL);
     }
@@ -395,6 +402,16 @@ JobResult Supervisor::Wait() {
     if (!e.signaled && e.value == kPreemptedExitCode) result_.exit_code = kPreemptedExitCode;
   }
   result_.interrupted |= result_.exit_code == kPreemptedExitCode;
+  for (const WorkerExit& e : result_.exits) {
+    // A permanent error while a signal stopped the job (a full disk under the stop checkpoint) is how it
+    // ended: its status, not the signal's, which a restart policy keyed on exit codes would retry.
+    if (result_.interrupted && !e.signaled && e.value == kPermanentFailureExitCode && !result_.permanent) {
+      result_.permanent = true;
+      result_.exit_code = kPermanentFailureExitCode;
+      result_.reason = absl::StrCat(e.Who(), " failed with exit code ", e.value, " (a permanent error) while the job "
+                                    "stopped (", result_.reason, ")");
+    }
+  }
   if (!result_.interrupted) {
     // Plain, the first failure seen while the job ran is its cause; an observer may judge otherwise.
     if (const std::optional<WorkerExit>& first = result_.first_failure) {

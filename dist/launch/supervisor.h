@@ -7,8 +7,10 @@
 //     first failure seen; which one was the root cause when several ranks fail within moments is a
 //     wing's judgement, through the JobObserver seam (job_observer.h; dist/observe/blame/);
 //   - a signal that would end this process (SIGINT, SIGTERM, SIGHUP when the terminal goes, SIGQUIT, ...)
-//     stops the workers instead: SIGINT/SIGTERM/SIGHUP are forwarded, the others become SIGTERM (a second
-//     signal kills them), which leaves them preempt_grace to checkpoint; SIGPIPE is ignored;
+//     stops the workers instead: SIGINT/SIGTERM/SIGHUP are forwarded, the others become SIGTERM, which
+//     leaves them preempt_grace to checkpoint; more signals while they stop change nothing (a cluster
+//     sends several, e.g. SIGUSR1 then SIGTERM), except a second SIGINT (Ctrl-C), which kills them;
+//     SIGPIPE is ignored;
 //   - every worker runs in its own process group (signals reach its children too) and dies with
 //     this process (PR_SET_PDEATHSIG); what a worker starts in turn is lifeline.h's (the launcher's);
 //   - with prefix_output, each line a worker prints is prefixed with "[rank N] ".
@@ -86,7 +88,8 @@ struct JobResult {
   int64_t cause_time_us = 0;
   bool interrupted = false;     // a signal (SIGINT, SIGTERM, ...) stopped the job: do not restart it
   bool stop_requested = false;  // RequestStop was called (e.g. another node failed)
-  bool permanent = false;       // the root cause exited with kPermanentFailureExitCode: do not restart it
+  bool permanent = false;       // the root cause exited with kPermanentFailureExitCode (also while a signal
+                                // stopped the job: then exit_code is 73 too): do not restart it
   std::vector<WorkerExit> exits;  // every worker, in rank order
 };
 

@@ -119,6 +119,10 @@ TCPStoreServer::~TCPStoreServer() {
   }
   for (Connection& c : all) ::shutdown(c.socket.fd(), SHUT_RDWR);  // wakes handlers in recv
   for (Connection& c : all) c.thread.join();
+  // Refusals since the last line would otherwise be lost when the job ends within 10 s of it.
+  if (refusals_not_logged_ > 0) {
+    Log(absl::StrCat("refused ", refusals_not_logged_, " more connection(s) after the one logged above"));
+  }
   for (int fd : wake_pipe_) {
     if (fd >= 0) ::close(fd);
   }

@@ -8,8 +8,9 @@
 // Nothing a client sends may take the launcher down or lock the job's ranks out: every connection must
 // first prove it knows the job secret (the handshake, internal/store_protocol.h), and everything it may
 // do is bounded by the limits below and store.h's. A refused client is told why and logged (at most once
-// per 10 s); out of file descriptors, the server pauses accepting (with a message) instead of spinning; a
-// Get or Wait whose client hangs up ends at once. Errors go back as a response; the server carries on.
+// per 10 s, with a count of the others, the last count as the server stops); out of file descriptors, the
+// server pauses accepting (with a message) instead of spinning; a Get or Wait whose client hangs up ends at
+// once. Errors go back as a response; the server carries on.
 //
 // Where it listens, from the address the job uses for the store (MASTER_ADDR, TCPStoreServerOptions::host):
 //   "127.0.0.1", "::1", "localhost"   loopback only: nothing off this machine can connect (one-node jobs)

@@ -70,14 +70,15 @@ absl::StatusOr<std::vector<std::string>> PrepareOutputs(const TrainOptions& o, b
     notes.push_back(absl::StrCat("removed ", removed, ", a checkpoint left half-written by an interrupted run"));
   }
   // A fresh run must not mix its checkpoints with another run's: retention keeps the highest step
-  // numbers, which could be the old run's, and a later --resume would continue the wrong run.
+  // numbers, which could be the old run's, and a later --resume would continue the wrong run. Permanent:
+  // an elastic restart resumes from the folder, and so would continue the other run.
   if (!resuming) {
     const std::vector<int64_t> steps = CheckpointSteps(o.checkpoint_dir);
     if (!steps.empty()) {
-      return absl::FailedPreconditionError(
+      return MarkPermanent(absl::FailedPreconditionError(
           absl::StrCat("--checkpoint_dir=", o.checkpoint_dir,
                        " already holds checkpoints of a run (newest: ", CheckpointPath(o.checkpoint_dir, steps.front()),
-                       "); pass --resume to continue it, or use an empty --checkpoint_dir"));
+                       "); pass --resume to continue it, or use an empty --checkpoint_dir")));
     }
   }
   return notes;

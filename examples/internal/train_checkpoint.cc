@@ -383,17 +383,18 @@ absl::StatusOr<TrainingProgress> LoadTrainingCheckpoint(const std::string& path,
       differences.push_back(absl::StrCat(flag(name), ": checkpoint ", value, ", this run (not used)"));
     }
   }
+  // Permanent (durable_file.h): a restart would be refused the same way.
   if (!differences.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return MarkPermanent(absl::FailedPreconditionError(absl::StrCat(
         path, " was written by a run with different settings, so resuming would match neither run:\n  ",
-        absl::StrJoin(differences, "\n  "), "\nrerun with the checkpoint's values, or use another --checkpoint_dir"));
+        absl::StrJoin(differences, "\n  "), "\nrerun with the checkpoint's values, or use another --checkpoint_dir")));
   }
   TrainingProgress progress = info->progress;
   if (info->version >= 2 && progress.steps_per_epoch != steps_per_epoch) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return MarkPermanent(absl::FailedPreconditionError(absl::StrCat(
         path, " was written by a run with ", progress.steps_per_epoch, " steps per epoch and this run has ",
         steps_per_epoch, " (a dataset of another size?), so resuming would not continue it; use the same data, "
-        "or another --checkpoint_dir"));
+        "or another --checkpoint_dir")));
   }
   if (const std::string problem = ProgressProblem(progress, steps_per_epoch); !problem.empty()) {
     return absl::DataLossError(absl::StrCat(path, ": its progress does not fit this run of ", steps_per_epoch,

@@ -139,7 +139,9 @@ absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s) {
   if (!o.init_from.empty()) RETURN_IF_ERROR(nn::LoadModule(*s.model, o.init_from));
   s.optimizer = MakeOptimizer(o, s.model->Parameters());
   s.optimizer->SetComputeCopies(s.model->ComputeCopies());  // none under fp32
-  s.schedule = MakeSchedule(o, OptimizerStepsPerEpoch(o, *s.loader));
+  // --join: no schedule yet. This rank's own count of steps may be 0 (more ranks than examples), which no
+  // schedule accepts; Train builds it from the longest shard's count once the ranks have agreed on it.
+  if (!o.join) s.schedule = MakeSchedule(o, OptimizerStepsPerEpoch(o, *s.loader));
 
   // Outputs writable now rather than after an epoch; no other run's checkpoints in a fresh run's folder.
   if (job.pg->rank() == 0) {

@@ -120,7 +120,8 @@ struct Setup {
 };
 
 /// The data (this rank's sampler and loader, its shard of the test set), the model (the same seed on
-/// every rank), the optimizer and the schedule; rank 0 also checks that the outputs are writable.
+/// every rank), the optimizer and the schedule (not under --join: the ranks agree on an epoch's length
+/// first); rank 0 also checks that the outputs are writable.
 absl::Status BuildSetup(const TrainOptions& o, const Job& job, Setup& s);
 
 /// Collective (--resume): rank 0 picks the newest good checkpoint and tells the others which one (they may

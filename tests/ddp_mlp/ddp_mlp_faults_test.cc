@@ -4,10 +4,12 @@
 //
 // The claims: a rank killed mid-run under --max_restarts=1 ends in exit 0 with a final model and
 // optimizer state bit-identical to an uninterrupted run; a rank that dies is the one blamed, with its
-// exit code; a NaN on one rank stops the run naming the step and that rank (and --allow_nonfinite
+// exit code, and the flight recorder keeps the records of the newest 5 such failed jobs, not 6; a NaN on one
+// rank stops the run naming the step and that rank (and --allow_nonfinite
 // trains on); an edited trainer state is refused and resume falls back; data that cannot train,
 // unwritable outputs (with the permanent-failure status, 73), too many ranks and a bad TINYDDP_FAULT are
 // refused before the first step.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -60,6 +62,29 @@ TEST(DdpMlpFaults, AKilledRankUnderMaxRestartsEndsBitIdenticalToAnUninterruptedR
   EXPECT_NE(b.out.find("resumed from " + restarted + "/step-00000030: epoch 2, batch 11, step 30"), std::string::npos)
       << b.out;
   ExpectSameFinalState(whole, restarted);
+}
+
+// The job folders in `tmpdir`'s flight-recorder directory (job_records.h).
+int FlightRecorderJobFolders(const std::string& tmpdir) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(tmpdir + "/tinyddp-flight-recorder", ec)) {
+    n += entry.is_directory() && entry.path().filename().string().rfind("job-", 0) == 0;
+  }
+  return n;
+}
+
+TEST(DdpMlpFaults, TheFlightRecorderKeepsTheRecordsOfTheNewestFiveFailedJobs) {
+  // Six jobs in a row whose rank 1 dies in collective #5: each verdict points there, so each job's records
+  // stay; the docs and the verdict's last line promise the newest 5.
+  const std::string tmpdir = FreshDir("flight_recorder_tmp");
+  for (int job = 1; job <= 6; ++job) {
+    const RunResult r = RunDdpMlp(Tiny({"--epochs=1", "--timeout=20s"}),
+                                  {{"TINYDDP_FAULT", "rank=1,point=collective,step=5,action=kill"}, {"TMPDIR", tmpdir}});
+    ASSERT_NE(r.exit_code, 0) << Explain(r);
+    ASSERT_NE(r.err.find("the newest 5 failed jobs' stay there"), std::string::npos) << "job " << job << "\n" << r.err;
+    EXPECT_EQ(FlightRecorderJobFolders(tmpdir), std::min(job, 5)) << "after job " << job << "\n" << r.err;
+  }
 }
 
 TEST(DdpMlpFaults, ARankThatDiesIsBlamedWithItsExitCode) {

@@ -6,14 +6,15 @@
 // --init_from is refused at once instead of blocking the run; a model too large for this machine is
 // refused within seconds, before any worker allocates it, with the figures and without a signal; and a
 // checkpoint folder on a full disk or a read-only file system ends the run with the permanent-failure
-// status (73), which a launcher does not restart.
-#include <sched.h>
-#include <sys/mount.h>
+// status (73), which a launcher does not restart; a gzip bomb as a Fashion-MNIST file is refused with the
+// size its header promises, within an address space far smaller than the bomb.
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -22,6 +23,7 @@
 #include "dist/testing/process_test_util.h"
 #include "gtest/gtest.h"
 #include "tests/ddp_mlp/run_ddp_mlp.h"
+#include "tests/ddp_mlp/small_disk.h"
 
 namespace tinyddp::testing {
 namespace {
@@ -140,23 +142,44 @@ TEST(DdpMlpLimits, AModelTooLargeForThisMachineIsRefusedWithinSecondsWithTheFigu
   EXPECT_EQ(huge.err.find("SIG"), std::string::npos) << huge.err;
 }
 
-// A tmpfs of `bytes` at `dir` (read-only if asked), in a mount namespace of this test process's own that
-// the ddp_mlp it starts inherits: nothing outside sees it. "" when mounted, else why it cannot be.
-std::string MountTmpfs(const std::string& dir, size_t bytes, bool read_only) {
-  static const std::string unshared = [] {
-    if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-      return std::string("making / private: ") + std::strerror(errno);
+// A Fashion-MNIST folder whose test images are a gzip bomb: a header saying 10000 images of 28x28 (7.5 MiB),
+// then 1 GiB of zeros, which gzip keeps to about 1 MiB; the labels are real (10000 zeros). Returns the folder.
+std::string GzipBombDataDir() {
+  const std::string dir = FreshDir("bomb");
+  auto header = [](std::vector<uint32_t> words) {
+    std::string bytes;
+    for (uint32_t w : words) {
+      for (int shift : {24, 16, 8, 0}) bytes.push_back(static_cast<char>(w >> shift));
     }
-    return std::string();
-  }();
-  if (!unshared.empty()) return unshared;
-  fs::create_directories(dir);
-  const std::string options = "size=" + std::to_string(bytes);
-  if (::mount("tmpfs", dir.c_str(), "tmpfs", read_only ? MS_RDONLY : 0, options.c_str()) != 0) {
-    return std::string("mount -t tmpfs: ") + std::strerror(errno);
-  }
-  return "";
+    return bytes;
+  };
+  gzFile images = gzopen((dir + "/t10k-images-idx3-ubyte.gz").c_str(), "wb1");
+  const std::string image_header = header({0x00000803, 10000, 28, 28});
+  gzwrite(images, image_header.data(), image_header.size());
+  const std::string zeros(1 << 20, '\0');
+  for (int mib = 0; mib < 1024; ++mib) gzwrite(images, zeros.data(), zeros.size());
+  gzclose(images);
+  gzFile labels = gzopen((dir + "/t10k-labels-idx1-ubyte.gz").c_str(), "wb");
+  const std::string label_file = header({0x00000801, 10000}) + std::string(10000, '\0');
+  gzwrite(labels, label_file.data(), label_file.size());
+  gzclose(labels);
+  return dir;
+}
+
+TEST(DdpMlpLimits, AGzipBombAsAFashionMnistFileIsRefusedWithTheSizeItsHeaderPromises) {
+  // The bomb inflated to 5 GiB under `ulimit -v` 8 GiB; this one to 1 GiB under 1 GiB: inflating it
+  // whole ends ddp_mlp in bad_alloc (SIGABRT) before any message. ddp_mlp checks the test split before it
+  // starts its ranks.
+  const std::string dir = GzipBombDataDir();
+  const RunResult r = RunUnderAddressSpaceLimit({"--data_dir=" + dir, "--nproc=2", "--backend=gloo"}, rlim_t{1} << 30);
+  EXPECT_EQ(r.exit_code, 1) << Explain(r);
+  EXPECT_NE(r.err.find(dir + "/t10k-images-idx3-ubyte.gz: its IDX header promises 10000x28x28 uint8 elements "
+                             "(7840016 bytes with the header), but the file holds more: a gzip bomb or a damaged "
+                             "file; re-download it (Fashion-MNIST: sudo apt-get install --reinstall "
+                             "dataset-fashion-mnist)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
 }
 
 TEST(DdpMlpLimits, AFullDiskOrAReadOnlyCheckpointFolderEndsTheRunWithThePermanentStatus) {

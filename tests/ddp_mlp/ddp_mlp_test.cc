@@ -4,7 +4,8 @@
 // The claims: training learns (well above chance); a run stopped by --max_steps in the middle of an
 // epoch and resumed ends with bit-identical weights and optimizer state to an uninterrupted run, also
 // when the newest checkpoint is damaged and --resume falls back to the previous one; bad flags exit 2
-// naming the flag; a missing dataset names the path and the Debian package; --metrics_out writes JSON
+// naming the flag; a resume under other settings is refused, as a permanent failure (73) that
+// --max_restarts does not retry; a missing dataset names the path and the Debian package; --metrics_out writes JSON
 // lines and the SVG plot; relative paths land in BUILD_WORKING_DIRECTORY.
 #include <chrono>
 #include <cstdlib>
@@ -194,13 +195,38 @@ TEST(DdpMlp, ResumeUnderDifferentSettingsIsRefused) {
   const RunResult c = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir, "--resume", "--seed=3"}));
   EXPECT_NE(c.exit_code, 0);
   EXPECT_NE(c.err.find("--seed: checkpoint 0, this run 3"), std::string::npos) << Explain(c);
-  // A fresh run (no --resume) must not mix its checkpoints with the old run's.
-  const RunResult fresh = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir}));
-  EXPECT_EQ(fresh.exit_code, 1);
+  // A fresh run (no --resume) must not mix its checkpoints with the old run's, nor continue it through an
+  // elastic restart (which resumes from the folder): a permanent failure, not restarted.
+  const RunResult fresh = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir, "--max_restarts=1"}));
+  EXPECT_EQ(fresh.exit_code, 73) << Explain(fresh);
+  EXPECT_EQ(fresh.out.find("resumed from"), std::string::npos) << Explain(fresh);
   EXPECT_NE(fresh.err.find("already holds checkpoints of a run (newest: " + dir + "/step-00000004); pass --resume"),
             std::string::npos)
       << Explain(fresh);
   EXPECT_NE(fresh.err.find("rank 1: 1 other rank(s) failed while setting up"), std::string::npos) << Explain(fresh);
+}
+
+// A settings refusal can never succeed, however often the job is restarted: it is a permanent failure (73),
+// which --max_restarts does not retry, and no collective's failure, on which the flight recorder has nothing
+// to say. The case: a checkpoint of 2 ranks resumed at 3.
+TEST(DdpMlp, ResumeAtAnotherNumberOfRanksIsRefusedAsPermanentAndNotRestarted) {
+  const std::string dir = FreshDir("world_size");
+  const RunResult a = RunDdpMlp(Tiny({"--epochs=1", "--checkpoint_dir=" + dir, "--max_steps=4"}));
+  ASSERT_EQ(a.exit_code, 0) << Explain(a);
+  const std::string tmpdir = FreshDir("world_size_tmp");  // the flight recorder's folders go under $TMPDIR
+  const RunResult b = RunDdpMlp(
+      Tiny({"--epochs=1", "--checkpoint_dir=" + dir, "--resume", "--nproc=3", "--max_restarts=2"}), {{"TMPDIR", tmpdir}});
+  EXPECT_EQ(b.exit_code, 73) << Explain(b);
+  EXPECT_NE(b.err.find("world_size: checkpoint 2, this run 3"), std::string::npos) << Explain(b);
+  EXPECT_NE(b.err.find("not restarting: exit code 73 means a permanent error"), std::string::npos) << b.err;
+  EXPECT_EQ(b.err.find("restarting all workers"), std::string::npos) << b.err;
+  // No collective was involved: the flight recorder says only that, and keeps nothing.
+  EXPECT_NE(b.err.find("spawn: flight recorder: no collective was pending (the failure was not in one)"),
+            std::string::npos)
+      << b.err;
+  EXPECT_EQ(b.err.find("flight recorder (pg0)"), std::string::npos) << "no verdict\n" << b.err;
+  std::error_code ec;
+  EXPECT_TRUE(fs::is_empty(tmpdir + "/tinyddp-flight-recorder", ec)) << "no records kept";
 }
 
 TEST(DdpMlp, InitFromStartsFromTheGivenWeightsAndRefusesMismatchedOnes) {

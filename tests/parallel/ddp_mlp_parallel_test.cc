@@ -7,7 +7,8 @@
 // which the all_reduce then adds. Its checkpoint is one process's model (same names and shapes) and resumes at
 // another mesh shape. A --tp that does not divide the ranks is refused with what to do.
 // --join: ranks with different numbers of batches (no padding) finish every epoch, say how many steps each
-// trained and shadowed, and the run resumes from its checkpoint like any other.
+// trained and shadowed, and the run resumes from its checkpoint like any other; a rank with no batch at all
+// shadows every step.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -137,6 +138,19 @@ TEST(JoinDdpMlp, UnevenShardsFinishEveryEpochAndResume) {
   const RunResult z = RunDdpMlp(with({"--zero=1"}));
   EXPECT_EQ(z.exit_code, 2);
   EXPECT_NE(z.err.find("--join"), std::string::npos) << Explain(z);
+}
+
+TEST(JoinDdpMlp, ARankWithNoBatchAtAllShadowsEveryStepInsteadOfAborting) {
+  // The job: 11 ranks, 10 examples (the fewest --synthetic_examples takes), no padding: ranks 0-9 hold
+  // one example each, rank 10 none. Its own count of steps is 0, which no learning-rate schedule accepts; the
+  // schedule must wait for the count the ranks agree on (the longest shard's: 1 step), not abort rank 10
+  // before they meet. 11 tiny ranks on this machine's cores: --ignore_worker_limits.
+  const RunResult r = RunDdpMlp(TinyJob("gloo", {"--nproc=11", "--ignore_worker_limits", "--join",
+                                                 "--synthetic_examples=10", "--epochs=2", "--lr_schedule=cosine"}));
+  ASSERT_EQ(r.exit_code, 0) << Explain(r);
+  EXPECT_NE(r.out.find("2 epochs x 1 steps"), std::string::npos) << "the longest shard sets the epoch\n" << r.out;
+  EXPECT_NE(r.out.find("rank 9 1/0, rank 10 0/1"), std::string::npos) << "rank 10 shadows the step\n" << r.out;
+  EXPECT_NE(r.out.find("done: 2 steps"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -100,8 +100,18 @@ void JobRecords::FailedRound(int round, const std::string& prefix, const std::ve
   }
   if (!verdicts.ok()) {
     std::fprintf(stderr, "%sflight recorder: %s\n", prefix.c_str(), std::string(verdicts.status().message()).c_str());
+    worth_keeping_ = true;  // the files it could not read, for a person to look at
     return;
   }
+  // Every rank completed every collective it issued (a refused setting, a full disk): the failure was not in
+  // one, the ranks' own messages say what it was, and the records hold nothing to keep.
+  if (std::all_of(verdicts->begin(), verdicts->end(),
+                  [](const FlightVerdict& v) { return v.none_pending && v.culprits.empty(); })) {
+    std::fprintf(stderr, "%sflight recorder: no collective was pending (the failure was not in one)\n",
+                 prefix.c_str());
+    return;
+  }
+  worth_keeping_ = true;
   std::string text = FormatFlightVerdicts(*verdicts, prefix);
   absl::StrAppend(&text, prefix, "  the records: ", dir, " (flight_recorder_analyze ", dir, ")",
                   made_here_ ? absl::StrCat("; the newest ", kKeptJobs, " failed jobs' stay there, ",
@@ -112,8 +122,14 @@ void JobRecords::FailedRound(int round, const std::string& prefix, const std::ve
 }
 
 void JobRecords::Finish(bool job_succeeded) {
+  if (!made_here_) return;
   std::error_code ec;
-  if (made_here_ && (job_succeeded || !HoldsAFile(dir_))) std::filesystem::remove_all(dir_, ec);
+  if (job_succeeded || !worth_keeping_ || !HoldsAFile(dir_)) {
+    std::filesystem::remove_all(dir_, ec);
+    return;
+  }
+  // This job's records stay: with them, the newest kKeptJobs failed jobs' (older ones go).
+  RemoveOldJobs(std::filesystem::path(dir_).parent_path().string(), kKeptJobs);
 }
 
 }  // namespace tinyddp::dist

@@ -27,10 +27,10 @@ class JobRecords : public JobObserver {
   /// For the job this process is about to start. Its directory, chosen when the first round starts:
   /// $TINYDDP_FLIGHT_RECORDER_DIR when the user set it (kept for good), else a fresh
   /// job-<date>-<time>-<pid>-XXXXXX in the default directory ($TMPDIR/tinyddp-flight-recorder), which is
-  /// removed when the job succeeds or no rank got as far as a collective; of the failed jobs' folders
-  /// there, the newest kKeptJobs are kept, older ones removed as a new job starts (unless their launcher
-  /// still runs). None when none can be made: workers then keep their records in memory and dump to the
-  /// default directory. Cheap until then, so a worker may build one unused.
+  /// removed when the job succeeds or its failure was in no collective; of the failed jobs' folders there,
+  /// the newest kKeptJobs are kept (this one's included), older ones removed as a job starts and as one
+  /// fails (unless their launcher still runs). None when none can be made: workers then keep their records
+  /// in memory and dump to the default directory. Cheap until then, so a worker may build one unused.
   static std::shared_ptr<JobRecords> ForThisJob();
 
   /// TINYDDP_FLIGHT_RECORDER_DIR for every worker of round `round` (an elastic job's restarts each get a
@@ -38,12 +38,14 @@ class JobRecords : public JobObserver {
   std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int round, int rank) override;
 
   /// After round `round` failed: prints the verdict on stderr, each line starting with `prefix`
-  /// ("launch: "), and where the files are ("no collective was issued" when this node's ranks wrote none).
+  /// ("launch: "), and where the files are ("no collective was issued" when this node's ranks wrote none;
+  /// only "no collective was pending" when every rank completed all it issued: not a collective's failure).
   /// `ranks_here`: this node's ranks; with several nodes the others' files are on their machines (unless
   /// the directory is shared), and they are not blamed here.
   void FailedRound(int round, const std::string& prefix, const std::vector<int>& ranks_here) override;
 
-  /// After each round: removes a directory made here once the job has succeeded, or while it holds no records.
+  /// After each round: removes a directory made here once the job has succeeded, or while it holds no records
+  /// worth keeping (no verdict pointed into a collective); else keeps it and the newest kKeptJobs in all.
   void Finish(bool job_succeeded) override;
 
   std::string RoundDir(int round) const;
@@ -54,6 +56,7 @@ class JobRecords : public JobObserver {
   bool chosen_ = false;
   std::string dir_;
   bool made_here_ = false;
+  bool worth_keeping_ = false;  // a failed round's verdict pointed into a collective (or the files need a look)
 };
 
 }  // namespace tinyddp::dist

@@ -235,6 +235,7 @@ FlightVerdict JudgeFlightRecords(const std::vector<RankFlightRecord>& input, con
     // Every rank finished everything it issued and the numbers agree: the failure was not in a collective.
     v.verdict = absl::StrCat("no collective of ", v.group, " was pending: every rank with a record completed all ",
                              stuck, " it issued");
+    v.none_pending = true;
     if (!without_record.empty()) {
       absl::StrAppend(&v.verdict, "; ranks ", RankSet(without_record), " left no record");
       v.culprits = without_record;

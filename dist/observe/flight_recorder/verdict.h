@@ -29,6 +29,7 @@ struct FlightVerdict {
   std::vector<int> culprits;         // the ranks the verdict blames (empty when nobody is to blame)
   std::vector<std::string> details;  // one line per rank: where it was
   std::vector<std::string> notes;    // files skipped and why
+  bool none_pending = false;         // every rank with a record completed all it issued: not a collective's failure
 };
 
 /// Whether a rank's process still runs, as seen from here at `now_us`: on this machine (same boot id) from
