@@ -1,13 +1,15 @@
-// TCPStoreServer: see tcp_store_server.h. The accept thread polls the listening socket and a wake
-// pipe; each accepted connection gets a thread that runs the handshake, then reads a request frame,
-// runs it against the table and writes the response frame, until the client hangs up.
+// TCPStoreServer: see tcp_store_server.h. One thread runs Loop(): epoll says which sockets are ready,
+// ReadFrom cuts what arrives into frames, each frame is a step of the handshake or a request run against
+// the table, and its answer goes into the connection's write buffer, sent as far as the socket takes it.
 #include "dist/store/tcp_store_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,9 +17,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <system_error>
-#include <utility>
-#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -44,20 +43,27 @@ std::string ListenAddressFor(const std::string& host) {
   return "";  // a host name
 }
 
-// Accepting again while out of file descriptors (or kernel memory) waits this long, doubling up to the
-// maximum: the pending client stays in the listen backlog, and retrying at once would spin a core.
-constexpr std::chrono::milliseconds kAcceptBackoffMin(10);
-constexpr std::chrono::milliseconds kAcceptBackoffMax(1000);
+// Out of descriptors with no connection to close for room: accept again after this. Meanwhile new
+// clients wait in the listen backlog, and the loop sleeps instead of spinning on accept's EMFILE.
+constexpr std::chrono::milliseconds kAcceptPause(100);
+// New connections taken per turn of the loop: a burst of connects does not starve those already open.
+constexpr int kAcceptsPerTurn = 256;
+constexpr std::chrono::seconds kRefusalLogInterval(10);
 
-bool OutOfResources(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
+// The length a frame's 4-byte little-endian header declares. Precondition: in.size() >= 4.
+uint32_t FrameLength(const Bytes& in) {
+  uint32_t len = 0;
+  for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(in[i]) << (8 * i);
+  return len;
+}
+
+bool OutOfDescriptors(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
 
 // The response to a table call: its result after the OK, or its error.
 Bytes Respond(const absl::Status& s) { return s.ok() ? OkResponse().Take() : internal::ErrorResponse(s); }
 Bytes Respond(const absl::StatusOr<Bytes>& v) { return v.ok() ? OkResponse().Blob(*v).Take() : Respond(v.status()); }
 Bytes Respond(const absl::StatusOr<int64_t>& v) { return v.ok() ? OkResponse().I64(*v).Take() : Respond(v.status()); }
 Bytes Respond(const absl::StatusOr<bool>& v) { return v.ok() ? OkResponse().U8(*v).Take() : Respond(v.status()); }
-
-constexpr std::chrono::seconds kRefusalLogInterval(10);
 
 // The table's limit: the options', else TINYDDP_STORE_MAX_BYTES, else the default.
 absl::StatusOr<uint64_t> TableLimit(uint64_t from_options) {
@@ -68,6 +74,27 @@ absl::StatusOr<uint64_t> TableLimit(uint64_t from_options) {
   if (absl::SimpleAtoi(text, &bytes) && bytes > 0) return bytes;
   return absl::InvalidArgumentError(absl::StrCat(kStoreMaxBytesEnv, "='", text, "': expected a number of bytes, e.g. ",
                                                  kStoreMaxBytesEnv, "=$((256 << 20)) for 256 MiB"));
+}
+
+// Every connection is a descriptor, so the soft RLIMIT_NOFILE (often 1024) would cap a job at ~1,000
+// ranks: raise it to the hard limit, which only an administrator can raise further.
+std::string RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return "";
+  const rlim_t was = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return "";
+  return absl::StrCat("raised the file-descriptor limit (RLIMIT_NOFILE) from ", was, " to its hard limit ",
+                      limit.rlim_max, ": the store holds one descriptor per connection");
+}
+
+std::string DescriptorLimitText() {
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  return absl::StrCat("the store server's process is at its file-descriptor limit (RLIMIT_NOFILE ", limit.rlim_cur,
+                      ", hard limit ", limit.rlim_max, "), one per connection: raise the hard limit where the "
+                      "launcher (or rank 0) starts (`ulimit -Hn`, LimitNOFILE= in systemd, nofile in "
+                      "/etc/security/limits.conf); the server raises its soft limit to it");
 }
 
 }  // namespace
@@ -93,41 +120,30 @@ absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(const TCPS
   RETURN_IF_ERROR(listener);
   server->listener_ = std::move(*listener);
   server->local_address_ = ip.empty() ? "127.0.0.1" : ip;
-  if (::pipe2(server->wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return absl::InternalError(absl::StrCat("pipe2 failed: ", internal::ErrnoText(errno)));
+  if (std::string raised = RaiseDescriptorLimit(); !raised.empty()) server->Log(raised);
+  server->epoll_ = internal::Socket(::epoll_create1(EPOLL_CLOEXEC));
+  server->stop_event_ = internal::Socket(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  server->reserve_fd_ = internal::Socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (server->epoll_.fd() < 0 || server->stop_event_.fd() < 0) {
+    return absl::InternalError(absl::StrCat("store server: epoll/eventfd failed: ", internal::ErrnoText(errno)));
+  }
+  for (int fd : {server->listener_.fd(), server->stop_event_.fd()}) {
+    epoll_event ev{EPOLLIN, {.fd = fd}};
+    ::epoll_ctl(server->epoll_.fd(), EPOLL_CTL_ADD, fd, &ev);
   }
   if (!options.secret.empty() && options.secret.size() < kShortStoreSecretBytes) {
     server->Log(absl::StrCat("warning: the job secret is only ", options.secret.size(), " bytes; one guessable from a "
                              "captured handshake protects little. Use e.g. `openssl rand -hex 32`"));
   }
   TCPStoreServer* raw = server.get();
-  server->accept_thread_ = std::thread([raw] { raw->AcceptLoop(); });
+  server->thread_ = std::thread([raw] { raw->Loop(); });
   return server;
 }
 
 TCPStoreServer::~TCPStoreServer() {
-  stopping_ = true;
-  Wake();
-  if (accept_thread_.joinable()) accept_thread_.join();
-  table_.Close();  // wakes handlers blocked in Get/Wait
-  std::list<Connection> all;
-  {
-    // Joined outside the lock: a finishing handler takes it once more. Splicing keeps the nodes
-    // (and the handlers' pointers to them) where they are.
-    std::lock_guard<std::mutex> lock(connections_mu_);
-    all.splice(all.end(), connections_);
-  }
-  for (Connection& c : all) ::shutdown(c.socket.fd(), SHUT_RDWR);  // wakes handlers in recv
-  for (Connection& c : all) c.thread.join();
-  for (int fd : wake_pipe_) {
-    if (fd >= 0) ::close(fd);
-  }
-}
-
-int TCPStoreServer::open_connections() {
-  std::lock_guard<std::mutex> lock(connections_mu_);
-  return static_cast<int>(std::count_if(connections_.begin(), connections_.end(),
-                                        [](const Connection& c) { return !c.finished; }));
+  const uint64_t one = 1;
+  if (stop_event_.fd() >= 0) (void)!::write(stop_event_.fd(), &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
 }
 
 void TCPStoreServer::Log(const std::string& line) const {
@@ -135,8 +151,7 @@ void TCPStoreServer::Log(const std::string& line) const {
 }
 
 void TCPStoreServer::LogRefusal(int fd, const absl::Status& why) {
-  std::lock_guard<std::mutex> lock(refusals_mu_);
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = Clock::now();
   if (now < next_refusal_log_) {
     ++refusals_not_logged_;
     return;
@@ -147,166 +162,362 @@ void TCPStoreServer::LogRefusal(int fd, const absl::Status& why) {
   next_refusal_log_ = now + kRefusalLogInterval;
 }
 
-void TCPStoreServer::Wake() {
-  const char byte = 1;
-  if (wake_pipe_[1] >= 0) (void)!::write(wake_pipe_[1], &byte, 1);  // a full pipe is awake already
-}
+// --- The loop ------------------------------------------------------------------------------------------
 
-void TCPStoreServer::AcceptLoop() {
-  std::chrono::milliseconds backoff(0);  // non-zero while the process is out of file descriptors
-  while (!stopping_) {
-    // While backing off, the listener is left out of poll(): it stays readable and would wake us at once.
-    pollfd fds[2] = {{listener_.fd(), static_cast<short>(backoff.count() > 0 ? 0 : POLLIN), 0},
-                     {wake_pipe_[0], POLLIN, 0}};
-    if (::poll(fds, 2, backoff.count() > 0 ? static_cast<int>(backoff.count()) : -1) < 0 && errno != EINTR) {
-      Log(absl::StrCat("poll failed: ", internal::ErrnoText(errno), "; retrying"));
-      ::poll(nullptr, 0, static_cast<int>(kAcceptBackoffMax.count()));
-      continue;
-    }
-    if (stopping_) return;
-    if (fds[1].revents != 0) {
-      char drain[64];
-      while (::read(wake_pipe_[0], drain, sizeof(drain)) > 0) {
-      }
-      ReapFinished();  // a handler finished: close its socket now, freeing its descriptor
-    }
-    if (backoff.count() == 0 && (fds[0].revents & POLLIN) == 0) continue;
-    const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0) {
-      if (backoff.count() > 0) Log("accepting connections again");
-      backoff = std::chrono::milliseconds(0);
-      Admit(internal::Socket(fd));
-      continue;
-    }
-    const int err = errno;
-    if (OutOfResources(err)) {
-      if (backoff.count() == 0) {
-        Log(absl::StrCat("cannot accept a connection (", internal::ErrnoText(err), ") with ", open_connections(),
-                         " open; new clients wait until some close. Raise the limit (`ulimit -n`) if the job "
-                         "needs more"));
-      }
-      ReapFinished();
-      backoff = std::clamp(backoff * 2, kAcceptBackoffMin, kAcceptBackoffMax);
-    } else if (err == EAGAIN || err == EWOULDBLOCK) {
-      backoff = std::chrono::milliseconds(0);  // nobody waiting after all
-    }
-    // Anything else (the client gave up between poll and accept): keep serving.
-  }
-}
-
-void TCPStoreServer::Admit(internal::Socket socket) {
-  int one = 1;
-  ::setsockopt(socket.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  ReapFinished();
-  std::lock_guard<std::mutex> lock(connections_mu_);
-  if (static_cast<int>(connections_.size()) >= options_.max_connections) {
-    Reply(socket.fd(), internal::ErrorResponse(absl::ResourceExhaustedError(absl::StrCat(
-                           "the store server already has ", connections_.size(), " connections open, its limit "
-                           "(kMaxConnections); is a client opening connections in a loop?"))));
-    return;
-  }
-  // Too many connections still owe their handshake: the oldest of them makes room for this one.
-  std::vector<Connection*> pending;
-  for (Connection& c : connections_) {
-    if (!c.said_hello && !c.evicted && !c.finished) pending.push_back(&c);
-  }
-  if (static_cast<int>(pending.size()) >= kMaxPendingHellos) {
-    pending.front()->evicted = true;
-    ::shutdown(pending.front()->socket.fd(), SHUT_RDWR);  // its handler wakes from recv and finishes
-  }
-  Connection& conn = connections_.emplace_back();
-  conn.socket = std::move(socket);
-  Connection* raw = &conn;
-  try {
-    conn.thread = std::thread([this, raw] { Serve(raw); });
-  } catch (const std::system_error& e) {  // out of threads or memory: refuse this client, keep serving
-    Reply(conn.socket.fd(), internal::ErrorResponse(absl::ResourceExhaustedError(
-                                absl::StrCat("the store server could not start a thread: ", e.what()))));
-    connections_.pop_back();
-  }
-}
-
-void TCPStoreServer::ReapFinished() {
-  std::lock_guard<std::mutex> lock(connections_mu_);
-  // Erasing closes the socket: only now, after the join, so its fd number cannot be reused early.
-  connections_.remove_if([](Connection& c) {
-    const bool finished = c.finished;  // read once: it may turn true meanwhile
-    if (finished) c.thread.join();
-    return finished;
-  });
-}
-
-bool TCPStoreServer::Reply(int fd, const Bytes& response) {
-  return internal::SendFrame(fd, response, internal::DeadlineAfter(options_.frame_timeout)).ok();
-}
-
-void TCPStoreServer::Serve(Connection* conn) {
-  const int fd = conn->socket.fd();
-  if (Handshake(conn)) {
-    while (!stopping_) {
-      // No deadline between requests (clients keep idle connections for the whole job), one within.
-      auto request = internal::RecvFrame(fd, internal::kMaxRequestBytes, internal::kNoDeadline, options_.frame_timeout);
-      if (!request.ok()) {
-        if (absl::IsResourceExhausted(request.status())) {
-          Reply(fd, internal::ErrorResponse(absl::InvalidArgumentError(absl::StrCat(
-                        "store request refused: ", request.status().message(),
-                        " (kMaxRequestBytes; values are limited to ", internal::FormatBytes(kMaxStoreValueBytes),
-                        "); the connection is closed"))));
+void TCPStoreServer::Loop() {
+  std::vector<epoll_event> events(1024);
+  while (true) {
+    // Sleep until a socket is ready or the next deadline (a hello, a frame, an answer, a Wait).
+    Clock::time_point next = timers_.empty() ? Clock::time_point::max() : timers_.top().first;
+    if (accept_paused_until_ != Clock::time_point{}) next = std::min(next, accept_paused_until_);
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
+    const int timeout = next == Clock::time_point::max() ? -1 : static_cast<int>(std::clamp<int64_t>(wait, 0, 1 << 30));
+    const int n = ::epoll_wait(epoll_.fd(), events.data(), static_cast<int>(events.size()), timeout);
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == stop_event_.fd()) {
+        const Bytes cancelled = internal::ErrorResponse(absl::CancelledError("the store server is shutting down"));
+        for (auto& [fd, c] : connections_) {  // tell every waiting client why, as far as its socket takes it
+          if (c.waiting) (void)internal::SendFrame(fd, cancelled, Clock::now());
         }
-        break;  // the client hung up (the normal end), was too slow, sent too much, or the server is stopping
+        return;  // the connections close with connections_
       }
-      if (!Reply(fd, Handle(std::move(*request), fd))) break;
+      if (fd == listener_.fd()) {
+        Accept();
+      } else {
+        OnEvent(fd, events[i].events);
+      }
+    }
+    if (accept_paused_until_ != Clock::time_point{} && Clock::now() >= accept_paused_until_) Accept();
+    Expire();
+    // Connections whose Get/Wait was answered may hold requests read meanwhile: run them now.
+    std::vector<std::pair<int, uint64_t>> resumed;
+    resumed.swap(resumed_);
+    for (auto [fd, serial] : resumed) {
+      auto it = connections_.find(fd);
+      if (it != connections_.end() && it->second.serial == serial && !it->second.in.empty()) ReadFrom(it->second);
     }
   }
-  conn->finished = true;
-  Wake();
 }
 
-bool TCPStoreServer::Handshake(Connection* conn) {
-  const int fd = conn->socket.fd();
-  auto answer = internal::ServerHandshake(fd, key_, internal::DeadlineAfter(options_.hello_timeout));
-  if (!answer.ok()) {
-    if (!absl::IsUnavailable(answer.status()) && !absl::IsDeadlineExceeded(answer.status())) {
-      Reply(fd, internal::ErrorResponse(answer.status()));  // the peer said something: tell it why not
-      LogRefusal(fd, answer.status());
+void TCPStoreServer::Accept() {
+  if (accept_paused_until_ != Clock::time_point{}) {  // resuming: the listener goes back into epoll
+    accept_paused_until_ = {};
+    epoll_event ev{EPOLLIN, {.fd = listener_.fd()}};
+    ::epoll_ctl(epoll_.fd(), EPOLL_CTL_ADD, listener_.fd(), &ev);
+  }
+  bool ran_out = false;
+  for (int i = 0; i < kAcceptsPerTurn; ++i) {
+    const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (!OutOfDescriptors(errno)) return;  // EAGAIN: nobody else waiting; else the client gave up: carry on
+      if (!out_of_descriptors_) {
+        Log(absl::StrCat("cannot accept a connection (", internal::ErrnoText(errno), ") with ", open_.load(),
+                         " open: ", DescriptorLimitText()));
+      }
+      out_of_descriptors_ = ran_out = true;
+      if (MakeRoom()) continue;
+      return RefuseOneForLackOfDescriptors();
     }
-    return false;  // silent, too slow, evicted, or refused
+    if (out_of_descriptors_ && !ran_out) Log("accepting connections again");
+    out_of_descriptors_ = ran_out;
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (pending_count_ >= options_.max_pending_hellos) MakeRoom();
+    Connection& c = connections_[fd];
+    c.socket = internal::Socket(fd);
+    c.serial = ++next_serial_;
+    pending_.emplace_back(fd, c.serial);
+    ++pending_count_;
+    ++open_;
+    Watch(c);
+    Arm(c, Clock::now() + options_.hello_timeout);
   }
-  {
-    std::lock_guard<std::mutex> lock(connections_mu_);
-    if (conn->evicted) return false;
-    conn->said_hello = true;
-  }
-  return Reply(fd, *answer);
 }
 
-Bytes TCPStoreServer::Handle(Bytes body, int fd) {
+// Closes the oldest connection still owing its handshake: an honest client completes it within two
+// round trips, so the oldest is the likeliest stranger. False when there is none.
+bool TCPStoreServer::MakeRoom() {
+  while (!pending_.empty()) {
+    const auto [fd, serial] = pending_.front();
+    pending_.pop_front();
+    auto it = connections_.find(fd);
+    if (it != connections_.end() && it->second.serial == serial && it->second.stage != Stage::kServing) {
+      Close(fd);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Out of descriptors and nothing to close: the descriptor kept in reserve makes room to accept one
+// client, tell it the limit and how to raise it, and close it. Then accepting pauses (kAcceptPause).
+void TCPStoreServer::RefuseOneForLackOfDescriptors() {
+  reserve_fd_.Close();
+  internal::Socket client(::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (client.fd() >= 0) {
+    char drain[1024];  // what it sent already: closing with unread bytes would reset the connection
+    while (::recv(client.fd(), drain, sizeof(drain), 0) > 0) {
+    }
+    const absl::Status full = absl::ResourceExhaustedError(DescriptorLimitText());
+    (void)internal::SendFrame(client.fd(), internal::ErrorResponse(full), Clock::now());
+    LogRefusal(client.fd(), full);
+  }
+  client.Close();
+  reserve_fd_ = internal::Socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  accept_paused_until_ = Clock::now() + kAcceptPause;
+  ::epoll_ctl(epoll_.fd(), EPOLL_CTL_DEL, listener_.fd(), nullptr);
+}
+
+void TCPStoreServer::OnEvent(int fd, uint32_t events) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  Connection& c = it->second;
+  if ((events & (EPOLLHUP | EPOLLERR)) || ((events & EPOLLRDHUP) && !(events & EPOLLIN))) {
+    return Close(fd);  // gone: a parked Get/Wait ends here, not at its deadline
+  }
+  if (events & EPOLLOUT) Flush(c);
+  auto still = connections_.find(fd);
+  if (still != connections_.end() && c.out.empty() && !c.waiting) ReadFrom(c);
+}
+
+// Reads what has arrived and runs each whole frame, until the socket is empty, an answer waits to be
+// sent, or a Get/Wait is parked: a client gets one answer at a time, and is read again after it.
+void TCPStoreServer::ReadFrom(Connection& c) {
+  const int fd = c.socket.fd();
+  const uint64_t serial = c.serial;
+  uint8_t chunk[64 << 10];
+  bool eof = false;
+  while (true) {
+    // Whole frames first; a frame's length is checked as soon as its 4 bytes are here.
+    while (c.in.size() >= 4 && c.out.empty() && !c.waiting) {
+      const uint32_t len = FrameLength(c.in);
+      const bool hello = c.stage != Stage::kServing;
+      if (len > (hello ? internal::kMaxHelloBytes : internal::kMaxRequestBytes)) {
+        const absl::Status why =
+            hello ? absl::UnauthenticatedError("this is a tinyddp store server: a connection must begin with its handshake")
+                  : absl::InvalidArgumentError(absl::StrCat(
+                        "store request refused: a frame of ", internal::FormatBytes(len), " is over the limit of ",
+                        internal::FormatBytes(internal::kMaxRequestBytes), " (kMaxRequestBytes; values are limited to ",
+                        internal::FormatBytes(kMaxStoreValueBytes), "); the connection is closed"));
+        if (hello) LogRefusal(fd, why);
+        c.close_when_sent = true;
+        return Send(c, internal::ErrorResponse(why));
+      }
+      if (c.in.size() < 4 + size_t{len}) break;
+      Bytes frame;
+      if (c.in.size() == 4 + size_t{len}) {  // the usual case: the buffer becomes the frame, no copy
+        frame.swap(c.in);
+        frame.erase(frame.begin(), frame.begin() + 4);
+      } else {
+        frame.assign(c.in.begin() + 4, c.in.begin() + 4 + len);
+        c.in.erase(c.in.begin(), c.in.begin() + 4 + len);
+      }
+      if (hello) {
+        HandleHandshake(c, std::move(frame));
+      } else {
+        Handle(c, std::move(frame));
+      }
+      auto it = connections_.find(fd);
+      if (it == connections_.end() || it->second.serial != serial) return;  // closed meanwhile
+    }
+    if (eof) return Close(fd);
+    if (!c.out.empty() || c.waiting) break;
+    const ssize_t got = ::recv(fd, chunk, sizeof(chunk), 0);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+    eof = got <= 0;  // run what it sent before hanging up, then close
+    if (got <= 0) continue;
+    // Grow with what arrives, doubling but never past the frame's declared end: a peer that declares
+    // 16 MiB and sends 10 bytes costs 64 KiB, not 16 MiB.
+    const size_t need = c.in.size() + got, declared = c.in.size() < 4 ? 0 : 4 + size_t{FrameLength(c.in)};
+    if (need > c.in.capacity()) c.in.reserve(std::max(need, std::min(2 * c.in.capacity(), declared)));
+    c.in.insert(c.in.end(), chunk, chunk + got);
+  }
+  // Part of a frame is here: the rest is due within frame_timeout (before the handshake, by its deadline).
+  if (c.stage == Stage::kServing && !c.waiting && c.out.empty()) {
+    if (c.in.empty()) c.deadline = Clock::time_point::max();
+    if (!c.in.empty() && c.deadline == Clock::time_point::max()) Arm(c, Clock::now() + options_.frame_timeout);
+  }
+  if (c.in.empty()) Bytes().swap(c.in);  // an idle connection holds no buffer
+  Watch(c);
+}
+
+void TCPStoreServer::HandleHandshake(Connection& c, Bytes frame) {
+  absl::StatusOr<Bytes> reply = c.stage == Stage::kHello ? internal::ServerChallenge(std::move(frame), &c.nonces)
+                                                         : internal::ServerAnswer(std::move(frame), key_, c.nonces);
+  if (!reply.ok()) {
+    LogRefusal(c.socket.fd(), reply.status());
+    c.close_when_sent = true;  // the peer said something: tell it why not, then close
+    return Send(c, internal::ErrorResponse(reply.status()));
+  }
+  if (c.stage == Stage::kProof) {
+    --pending_count_;
+    Bytes().swap(c.nonces);
+    c.deadline = Clock::time_point::max();
+  }
+  c.stage = c.stage == Stage::kHello ? Stage::kProof : Stage::kServing;
+  Send(c, *reply);
+}
+
+void TCPStoreServer::Handle(Connection& c, Bytes body) {
   auto parsed = internal::ParseRequest(std::move(body));
-  if (!parsed.ok()) return internal::ErrorResponse(parsed.status());
+  if (!parsed.ok()) return Send(c, internal::ErrorResponse(parsed.status()));
   StoreRequest& r = *parsed;
-  // A blocked Get/Wait ends as soon as its client hangs up, instead of holding this thread to its deadline.
-  auto hung_up = [fd] { return internal::PeerClosed(fd); };
-  const std::chrono::milliseconds timeout(r.number);
   switch (r.op) {
     case StoreOp::kHello:
     case StoreOp::kProof:
-      return internal::ErrorResponse(absl::InvalidArgumentError("store: a handshake message after the handshake"));
-    case StoreOp::kSet:
-      return Respond(table_.Set(r.key, std::move(r.value)));  // moved: a 16 MiB value is not copied again
-    case StoreOp::kGet:
-      return Respond(table_.Get(r.key, timeout, hung_up));
-    case StoreOp::kAdd:
-      return Respond(table_.Add(r.key, r.number));
-    case StoreOp::kCompareSet:
-      return Respond(table_.CompareSet(r.key, r.expected, r.value));
-    case StoreOp::kWait:
-      return Respond(table_.Wait(r.keys, timeout, hung_up));
+      return Send(c, internal::ErrorResponse(absl::InvalidArgumentError("store: a handshake message after the handshake")));
+    case StoreOp::kSet: {
+      absl::Status set = table_.Set(r.key, std::move(r.value));  // moved: a 16 MiB value is not copied again
+      Send(c, Respond(set));
+      return set.ok() ? WakeWaiters(r.key) : void();
+    }
+    case StoreOp::kAdd: {
+      absl::StatusOr<int64_t> now = table_.Add(r.key, r.number);
+      Send(c, Respond(now));
+      return now.ok() ? WakeWaiters(r.key) : void();
+    }
+    case StoreOp::kCompareSet: {
+      absl::StatusOr<Bytes> now = table_.CompareSet(r.key, r.expected, r.value);
+      Send(c, Respond(now));
+      return now.ok() ? WakeWaiters(r.key) : void();
+    }
     case StoreOp::kDelete:
-      return Respond(table_.Delete(r.key));
+      return Send(c, Respond(table_.Delete(r.key)));
     case StoreOp::kNumKeys:
-      return Respond(absl::StatusOr<int64_t>(table_.NumKeys()));
+      return Send(c, Respond(absl::StatusOr<int64_t>(table_.NumKeys())));
+    case StoreOp::kGet:
+    case StoreOp::kWait: {
+      absl::Status valid = r.op == StoreOp::kGet ? internal::CheckKey(r.key) : internal::CheckWaitKeys(r.keys);
+      if (!valid.ok()) return Send(c, Respond(valid));
+      if (r.op == StoreOp::kGet) r.keys = {r.key};
+      c.waiting = std::make_unique<StoreRequest>(std::move(r));
+      c.checked = 0;
+      return Resume(c);
+    }
   }
-  return internal::ErrorResponse(absl::InternalError("store: request op not handled"));  // ParseRequest checked it
+}
+
+// Checks a Get/Wait's keys from where it left off. All there: answers it. Else parks it under the
+// first missing key, whose Set (or Add, CompareSet) brings it back here: nothing is polled.
+void TCPStoreServer::Resume(Connection& c) {
+  StoreRequest& r = *c.waiting;
+  while (c.checked < r.keys.size() && table_.Find(r.keys[c.checked]) != nullptr) ++c.checked;
+  if (c.checked < r.keys.size()) {
+    c.waiting_on = r.keys[c.checked];
+    waiters_[c.waiting_on].insert(c.socket.fd());
+    if (c.deadline == Clock::time_point::max()) Arm(c, internal::DeadlineAfter(std::chrono::milliseconds(r.number)));
+    return;
+  }
+  const Bytes* value = r.op == StoreOp::kGet ? table_.Find(r.key) : nullptr;
+  Answered(c, value != nullptr ? OkResponse().Blob(*value).Take() : OkResponse().Take());
+}
+
+// Ends a Get/Wait with `answer`. Its connection is read again; requests it sent meanwhile run from
+// Loop, never from inside another connection's request.
+void TCPStoreServer::Answered(Connection& c, const Bytes& answer) {
+  c.waiting.reset();
+  c.deadline = Clock::time_point::max();
+  resumed_.emplace_back(c.socket.fd(), c.serial);
+  Send(c, answer);
+}
+
+void TCPStoreServer::WakeWaiters(const std::string& key) {
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  const std::unordered_set<int> woken = std::move(it->second);
+  waiters_.erase(it);
+  for (int fd : woken) {
+    auto c = connections_.find(fd);
+    if (c != connections_.end() && c->second.waiting) Resume(c->second);
+  }
+}
+
+// Takes a parked Get/Wait off the key it waits for.
+void TCPStoreServer::Unpark(Connection& c) {
+  auto w = waiters_.find(c.waiting_on);
+  if (w != waiters_.end() && w->second.erase(c.socket.fd()) > 0 && w->second.empty()) waiters_.erase(w);
+}
+
+// --- Writing, deadlines, closing -----------------------------------------------------------------------
+
+void TCPStoreServer::Send(Connection& c, const Bytes& body) {
+  const uint32_t len = static_cast<uint32_t>(body.size());
+  for (int i = 0; i < 4; ++i) c.out.push_back(static_cast<uint8_t>(len >> (8 * i)));
+  c.out.insert(c.out.end(), body.begin(), body.end());
+  Flush(c);
+}
+
+// Sends what the socket takes. The rest waits for EPOLLOUT, and must be taken within frame_timeout.
+void TCPStoreServer::Flush(Connection& c) {
+  size_t sent = 0;
+  while (sent < c.out.size()) {
+    const ssize_t n = ::send(c.socket.fd(), c.out.data() + sent, c.out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+    if (n <= 0) return Close(c.socket.fd());
+    sent += static_cast<size_t>(n);
+  }
+  c.out.erase(c.out.begin(), c.out.begin() + sent);
+  if (c.out.empty()) {
+    Bytes().swap(c.out);
+    if (c.close_when_sent) return Close(c.socket.fd());
+    if (c.stage == Stage::kServing && !c.waiting && c.in.empty()) c.deadline = Clock::time_point::max();
+  } else if (!(c.events & EPOLLOUT)) {
+    Arm(c, std::min(c.deadline, Clock::now() + options_.frame_timeout));
+  }
+  Watch(c);
+}
+
+// Tells epoll what this connection waits for: its answer to drain, else (unless a Get/Wait of it is
+// parked) its next request; always its hanging up.
+void TCPStoreServer::Watch(Connection& c) {
+  const uint32_t want = !c.out.empty() ? EPOLLOUT | EPOLLRDHUP : c.waiting ? EPOLLRDHUP : EPOLLIN | EPOLLRDHUP;
+  if (want == c.events) return;
+  epoll_event ev{want, {.fd = c.socket.fd()}};
+  ::epoll_ctl(epoll_.fd(), c.events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, c.socket.fd(), &ev);
+  c.events = want;
+}
+
+void TCPStoreServer::Arm(Connection& c, Clock::time_point when) {
+  c.deadline = when;
+  timers_.push({when, {c.socket.fd(), c.serial}});
+}
+
+// Deadlines that have passed: a parked Get/Wait is answered DeadlineExceeded (naming what is missing);
+// a handshake, a frame or an answer still unfinished closes its connection.
+void TCPStoreServer::Expire() {
+  const auto now = Clock::now();
+  while (!timers_.empty() && timers_.top().first <= now) {
+    const auto [when, id] = timers_.top();
+    timers_.pop();
+    auto it = connections_.find(id.first);
+    if (it == connections_.end() || it->second.serial != id.second || it->second.deadline != when) continue;  // stale
+    Connection& c = it->second;
+    if (!c.waiting) {
+      Close(id.first);
+      continue;
+    }
+    const StoreRequest& r = *c.waiting;
+    std::vector<std::string> missing;
+    for (size_t i = c.checked; i < r.keys.size(); ++i) {
+      if (table_.Find(r.keys[i]) == nullptr) missing.push_back(r.keys[i]);
+    }
+    const std::chrono::milliseconds timeout(r.number);
+    const absl::Status late = r.op == StoreOp::kGet ? internal::GetTimedOut(r.key, timeout)
+                                                    : internal::WaitTimedOut(missing, timeout);
+    Unpark(c);
+    Answered(c, internal::ErrorResponse(late));
+  }
+}
+
+void TCPStoreServer::Close(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  if (it->second.waiting) Unpark(it->second);
+  if (it->second.stage != Stage::kServing) --pending_count_;
+  ::epoll_ctl(epoll_.fd(), EPOLL_CTL_DEL, fd, nullptr);
+  connections_.erase(it);  // closes the socket
+  --open_;
 }
 
 }  // namespace tinyddp::dist

@@ -13,8 +13,6 @@
 namespace tinyddp::dist::internal {
 namespace {
 
-// How often a blocked call asks whether its client is still there (AbandonedFn).
-constexpr std::chrono::seconds kAbandonPoll(1);
 // A timeout message lists this many missing keys, then "and N more": a Wait on 65536 keys must not
 // produce a megabyte of error text.
 constexpr size_t kMissingKeysShown = 10;
@@ -97,7 +95,7 @@ absl::Status KvTable::PutLocked(const std::string& key, Bytes value) {
 }
 
 absl::Status KvTable::AwaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
-                                  Clock::time_point deadline, const AbandonedFn& abandoned) {
+                                  Clock::time_point deadline) {
   Waiter me;
   for (const auto& k : keys) {
     if (values_.count(k) > 0) continue;
@@ -110,21 +108,11 @@ absl::Status KvTable::AwaitLocked(std::unique_lock<std::mutex>& lock, const std:
       result = Closed();
       break;
     }
-    const auto now = Clock::now();
-    if (now >= deadline) {
+    if (Clock::now() >= deadline) {
       result = absl::DeadlineExceededError("");
       break;
     }
-    me.wake.wait_until(lock, abandoned ? std::min(deadline, now + kAbandonPoll) : deadline);
-    if (abandoned && me.missing > 0) {
-      lock.unlock();  // a syscall on the client's socket: not under the table's lock
-      const bool gone = abandoned();
-      lock.lock();
-      if (gone) {
-        result = absl::CancelledError("the client hung up while waiting");
-        break;
-      }
-    }
+    me.wake.wait_until(lock, deadline);
   }
   if (me.missing > 0) {  // leaving early: take `me` off the keys that have not arrived
     for (const auto& k : keys) {
@@ -145,8 +133,7 @@ absl::Status KvTable::Set(const std::string& key, Bytes value) {
   return PutLocked(key, std::move(value));
 }
 
-absl::StatusOr<Bytes> KvTable::Get(const std::string& key, std::chrono::milliseconds timeout,
-                                   const AbandonedFn& abandoned) {
+absl::StatusOr<Bytes> KvTable::Get(const std::string& key, std::chrono::milliseconds timeout) {
   RETURN_IF_ERROR(CheckKey(key));
   const Clock::time_point deadline = DeadlineAfter(timeout);
   std::unique_lock<std::mutex> lock(mu_);
@@ -154,14 +141,33 @@ absl::StatusOr<Bytes> KvTable::Get(const std::string& key, std::chrono::millisec
     if (closed_) return Closed();
     auto it = values_.find(key);
     if (it != values_.end()) return it->second;
-    absl::Status s = AwaitLocked(lock, {key}, deadline, abandoned);
-    if (absl::IsDeadlineExceeded(s)) {
-      return absl::DeadlineExceededError(absl::StrCat("store: key ", Quoted(key), " was not set within ",
-                                                      absl::FormatDuration(absl::FromChrono(ClampTimeout(timeout))),
-                                                      " (did every rank start? is one rank stuck or dead?)"));
-    }
+    absl::Status s = AwaitLocked(lock, {key}, deadline);
+    if (absl::IsDeadlineExceeded(s)) return GetTimedOut(key, timeout);
     RETURN_IF_ERROR(s);
   }
+}
+
+const Bytes* KvTable::Find(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = values_.find(key);
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+absl::Status GetTimedOut(const std::string& key, std::chrono::milliseconds timeout) {
+  return absl::DeadlineExceededError(absl::StrCat("store: key ", Quoted(key), " was not set within ",
+                                                  absl::FormatDuration(absl::FromChrono(ClampTimeout(timeout))),
+                                                  " (did every rank start? is one rank stuck or dead?)"));
+}
+
+absl::Status WaitTimedOut(const std::vector<std::string>& missing, std::chrono::milliseconds timeout) {
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < missing.size() && i < kMissingKeysShown; ++i) shown.push_back(Quoted(missing[i]));
+  const size_t more = missing.size() - shown.size();
+  return absl::DeadlineExceededError(
+      absl::StrCat("store: Wait timed out after ", absl::FormatDuration(absl::FromChrono(ClampTimeout(timeout))),
+                   "; still missing key", missing.size() > 1 ? "s " : " ", absl::StrJoin(shown, ", "),
+                   more > 0 ? absl::StrCat(" and ", more, " more") : "",
+                   " (did every rank start? is one rank stuck or dead?)"));
 }
 
 absl::StatusOr<int64_t> KvTable::Add(const std::string& key, int64_t delta) {
@@ -198,28 +204,17 @@ absl::StatusOr<Bytes> KvTable::CompareSet(const std::string& key, const Bytes& e
   return it->second;
 }
 
-absl::Status KvTable::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
-                           const AbandonedFn& abandoned) {
+absl::Status KvTable::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   RETURN_IF_ERROR(CheckWaitKeys(keys));
   std::unique_lock<std::mutex> lock(mu_);
   if (closed_) return Closed();
-  absl::Status s = AwaitLocked(lock, keys, DeadlineAfter(timeout), abandoned);
+  absl::Status s = AwaitLocked(lock, keys, DeadlineAfter(timeout));
   if (!absl::IsDeadlineExceeded(s)) return s;
   std::vector<std::string> missing;
-  size_t more = 0;
   for (const auto& k : keys) {
-    if (values_.count(k) > 0) continue;
-    if (missing.size() < kMissingKeysShown) {
-      missing.push_back(Quoted(k));
-    } else {
-      ++more;
-    }
+    if (values_.count(k) == 0) missing.push_back(k);
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat("store: Wait timed out after ", absl::FormatDuration(absl::FromChrono(ClampTimeout(timeout))),
-                   "; still missing key", missing.size() + more > 1 ? "s " : " ", absl::StrJoin(missing, ", "),
-                   more > 0 ? absl::StrCat(" and ", more, " more") : "",
-                   " (did every rank start? is one rank stuck or dead?)"));
+  return WaitTimedOut(missing, timeout);
 }
 
 absl::StatusOr<bool> KvTable::Delete(const std::string& key) {

@@ -1,5 +1,5 @@
 // KvTable: the in-memory key-value table behind both HashStore (one process) and the TCPStore server
-// (whose connection threads all share one table). It implements the Store semantics once, the limits
+// (whose event loop keeps its own waiters and asks the table only what is there now: Find). It implements the Store semantics once, the limits
 // of store.h included: blocking reads wait with a deadline, never forever.
 //
 // What a waiting call costs the others: nothing per change. Each blocked Get/Wait registers itself
@@ -8,14 +8,13 @@
 // Wait on 65536 keys costs its own registration once, not a rescan of all of them on every Set.
 //
 // Thread-safety: every method may be called from any thread. Close() wakes every waiter, which then
-// fails with Cancelled; the server uses it to shut down without waiting out clients' timeouts.
+// fails with Cancelled.
 #ifndef TINYDDP_DIST_STORE_INTERNAL_KV_TABLE_H_
 #define TINYDDP_DIST_STORE_INTERNAL_KV_TABLE_H_
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -26,11 +25,6 @@
 #include "dist/store/store.h"
 
 namespace tinyddp::dist::internal {
-
-/// Polled about once a second by a blocked Get/Wait; returning true ends the call with Cancelled.
-/// The server passes "has this call's client hung up?", so a dead client's Wait frees its thread
-/// and registrations at once instead of at its deadline.
-using AbandonedFn = std::function<bool()>;
 
 class KvTable {
  public:
@@ -43,16 +37,16 @@ class KvTable {
   /// Sets key to value and wakes the waiters it completes. (By value: the server moves its copy in.)
   absl::Status Set(const std::string& key, Bytes value);
   /// Waits up to `timeout` (ClampTimeout) for key; DeadlineExceeded names the key and the timeout.
-  absl::StatusOr<Bytes> Get(const std::string& key, std::chrono::milliseconds timeout,
-                            const AbandonedFn& abandoned = nullptr);
+  absl::StatusOr<Bytes> Get(const std::string& key, std::chrono::milliseconds timeout);
+  /// The value of key if it is set now, else nullptr; never waits. Valid until the key's next change.
+  const Bytes* Find(const std::string& key);
   /// Adds delta to the decimal integer at key (missing = 0). InvalidArgument if the value is not an integer.
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta);
   /// Store::CompareSet's semantics.
   absl::StatusOr<Bytes> CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired);
   /// Waits up to `timeout` until every key exists; DeadlineExceeded lists (the first few of) the keys
   /// still missing.
-  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
-                    const AbandonedFn& abandoned = nullptr);
+  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   absl::StatusOr<bool> Delete(const std::string& key);
   int64_t NumKeys();
   /// Wakes all waiters and makes every later blocking call fail with Cancelled.
@@ -67,10 +61,10 @@ class KvTable {
   /// Stores value unless the table would outgrow max_bytes_; if key is new, counts it off for its
   /// waiters. Caller holds mu_.
   absl::Status PutLocked(const std::string& key, Bytes value);
-  /// Blocks until every key has appeared (since the call began), the deadline, Close or `abandoned`.
+  /// Blocks until every key has appeared (since the call began), the deadline or Close.
   /// Returns OK, DeadlineExceeded (without a message: the caller writes it) or Cancelled.
   absl::Status AwaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
-                           Clock::time_point deadline, const AbandonedFn& abandoned);
+                           Clock::time_point deadline);
 
   std::mutex mu_;
   std::unordered_map<std::string, Bytes> values_;
@@ -86,6 +80,10 @@ absl::Status CheckKey(const std::string& key);
 absl::Status CheckValue(const std::string& key, size_t value_bytes);
 /// InvalidArgument for more than kMaxStoreWaitKeys keys, or one key over its limit.
 absl::Status CheckWaitKeys(const std::vector<std::string>& keys);
+
+/// The DeadlineExceeded of a Get of `key`, and of a Wait whose keys `missing` were not all set.
+absl::Status GetTimedOut(const std::string& key, std::chrono::milliseconds timeout);
+absl::Status WaitTimedOut(const std::vector<std::string>& missing, std::chrono::milliseconds timeout);
 
 /// `timeout` clamped into [0, kMaxStoreTimeout].
 std::chrono::milliseconds ClampTimeout(std::chrono::milliseconds timeout);

@@ -131,10 +131,15 @@ std::string DeriveStoreKey(const std::string& secret);
 /// that fails to prove itself is PermissionDenied.
 absl::Status ClientHandshake(int fd, const std::string& key, SteadyTime deadline);
 
-/// The server's half: reads 1, sends 2, reads and checks 3, and returns 4 for the caller to send once it
-/// has admitted the connection. Errors: Unavailable or DeadlineExceeded when the peer hung up or went
-/// quiet (nothing to answer); anything else says why the client is refused, for the caller to send it.
-absl::StatusOr<Bytes> ServerHandshake(int fd, const std::string& key, SteadyTime deadline);
+/// The server's half, one message at a time (the server is an event loop: it never waits on one client).
+/// ServerChallenge takes message 1 and returns 2 to send; *nonces keeps both nonces for ServerAnswer,
+/// which takes 3 and returns 4 to send. Each error says why the client is refused, for the caller to send.
+absl::StatusOr<Bytes> ServerChallenge(Bytes hello, Bytes* nonces);
+absl::StatusOr<Bytes> ServerAnswer(Bytes proof, const std::string& key, const Bytes& nonces);
+
+/// HMAC(key, "<magic> <role>" Nc Ns), the proof of `role` ("client" or "server"); empty without a key.
+/// Public for the rendezvous bench, whose simulated ranks run the client's half without blocking.
+Bytes HandshakeMac(const std::string& key, const char* role, const Bytes& client_nonce, const Bytes& server_nonce);
 
 }  // namespace tinyddp::dist::internal
 
