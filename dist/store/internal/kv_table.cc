@@ -83,47 +83,20 @@ absl::Status KvTable::PutLocked(const std::string& key, Bytes value) {
         "launcher, or rank 0), or TCPStoreServerOptions::max_table_bytes"));
   }
   total_bytes_ = rest + EntryBytes(key, value);
-  const bool is_new = values_.insert_or_assign(key, std::move(value)).second;
-  if (!is_new) return absl::OkStatus();
-  auto it = waiters_.find(key);
-  if (it == waiters_.end()) return absl::OkStatus();
-  for (Waiter* w : it->second) {
-    if (--w->missing == 0) w->wake.notify_one();
-  }
-  waiters_.erase(it);
+  if (values_.insert_or_assign(key, std::move(value)).second) new_key_.notify_all();
   return absl::OkStatus();
 }
 
 absl::Status KvTable::AwaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
                                   Clock::time_point deadline) {
-  Waiter me;
-  for (const auto& k : keys) {
-    if (values_.count(k) > 0) continue;
-    waiters_[k].push_back(&me);
-    ++me.missing;
+  size_t arrived = 0;  // keys[0, arrived) have appeared
+  while (true) {
+    while (arrived < keys.size() && values_.count(keys[arrived]) > 0) ++arrived;
+    if (arrived == keys.size()) return absl::OkStatus();
+    if (closed_) return Closed();
+    if (Clock::now() >= deadline) return absl::DeadlineExceededError("");
+    new_key_.wait_until(lock, deadline);
   }
-  absl::Status result;
-  while (me.missing > 0) {
-    if (closed_) {
-      result = Closed();
-      break;
-    }
-    if (Clock::now() >= deadline) {
-      result = absl::DeadlineExceededError("");
-      break;
-    }
-    me.wake.wait_until(lock, deadline);
-  }
-  if (me.missing > 0) {  // leaving early: take `me` off the keys that have not arrived
-    for (const auto& k : keys) {
-      auto it = waiters_.find(k);
-      if (it == waiters_.end()) continue;
-      auto& list = it->second;
-      list.erase(std::remove(list.begin(), list.end(), &me), list.end());
-      if (list.empty()) waiters_.erase(it);
-    }
-  }
-  return result;
 }
 
 absl::Status KvTable::Set(const std::string& key, Bytes value) {
@@ -235,9 +208,7 @@ int64_t KvTable::NumKeys() {
 void KvTable::Close() {
   std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
-  for (auto& [key, list] : waiters_) {
-    for (Waiter* w : list) w->wake.notify_one();
-  }
+  new_key_.notify_all();
 }
 
 }  // namespace tinyddp::dist::internal

@@ -1,11 +1,8 @@
-// KvTable: the in-memory key-value table behind both HashStore (one process) and the TCPStore server
-// (whose event loop keeps its own waiters and asks the table only what is there now: Find). It implements the Store semantics once, the limits
-// of store.h included: blocking reads wait with a deadline, never forever.
-//
-// What a waiting call costs the others: nothing per change. Each blocked Get/Wait registers itself
-// under every key it still misses, with a count of them; a Set of a new key visits only that key's
-// waiters, counts it off and wakes those that reach zero (c10d's TCPStore server does the same). So a
-// Wait on 65536 keys costs its own registration once, not a rescan of all of them on every Set.
+// KvTable: the in-memory key-value table behind both HashStore (one process) and the TCPStore server.
+// It implements the Store semantics once, the limits of store.h included: blocking reads wait with a
+// deadline, never forever. A blocked Get/Wait sleeps on one condition variable, woken when a new key
+// arrives, and checks its keys from where it left off (a key seen stays counted). The TCPStore server
+// never blocks here: its event loop parks waiters itself and asks Find what is there now.
 //
 // Thread-safety: every method may be called from any thread. Close() wakes every waiter, which then
 // fails with Cancelled.
@@ -53,13 +50,8 @@ class KvTable {
   void Close();
 
  private:
-  struct Waiter {
-    size_t missing = 0;  // registrations not yet counted off
-    std::condition_variable wake;
-  };
-
-  /// Stores value unless the table would outgrow max_bytes_; if key is new, counts it off for its
-  /// waiters. Caller holds mu_.
+  /// Stores value unless the table would outgrow max_bytes_; if key is new, wakes the waiters.
+  /// Caller holds mu_.
   absl::Status PutLocked(const std::string& key, Bytes value);
   /// Blocks until every key has appeared (since the call began), the deadline or Close.
   /// Returns OK, DeadlineExceeded (without a message: the caller writes it) or Cancelled.
@@ -68,7 +60,7 @@ class KvTable {
 
   std::mutex mu_;
   std::unordered_map<std::string, Bytes> values_;
-  std::unordered_map<std::string, std::vector<Waiter*>> waiters_;  // absent key -> who waits for it
+  std::condition_variable new_key_;  // a key that was absent is set
   bool closed_ = false;
   const uint64_t max_bytes_;
   uint64_t total_bytes_ = 0;  // what max_bytes_ bounds, for every key in values_

@@ -158,10 +158,12 @@ absl::StatusOr<Socket> Listen(const std::string& ip, int port, int* bound_port) 
                                             " is not an address of this machine"));
   }
   if (err != 0) return absl::InternalError(absl::StrCat("could not listen on ", where, ": ", ErrnoText(err)));
-  if (::listen(s.fd(), 1024) != 0) {
+  // The backlog holds connections not yet accepted: a burst of 100,000 ranks connecting at once. The
+  // kernel caps it at net.core.somaxconn (4096 by default); a SYN past it is retried a second later.
+  if (::listen(s.fd(), 65535) != 0) {
     return absl::InternalError(absl::StrCat("listen on ", where, " failed: ", ErrnoText(errno)));
   }
-  // Non-blocking: the server's accept loop may retry accept() without poll() saying a client waits.
+  // Non-blocking: the server's event loop accepts until accept() says nobody else waits.
   ::fcntl(s.fd(), F_SETFL, ::fcntl(s.fd(), F_GETFL, 0) | O_NONBLOCK);
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
@@ -225,10 +227,7 @@ absl::Status SendFrame(int fd, const Bytes& body, SteadyTime deadline) {
   return SendAll(fd, body.data(), body.size(), deadline);
 }
 
-absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline,
-                                std::chrono::milliseconds once_started) {
-  RETURN_IF_ERROR(WaitReady(fd, POLLIN, deadline, "receive"));
-  if (once_started != std::chrono::milliseconds::max()) deadline = std::min(deadline, DeadlineAfter(once_started));
+absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline) {
   uint8_t header[4];
   RETURN_IF_ERROR(RecvAll(fd, header, 4, deadline));
   uint32_t len = 0;
@@ -237,16 +236,8 @@ absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline,
     return absl::ResourceExhaustedError(absl::StrCat("a frame of ", FormatBytes(len), " is over the limit of ",
                                                      FormatBytes(max_bytes), " for this message"));
   }
-  // Grow with what arrives: a peer that declares 16 MiB and sends 10 bytes costs 64 KiB, not 16 MiB.
-  // Capacity doubles, but never past the declared length.
-  constexpr size_t kChunk = 64 << 10;
-  Bytes body;
-  while (body.size() < len) {
-    const size_t have = body.size();
-    if (have == body.capacity()) body.reserve(std::min<size_t>(len, std::max(kChunk, 2 * have)));
-    body.resize(std::min<size_t>(len, have + kChunk));
-    RETURN_IF_ERROR(RecvAll(fd, body.data() + have, body.size() - have, deadline));
-  }
+  Bytes body(len);
+  RETURN_IF_ERROR(RecvAll(fd, body.data(), len, deadline));
   return body;
 }
 
@@ -260,14 +251,6 @@ std::string PeerAddress(int fd) {
     return "an unknown address";
   }
   return absl::StrCat(host, " port ", port);
-}
-
-bool PeerClosed(int fd) {
-  pollfd p{fd, POLLIN | POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) <= 0) return false;
-  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
-  char byte;  // readable: either data the peer sent early, or an orderly close (recv returns 0)
-  return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 }  // namespace tinyddp::dist::internal
