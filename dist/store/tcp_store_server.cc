@@ -206,37 +206,61 @@ void TCPStoreServer::Accept() {
     epoll_event ev{EPOLLIN, {.fd = listener_.fd()}};
     ::epoll_ctl(epoll_.fd(), EPOLL_CTL_ADD, listener_.fd(), &ev);
   }
-  bool ran_out = false;
   for (int i = 0; i < kAcceptsPerTurn; ++i) {
     const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
-      if (!OutOfDescriptors(errno)) return;  // EAGAIN: nobody else waiting; else the client gave up: carry on
-      if (!out_of_descriptors_) {
-        Log(absl::StrCat("cannot accept a connection (", internal::ErrnoText(errno), ") with ", open_.load(),
-                         " open: ", DescriptorLimitText()));
-      }
-      out_of_descriptors_ = ran_out = true;
-      if (MakeRoom()) continue;
-      return RefuseOneForLackOfDescriptors();
+      if (OutOfDescriptors(errno)) AcceptAtTheLimit();
+      return;  // EAGAIN: nobody else waits; anything else: that client gave up, the next turn serves others
     }
-    if (out_of_descriptors_ && !ran_out) Log("accepting connections again");
-    out_of_descriptors_ = ran_out;
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (pending_count_ >= options_.max_pending_hellos) MakeRoom();
-    Connection& c = connections_[fd];
-    c.socket = internal::Socket(fd);
-    c.serial = ++next_serial_;
-    pending_.emplace_back(fd, c.serial);
-    ++pending_count_;
-    ++open_;
-    Watch(c);
-    Arm(c, Clock::now() + options_.hello_timeout);
+    if (out_of_descriptors_) Log("accepting connections again");
+    out_of_descriptors_ = false;
+    Admit(fd);
   }
 }
 
-// Closes the oldest connection still owing its handshake: an honest client completes it within two
-// round trips, so the oldest is the likeliest stranger. False when there is none.
+void TCPStoreServer::Admit(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (pending_count_ >= options_.max_pending_hellos) MakeRoom();
+  Connection& c = connections_[fd];
+  c.socket = internal::Socket(fd);
+  c.serial = ++next_serial_;
+  pending_.emplace_back(fd, c.serial);
+  ++pending_count_;
+  ++open_;
+  Watch(c);
+  Arm(c, Clock::now() + options_.hello_timeout);
+}
+
+// At the descriptor limit accept() fails whether or not a client waits. The descriptor kept in reserve
+// makes room to find out. A client that waits gets in by closing the oldest connection still owing its
+// handshake (the likeliest stranger: an honest client completes it within two round trips); with none,
+// it is told the limit and how to raise it, and accepting pauses for kAcceptPause.
+void TCPStoreServer::AcceptAtTheLimit() {
+  reserve_fd_.Close();
+  const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd >= 0 && !out_of_descriptors_) {
+    Log(absl::StrCat("cannot accept a connection (too many open files) with ", open_.load(), " open: ",
+                     DescriptorLimitText()));
+  }
+  out_of_descriptors_ = out_of_descriptors_ || fd >= 0;
+  if (fd >= 0 && MakeRoom()) {
+    Admit(fd);
+  } else if (fd >= 0) {
+    internal::Socket client(fd);
+    char drain[1024];  // what it sent already: closing with unread bytes would reset the connection
+    while (::recv(fd, drain, sizeof(drain), 0) > 0) {
+    }
+    const absl::Status full = absl::ResourceExhaustedError(DescriptorLimitText());
+    (void)internal::SendFrame(fd, internal::ErrorResponse(full), Clock::now());
+    LogRefusal(fd, full);
+    accept_paused_until_ = Clock::now() + kAcceptPause;
+    ::epoll_ctl(epoll_.fd(), EPOLL_CTL_DEL, listener_.fd(), nullptr);
+  }
+  reserve_fd_ = internal::Socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+}
+
+// Closes the oldest connection still owing its handshake. False when there is none.
 bool TCPStoreServer::MakeRoom() {
   while (!pending_.empty()) {
     const auto [fd, serial] = pending_.front();
@@ -248,25 +272,6 @@ bool TCPStoreServer::MakeRoom() {
     }
   }
   return false;
-}
-
-// Out of descriptors and nothing to close: the descriptor kept in reserve makes room to accept one
-// client, tell it the limit and how to raise it, and close it. Then accepting pauses (kAcceptPause).
-void TCPStoreServer::RefuseOneForLackOfDescriptors() {
-  reserve_fd_.Close();
-  internal::Socket client(::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-  if (client.fd() >= 0) {
-    char drain[1024];  // what it sent already: closing with unread bytes would reset the connection
-    while (::recv(client.fd(), drain, sizeof(drain), 0) > 0) {
-    }
-    const absl::Status full = absl::ResourceExhaustedError(DescriptorLimitText());
-    (void)internal::SendFrame(client.fd(), internal::ErrorResponse(full), Clock::now());
-    LogRefusal(client.fd(), full);
-  }
-  client.Close();
-  reserve_fd_ = internal::Socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  accept_paused_until_ = Clock::now() + kAcceptPause;
-  ::epoll_ctl(epoll_.fd(), EPOLL_CTL_DEL, listener_.fd(), nullptr);
 }
 
 void TCPStoreServer::OnEvent(int fd, uint32_t events) {

@@ -114,8 +114,9 @@ class TCPStoreServer {
   explicit TCPStoreServer(const TCPStoreServerOptions& options);
   void Loop();
   void Accept();
+  void Admit(int fd);
+  void AcceptAtTheLimit();
   bool MakeRoom();
-  void RefuseOneForLackOfDescriptors();
   void OnEvent(int fd, uint32_t events);
   void ReadFrom(Connection& c);
   void HandleHandshake(Connection& c, Bytes frame);
@@ -135,7 +136,7 @@ class TCPStoreServer {
 
   const TCPStoreServerOptions options_;
   const std::string key_;  // derived from options_.secret once (internal/store_protocol.h)
-  internal::Socket listener_, epoll_, stop_event_, reserve_fd_;  // reserve_fd_: see RefuseOneForLack...
+  internal::Socket listener_, epoll_, stop_event_, reserve_fd_;  // reserve_fd_: see AcceptAtTheLimit
   int port_ = 0;
   std::string local_address_;
   std::string listening_on_;

@@ -84,13 +84,14 @@ absl::StatusOr<ncclUniqueId> ShareUniqueId(Store& keys, int rank, std::chrono::m
     RETURN_IF_ERROR(keys.Set("unique_id", Bytes(p, p + sizeof(id))));
     return id;
   }
-  if (absl::Status s = keys.Wait({"unique_id"}, timeout); !s.ok()) {
-    return absl::DeadlineExceededError(absl::StrCat("rank ", rank, " waited ", timeout.count(),
-                                                    " ms for rank 0's NCCL id: ", s.message()));
+  // One request per rank: the Get waits on the server until rank 0's Set, which answers every waiter.
+  absl::StatusOr<Bytes> bytes = keys.Get("unique_id");
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(), absl::StrCat("rank ", rank, " waited up to ", timeout.count(),
+                                                            " ms for rank 0's NCCL id: ", bytes.status().message()));
   }
-  ASSIGN_OR_RETURN(const Bytes bytes, keys.Get("unique_id"));
-  if (bytes.size() != sizeof(id)) return absl::DataLossError("the NCCL id in the store has the wrong size");
-  std::memcpy(&id, bytes.data(), sizeof(id));
+  if (bytes->size() != sizeof(id)) return absl::DataLossError("the NCCL id in the store has the wrong size");
+  std::memcpy(&id, bytes->data(), sizeof(id));
   return id;
 }
 
@@ -142,6 +143,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
   static std::atomic<int64_t> groups_created{0};
   auto keys = std::make_shared<PrefixStore>(absl::StrCat(options.store_prefix, "/", groups_created.fetch_add(1)),
                                             std::move(store));
+  keys->set_timeout(options.timeout);
   ASSIGN_OR_RETURN(const ncclUniqueId id, ShareUniqueId(*keys, rank, options.timeout));
   auto nccl = std::make_unique<NcclCommunicator>();
   ASSIGN_OR_RETURN(nccl->comm, JoinCommunicator(id, rank, size, device, options.timeout));
