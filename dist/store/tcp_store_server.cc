@@ -372,21 +372,15 @@ void TCPStoreServer::Handle(Connection& c, Bytes body) {
     case StoreOp::kHello:
     case StoreOp::kProof:
       return Send(c, internal::ErrorResponse(absl::InvalidArgumentError("store: a handshake message after the handshake")));
-    case StoreOp::kSet: {
-      absl::Status set = table_.Set(r.key, std::move(r.value));  // moved: a 16 MiB value is not copied again
-      Send(c, Respond(set));
-      return set.ok() ? WakeWaiters(r.key) : void();
-    }
-    case StoreOp::kAdd: {
-      absl::StatusOr<int64_t> now = table_.Add(r.key, r.number);
-      Send(c, Respond(now));
-      return now.ok() ? WakeWaiters(r.key) : void();
-    }
-    case StoreOp::kCompareSet: {
-      absl::StatusOr<Bytes> now = table_.CompareSet(r.key, r.expected, r.value);
-      Send(c, Respond(now));
-      return now.ok() ? WakeWaiters(r.key) : void();
-    }
+    case StoreOp::kSet:  // the value is moved: 16 MiB are not copied again
+      Send(c, Respond(table_.Set(r.key, std::move(r.value))));
+      return WakeWaiters(r.key);
+    case StoreOp::kAdd:
+      Send(c, Respond(table_.Add(r.key, r.number)));
+      return WakeWaiters(r.key);
+    case StoreOp::kCompareSet:
+      Send(c, Respond(table_.CompareSet(r.key, r.expected, r.value)));
+      return WakeWaiters(r.key);
     case StoreOp::kDelete:
       return Send(c, Respond(table_.Delete(r.key)));
     case StoreOp::kNumKeys:

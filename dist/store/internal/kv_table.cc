@@ -27,7 +27,6 @@ uint64_t EntryBytes(const std::string& key, const Bytes& value) {
   return key.size() + value.size() + kStoreEntryOverheadBytes;
 }
 
-absl::Status Closed() { return absl::CancelledError("the store was shut down while this call was waiting"); }
 
 }  // namespace
 
@@ -71,7 +70,7 @@ absl::Status CheckWaitKeys(const std::vector<std::string>& keys) {
   return absl::OkStatus();
 }
 
-absl::Status KvTable::PutLocked(const std::string& key, Bytes value) {
+absl::Status KvTable::Put(const std::string& key, Bytes value) {
   auto old = values_.find(key);
   const uint64_t rest = total_bytes_ - (old == values_.end() ? 0 : EntryBytes(key, old->second));
   if (rest + EntryBytes(key, value) > max_bytes_) {
@@ -83,45 +82,17 @@ absl::Status KvTable::PutLocked(const std::string& key, Bytes value) {
         "launcher, or rank 0), or TCPStoreServerOptions::max_table_bytes"));
   }
   total_bytes_ = rest + EntryBytes(key, value);
-  if (values_.insert_or_assign(key, std::move(value)).second) new_key_.notify_all();
+  values_.insert_or_assign(key, std::move(value));
   return absl::OkStatus();
-}
-
-absl::Status KvTable::AwaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
-                                  Clock::time_point deadline) {
-  size_t arrived = 0;  // keys[0, arrived) have appeared
-  while (true) {
-    while (arrived < keys.size() && values_.count(keys[arrived]) > 0) ++arrived;
-    if (arrived == keys.size()) return absl::OkStatus();
-    if (closed_) return Closed();
-    if (Clock::now() >= deadline) return absl::DeadlineExceededError("");
-    new_key_.wait_until(lock, deadline);
-  }
 }
 
 absl::Status KvTable::Set(const std::string& key, Bytes value) {
   RETURN_IF_ERROR(CheckKey(key));
   RETURN_IF_ERROR(CheckValue(key, value.size()));
-  std::lock_guard<std::mutex> lock(mu_);
-  return PutLocked(key, std::move(value));
+  return Put(key, std::move(value));
 }
 
-absl::StatusOr<Bytes> KvTable::Get(const std::string& key, std::chrono::milliseconds timeout) {
-  RETURN_IF_ERROR(CheckKey(key));
-  const Clock::time_point deadline = DeadlineAfter(timeout);
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {  // a loop: the key may be deleted again between the wake-up and here
-    if (closed_) return Closed();
-    auto it = values_.find(key);
-    if (it != values_.end()) return it->second;
-    absl::Status s = AwaitLocked(lock, {key}, deadline);
-    if (absl::IsDeadlineExceeded(s)) return GetTimedOut(key, timeout);
-    RETURN_IF_ERROR(s);
-  }
-}
-
-const Bytes* KvTable::Find(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+const Bytes* KvTable::Find(const std::string& key) const {
   auto it = values_.find(key);
   return it == values_.end() ? nullptr : &it->second;
 }
@@ -145,7 +116,6 @@ absl::Status WaitTimedOut(const std::vector<std::string>& missing, std::chrono::
 
 absl::StatusOr<int64_t> KvTable::Add(const std::string& key, int64_t delta) {
   RETURN_IF_ERROR(CheckKey(key));
-  std::lock_guard<std::mutex> lock(mu_);
   int64_t now = 0;
   auto it = values_.find(key);
   if (it != values_.end()) {
@@ -158,7 +128,7 @@ absl::StatusOr<int64_t> KvTable::Add(const std::string& key, int64_t delta) {
   }
   now = static_cast<int64_t>(static_cast<uint64_t>(now) + static_cast<uint64_t>(delta));  // wraps, never UB
   const std::string text = absl::StrCat(now);
-  RETURN_IF_ERROR(PutLocked(key, Bytes(text.begin(), text.end())));
+  RETURN_IF_ERROR(Put(key, Bytes(text.begin(), text.end())));
   return now;
 }
 
@@ -166,49 +136,23 @@ absl::StatusOr<Bytes> KvTable::CompareSet(const std::string& key, const Bytes& e
   RETURN_IF_ERROR(CheckKey(key));
   RETURN_IF_ERROR(CheckValue(key, expected.size()));
   RETURN_IF_ERROR(CheckValue(key, desired.size()));
-  std::lock_guard<std::mutex> lock(mu_);
   auto it = values_.find(key);
   if (it == values_.end()) {
     if (!expected.empty()) return Bytes();  // absent, and the caller expected a value: nothing stored
-    RETURN_IF_ERROR(PutLocked(key, desired));
+    RETURN_IF_ERROR(Put(key, desired));
     return desired;
   }
-  if (it->second == expected) RETURN_IF_ERROR(PutLocked(key, desired));
+  if (it->second == expected) RETURN_IF_ERROR(Put(key, desired));
   return it->second;
-}
-
-absl::Status KvTable::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  RETURN_IF_ERROR(CheckWaitKeys(keys));
-  std::unique_lock<std::mutex> lock(mu_);
-  if (closed_) return Closed();
-  absl::Status s = AwaitLocked(lock, keys, DeadlineAfter(timeout));
-  if (!absl::IsDeadlineExceeded(s)) return s;
-  std::vector<std::string> missing;
-  for (const auto& k : keys) {
-    if (values_.count(k) == 0) missing.push_back(k);
-  }
-  return WaitTimedOut(missing, timeout);
 }
 
 absl::StatusOr<bool> KvTable::Delete(const std::string& key) {
   RETURN_IF_ERROR(CheckKey(key));
-  std::lock_guard<std::mutex> lock(mu_);
   auto it = values_.find(key);
   if (it == values_.end()) return false;
   total_bytes_ -= EntryBytes(key, it->second);
   values_.erase(it);
   return true;
-}
-
-int64_t KvTable::NumKeys() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int64_t>(values_.size());
-}
-
-void KvTable::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
-  closed_ = true;
-  new_key_.notify_all();
 }
 
 }  // namespace tinyddp::dist::internal
