@@ -48,6 +48,8 @@ std::string ListenAddressFor(const std::string& host) {
 constexpr std::chrono::milliseconds kAcceptPause(100);
 // New connections taken per turn of the loop: a burst of connects does not starve those already open.
 constexpr int kAcceptsPerTurn = 256;
+// How often the loop looks for deadlines that have passed (a sweep of every connection: ~1 ms at 100k).
+constexpr std::chrono::milliseconds kSweep(50);
 constexpr std::chrono::seconds kRefusalLogInterval(10);
 
 // The length a frame's 4-byte little-endian header declares. Precondition: in.size() >= 4.
@@ -74,18 +76,6 @@ absl::StatusOr<uint64_t> TableLimit(uint64_t from_options) {
   if (absl::SimpleAtoi(text, &bytes) && bytes > 0) return bytes;
   return absl::InvalidArgumentError(absl::StrCat(kStoreMaxBytesEnv, "='", text, "': expected a number of bytes, e.g. ",
                                                  kStoreMaxBytesEnv, "=$((256 << 20)) for 256 MiB"));
-}
-
-// Every connection is a descriptor, so the soft RLIMIT_NOFILE (often 1024) would cap a job at ~1,000
-// ranks: raise it to the hard limit, which only an administrator can raise further.
-std::string RaiseDescriptorLimit() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return "";
-  const rlim_t was = limit.rlim_cur;
-  limit.rlim_cur = limit.rlim_max;
-  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return "";
-  return absl::StrCat("raised the file-descriptor limit (RLIMIT_NOFILE) from ", was, " to its hard limit ",
-                      limit.rlim_max, ": the store holds one descriptor per connection");
 }
 
 std::string DescriptorLimitText() {
@@ -120,7 +110,16 @@ absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(const TCPS
   RETURN_IF_ERROR(listener);
   server->listener_ = std::move(*listener);
   server->local_address_ = ip.empty() ? "127.0.0.1" : ip;
-  if (std::string raised = RaiseDescriptorLimit(); !raised.empty()) server->Log(raised);
+  // Every connection is a descriptor, so the soft RLIMIT_NOFILE (often 1024) would cap a job at ~1,000
+  // ranks: raise it to the hard limit, which only an administrator can raise further.
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    const rlim_t was = std::exchange(limit.rlim_cur, limit.rlim_max);
+    if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+      server->Log(absl::StrCat("raised the file-descriptor limit (RLIMIT_NOFILE) from ", was, " to its hard limit ",
+                               limit.rlim_max, ": the store holds one descriptor per connection"));
+    }
+  }
   server->epoll_ = internal::Socket(::epoll_create1(EPOLL_CLOEXEC));
   server->stop_event_ = internal::Socket(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   server->reserve_fd_ = internal::Socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -167,12 +166,9 @@ void TCPStoreServer::LogRefusal(int fd, const absl::Status& why) {
 void TCPStoreServer::Loop() {
   std::vector<epoll_event> events(1024);
   while (true) {
-    // Sleep until a socket is ready or the next deadline (a hello, a frame, an answer, a Wait).
-    Clock::time_point next = timers_.empty() ? Clock::time_point::max() : timers_.top().first;
-    if (accept_paused_until_ != Clock::time_point{}) next = std::min(next, accept_paused_until_);
-    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
-    const int timeout = next == Clock::time_point::max() ? -1 : static_cast<int>(std::clamp<int64_t>(wait, 0, 1 << 30));
-    const int n = ::epoll_wait(epoll_.fd(), events.data(), static_cast<int>(events.size()), timeout);
+    // Sleep until a socket is ready, or the next sweep for deadlines (a hello, a frame, an answer, a Wait).
+    const bool idle = connections_.empty() && accept_paused_until_ == Clock::time_point{};
+    const int n = ::epoll_wait(epoll_.fd(), events.data(), static_cast<int>(events.size()), idle ? -1 : kSweep.count());
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
       if (fd == stop_event_.fd()) {
@@ -229,7 +225,7 @@ void TCPStoreServer::Admit(int fd) {
   ++pending_count_;
   ++open_;
   Watch(c);
-  Arm(c, Clock::now() + options_.hello_timeout);
+  c.deadline = Clock::now() + options_.hello_timeout;
 }
 
 // At the descriptor limit accept() fails whether or not a client waits. The descriptor kept in reserve
@@ -341,7 +337,7 @@ void TCPStoreServer::ReadFrom(Connection& c) {
   // Part of a frame is here: the rest is due within frame_timeout (before the handshake, by its deadline).
   if (c.stage == Stage::kServing && !c.waiting && c.out.empty()) {
     if (c.in.empty()) c.deadline = Clock::time_point::max();
-    if (!c.in.empty() && c.deadline == Clock::time_point::max()) Arm(c, Clock::now() + options_.frame_timeout);
+    if (!c.in.empty() && c.deadline == Clock::time_point::max()) c.deadline = Clock::now() + options_.frame_timeout;
   }
   if (c.in.empty()) Bytes().swap(c.in);  // an idle connection holds no buffer
   Watch(c);
@@ -390,6 +386,7 @@ void TCPStoreServer::Handle(Connection& c, Bytes body) {
       absl::Status valid = r.op == StoreOp::kGet ? internal::CheckKey(r.key) : internal::CheckWaitKeys(r.keys);
       if (!valid.ok()) return Send(c, Respond(valid));
       if (r.op == StoreOp::kGet) r.keys = {r.key};
+      c.deadline = internal::DeadlineAfter(std::chrono::milliseconds(r.number));
       c.waiting = std::make_unique<StoreRequest>(std::move(r));
       c.checked = 0;
       return Resume(c);
@@ -405,7 +402,6 @@ void TCPStoreServer::Resume(Connection& c) {
   if (c.checked < r.keys.size()) {
     c.waiting_on = r.keys[c.checked];
     waiters_[c.waiting_on].insert(c.socket.fd());
-    if (c.deadline == Clock::time_point::max()) Arm(c, internal::DeadlineAfter(std::chrono::milliseconds(r.number)));
     return;
   }
   const Bytes* value = r.op == StoreOp::kGet ? table_.Find(r.key) : nullptr;
@@ -462,7 +458,7 @@ void TCPStoreServer::Flush(Connection& c) {
     if (c.close_when_sent) return Close(c.socket.fd());
     if (c.stage == Stage::kServing && !c.waiting && c.in.empty()) c.deadline = Clock::time_point::max();
   } else if (!(c.events & EPOLLOUT)) {
-    Arm(c, std::min(c.deadline, Clock::now() + options_.frame_timeout));
+    c.deadline = std::min(c.deadline, Clock::now() + options_.frame_timeout);
   }
   Watch(c);
 }
@@ -477,23 +473,22 @@ void TCPStoreServer::Watch(Connection& c) {
   c.events = want;
 }
 
-void TCPStoreServer::Arm(Connection& c, Clock::time_point when) {
-  c.deadline = when;
-  timers_.push({when, {c.socket.fd(), c.serial}});
-}
-
 // Deadlines that have passed: a parked Get/Wait is answered DeadlineExceeded (naming what is missing);
 // a handshake, a frame or an answer still unfinished closes its connection.
 void TCPStoreServer::Expire() {
   const auto now = Clock::now();
-  while (!timers_.empty() && timers_.top().first <= now) {
-    const auto [when, id] = timers_.top();
-    timers_.pop();
-    auto it = connections_.find(id.first);
-    if (it == connections_.end() || it->second.serial != id.second || it->second.deadline != when) continue;  // stale
+  if (now < next_sweep_) return;
+  next_sweep_ = now + kSweep;
+  std::vector<int> due;
+  for (auto& [fd, c] : connections_) {
+    if (c.deadline <= now) due.push_back(fd);
+  }
+  for (int fd : due) {
+    auto it = connections_.find(fd);
+    if (it == connections_.end()) continue;
     Connection& c = it->second;
     if (!c.waiting) {
-      Close(id.first);
+      Close(fd);
       continue;
     }
     const StoreRequest& r = *c.waiting;

@@ -33,7 +33,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <queue>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -103,7 +102,7 @@ class TCPStoreServer {
     Bytes in, out;           // bytes read and not yet a whole frame; the answer not yet sent
     bool close_when_sent = false;
     uint32_t events = 0;     // what epoll watches for it now
-    Clock::time_point deadline = Clock::time_point::max();  // hello, frame, answer or wait: see Arm
+    Clock::time_point deadline = Clock::time_point::max();  // hello, frame, answer or wait (Expire)
     // A Get or Wait that found a key missing: the request, the key it is registered under, how far
     // through its keys it has checked, and when it ends.
     std::unique_ptr<internal::StoreRequest> waiting;
@@ -128,7 +127,6 @@ class TCPStoreServer {
   void Send(Connection& c, const Bytes& body);
   void Flush(Connection& c);
   void Watch(Connection& c);
-  void Arm(Connection& c, Clock::time_point when);
   void Expire();
   void Close(int fd);
   void Log(const std::string& line) const;
@@ -150,8 +148,7 @@ class TCPStoreServer {
   int pending_count_ = 0;
   std::unordered_map<std::string, std::unordered_set<int>> waiters_;  // missing key -> who waits for it
   std::vector<std::pair<int, uint64_t>> resumed_;  // answered Get/Waits whose connections are read again
-  using Timer = std::pair<Clock::time_point, std::pair<int, uint64_t>>;   // (when, (fd, serial)); stale ones skipped
-  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
+  Clock::time_point next_sweep_{};  // Expire's next look at the deadlines
   Clock::time_point accept_paused_until_{};  // out of descriptors with nothing to free: accept later
   bool out_of_descriptors_ = false;          // said so in the log; "accepting connections again" once over
   Clock::time_point next_refusal_log_{};

@@ -204,11 +204,11 @@ absl::StatusOr<Socket> ConnectWithRetry(const std::string& host, int port, std::
                                              absl::FormatDuration(absl::FromChrono(timeout)), ": ", last_error));
 }
 
-absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline, int flags) {
+absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     RETURN_IF_ERROR(WaitReady(fd, POLLOUT, deadline, "send"));
-    const ssize_t sent = ::send(fd, p, n, flags | MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t sent = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0 && !Retry(errno)) return absl::UnavailableError(absl::StrCat("send failed: ", ErrnoText(errno)));
     if (sent > 0) {
       p += sent;
@@ -219,12 +219,10 @@ absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline, in
 }
 
 absl::Status SendFrame(int fd, const Bytes& body, SteadyTime deadline) {
-  uint8_t header[4];
   const uint32_t len = static_cast<uint32_t>(body.size());
-  for (int i = 0; i < 4; ++i) header[i] = static_cast<uint8_t>(len >> (8 * i));
-  // MSG_MORE: the header waits for the body, so a small frame leaves as one packet despite TCP_NODELAY.
-  RETURN_IF_ERROR(SendAll(fd, header, 4, deadline, body.empty() ? 0 : MSG_MORE));
-  return SendAll(fd, body.data(), body.size(), deadline);
+  Bytes frame = {uint8_t(len), uint8_t(len >> 8), uint8_t(len >> 16), uint8_t(len >> 24)};
+  frame.insert(frame.end(), body.begin(), body.end());  // one send: a small frame leaves as one packet
+  return SendAll(fd, frame.data(), frame.size(), deadline);
 }
 
 absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline) {

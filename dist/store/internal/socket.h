@@ -49,9 +49,8 @@ inline absl::StatusOr<Socket> Listen(int port, int* bound_port) { return Listen(
 /// (10 ms doubling to 1 s) until `timeout`. The error names host, port, timeout and the last errno.
 absl::StatusOr<Socket> ConnectWithRetry(const std::string& host, int port, std::chrono::milliseconds timeout);
 
-/// Writes all n bytes before `deadline`, with send()'s `flags` (MSG_MORE: more follows at once). Never
-/// raises SIGPIPE (a dead peer is an error, not a signal).
-absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline, int flags = 0);
+/// Writes all n bytes before `deadline`. Never raises SIGPIPE (a dead peer is an error, not a signal).
+absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline);
 
 /// One frame = 4-byte little-endian length + body.
 absl::Status SendFrame(int fd, const Bytes& body, SteadyTime deadline);
