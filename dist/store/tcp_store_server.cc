@@ -221,7 +221,6 @@ void TCPStoreServer::Admit(int fd) {
   Connection& c = connections_[fd];
   c.socket = internal::Socket(fd);
   c.serial = ++next_serial_;
-  pending_.emplace_back(fd, c.serial);
   ++pending_count_;
   ++open_;
   Watch(c);
@@ -256,18 +255,15 @@ void TCPStoreServer::AcceptAtTheLimit() {
   reserve_fd_ = internal::Socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
 }
 
-// Closes the oldest connection still owing its handshake. False when there is none.
+// Closes the oldest connection still owing its handshake (a scan: it happens only under a flood of
+// strangers or at the descriptor limit). False when there is none.
 bool TCPStoreServer::MakeRoom() {
-  while (!pending_.empty()) {
-    const auto [fd, serial] = pending_.front();
-    pending_.pop_front();
-    auto it = connections_.find(fd);
-    if (it != connections_.end() && it->second.serial == serial && it->second.stage != Stage::kServing) {
-      Close(fd);
-      return true;
-    }
+  const Connection* oldest = nullptr;
+  for (const auto& [fd, c] : connections_) {
+    if (c.stage != Stage::kServing && (oldest == nullptr || c.serial < oldest->serial)) oldest = &c;
   }
-  return false;
+  if (oldest != nullptr) Close(oldest->socket.fd());
+  return oldest != nullptr;
 }
 
 void TCPStoreServer::OnEvent(int fd, uint32_t events) {
@@ -314,11 +310,7 @@ void TCPStoreServer::ReadFrom(Connection& c) {
         frame.assign(c.in.begin() + 4, c.in.begin() + 4 + len);
         c.in.erase(c.in.begin(), c.in.begin() + 4 + len);
       }
-      if (hello) {
-        HandleHandshake(c, std::move(frame));
-      } else {
-        Handle(c, std::move(frame));
-      }
+      hello ? HandleHandshake(c, std::move(frame)) : Handle(c, std::move(frame));
       auto it = connections_.find(fd);
       if (it == connections_.end() || it->second.serial != serial) return;  // closed meanwhile
     }
@@ -492,10 +484,9 @@ void TCPStoreServer::Expire() {
       continue;
     }
     const StoreRequest& r = *c.waiting;
-    std::vector<std::string> missing;
-    for (size_t i = c.checked; i < r.keys.size(); ++i) {
-      if (table_.Find(r.keys[i]) == nullptr) missing.push_back(r.keys[i]);
-    }
+    std::vector<std::string> missing(r.keys.begin() + c.checked, r.keys.end());
+    missing.erase(std::remove_if(missing.begin(), missing.end(), [this](const std::string& k) { return table_.Find(k); }),
+                  missing.end());
     const std::chrono::milliseconds timeout(r.number);
     const absl::Status late = r.op == StoreOp::kGet ? internal::GetTimedOut(r.key, timeout)
                                                     : internal::WaitTimedOut(missing, timeout);

@@ -31,7 +31,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -144,8 +143,7 @@ class TCPStoreServer {
   internal::KvTable table_;
   std::unordered_map<int, Connection> connections_;  // by descriptor
   uint64_t next_serial_ = 0;
-  std::deque<std::pair<int, uint64_t>> pending_;   // connections owing the handshake, oldest first (some stale)
-  int pending_count_ = 0;
+  int pending_count_ = 0;  // connections owing the handshake
   std::unordered_map<std::string, std::unordered_set<int>> waiters_;  // missing key -> who waits for it
   std::vector<std::pair<int, uint64_t>> resumed_;  // answered Get/Waits whose connections are read again
   Clock::time_point next_sweep_{};  // Expire's next look at the deadlines
