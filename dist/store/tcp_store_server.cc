@@ -171,18 +171,8 @@ void TCPStoreServer::Loop() {
     const int n = ::epoll_wait(epoll_.fd(), events.data(), static_cast<int>(events.size()), idle ? -1 : kSweep.count());
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
-      if (fd == stop_event_.fd()) {
-        const Bytes cancelled = internal::ErrorResponse(absl::CancelledError("the store server is shutting down"));
-        for (auto& [fd, c] : connections_) {  // tell every waiting client why, as far as its socket takes it
-          if (c.waiting) (void)internal::SendFrame(fd, cancelled, Clock::now());
-        }
-        return;  // the connections close with connections_
-      }
-      if (fd == listener_.fd()) {
-        Accept();
-      } else {
-        OnEvent(fd, events[i].events);
-      }
+      if (fd == stop_event_.fd()) return;  // the connections close with connections_: clients see the end
+      fd == listener_.fd() ? Accept() : OnEvent(fd, events[i].events);
     }
     if (accept_paused_until_ != Clock::time_point{} && Clock::now() >= accept_paused_until_) Accept();
     Expire();
@@ -274,8 +264,7 @@ void TCPStoreServer::OnEvent(int fd, uint32_t events) {
     return Close(fd);  // gone: a parked Get/Wait ends here, not at its deadline
   }
   if (events & EPOLLOUT) Flush(c);
-  auto still = connections_.find(fd);
-  if (still != connections_.end() && c.out.empty() && !c.waiting) ReadFrom(c);
+  if (connections_.count(fd) > 0 && c.out.empty() && !c.waiting) ReadFrom(c);
 }
 
 // Reads what has arrived and runs each whole frame, until the socket is empty, an answer waits to be

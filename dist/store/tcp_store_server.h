@@ -2,21 +2,18 @@
 // thread inside rank 0's process (TCPStore with is_server) or inside the launcher, which keeps it up for
 // the whole job so workers can come and go. Keys live in one in-memory table (internal/kv_table.h).
 //
-// One thread, one event loop (epoll), as PyTorch's TCPStore with its libuv backend: every socket is
-// non-blocking, each connection has a read buffer and a write buffer, and a Get or Wait whose keys are
-// missing becomes a waiter kept under the key it misses, answered by the Set or Add that brings it (or
-// by its deadline). Nothing waits on one client, so a connection costs a few hundred bytes, not a
-// thread, and 100,000 ranks meet in one process (docs/performance.md: the curve to 98,304 ranks).
+// One thread, one event loop (epoll), as PyTorch's TCPStore with its libuv backend: non-blocking sockets,
+// a read and a write buffer per connection, and a Get or Wait whose key is missing parked under that key
+// until the Set or Add that brings it (or its deadline). A connection costs a few hundred bytes, not a
+// thread: 100,000 ranks meet in one process (docs/performance.md).
 //
-// Nothing a client sends may take the launcher down or lock the job's ranks out: every connection must
-// first prove it knows the job secret (the handshake, internal/store_protocol.h), and everything it may
-// do is bounded: a frame's length (before the handshake kMaxHelloBytes, then kMaxRequestBytes), its
-// arrival (kFrameTimeout once begun), the handshake (kHelloTimeout), the answers queued for a client
-// that does not read them (one at a time: the next request is read once the last answer is sent), and
-// store.h's limits. A refused client is told why and logged (at most once per 10 s). The one limit on
-// connections is the process's file descriptors (RLIMIT_NOFILE, raised to its hard limit at Start);
-// out of them, the oldest connection still owing its handshake is closed to make room, and with none
-// such a new client is told the limit and how to raise it: the loop never spins on accept.
+// Nothing a client sends may take the launcher down or lock the job's ranks out: a connection first
+// proves it knows the job secret (the handshake, internal/store_protocol.h), and all it may do is bounded:
+// frame lengths, a frame's arrival and an answer's departure (kFrameTimeout), the handshake
+// (kHelloTimeout), one answer queued at a time, and store.h's limits. A refused client is told why and
+// logged (at most once per 10 s). Connections are limited only by file descriptors (RLIMIT_NOFILE, raised
+// to its hard limit at Start); out of them, the oldest connection still owing its handshake makes room,
+// or else the new client is told the limit and how to raise it. The loop never spins on accept.
 //
 // Where it listens, from the address the job uses for the store (MASTER_ADDR, TCPStoreServerOptions::host):
 //   "127.0.0.1", "::1", "localhost"   loopback only: nothing off this machine can connect (one-node jobs)
@@ -36,7 +33,6 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,14 +45,11 @@ namespace tinyddp::dist {
 /// An honest client completes the handshake right after connecting; one that takes this long is not one.
 /// Until then nothing over kMaxHelloBytes is read from it.
 inline constexpr std::chrono::milliseconds kHelloTimeout = std::chrono::seconds(10);
-/// Once a request's first byte arrives, the rest must follow within this, and an answer must be taken
-/// by its client within this: the largest request (33 MiB, kMaxRequestBytes) needs 0.6 MB/s. A client
-/// that trickles bytes (slowloris) or never reads is disconnected. A request's buffer grows with the bytes
-/// that arrive, never to the length it declares.
+/// A request begun must arrive, and an answer be taken, within this (33 MiB, kMaxRequestBytes, at 0.6
+/// MB/s): a client that trickles bytes (slowloris) or never reads is disconnected.
 inline constexpr std::chrono::milliseconds kFrameTimeout = std::chrono::seconds(60);
-/// Connections that have not completed the handshake yet. When full, a new one evicts the oldest: an
-/// honest client completes it within two round trips, so strangers cannot starve the job's ranks.
-/// Large enough that a burst of 100,000 ranks connecting at once does not evict honest ones.
+/// Connections owing the handshake; past it a new one evicts the oldest (an honest client completes it
+/// within two round trips). Large enough for a burst of 100,000 ranks connecting at once.
 inline constexpr int kMaxPendingHellos = 4096;
 /// Sets the table's limit (a number of bytes) where TCPStoreServerOptions::max_table_bytes does not.
 inline constexpr char kStoreMaxBytesEnv[] = "TINYDDP_STORE_MAX_BYTES";
@@ -78,7 +71,7 @@ class TCPStoreServer {
   /// comment) and the loop's thread. Fails with a clear message if the port is in use or
   /// TINYDDP_STORE_MAX_BYTES is not a number; warns about a short secret.
   static absl::StatusOr<std::unique_ptr<TCPStoreServer>> Start(const TCPStoreServerOptions& options);
-  /// Stops the loop: every waiting Get/Wait is answered Cancelled, every connection closed.
+  /// Stops the loop and closes every connection (a waiting Get/Wait ends: its client loses the server).
   ~TCPStoreServer();
 
   /// The port actually bound.
@@ -102,11 +95,9 @@ class TCPStoreServer {
     bool close_when_sent = false;
     uint32_t events = 0;     // what epoll watches for it now
     Clock::time_point deadline = Clock::time_point::max();  // hello, frame, answer or wait (Expire)
-    // A Get or Wait that found a key missing: the request, the key it is registered under, how far
-    // through its keys it has checked, and when it ends.
-    std::unique_ptr<internal::StoreRequest> waiting;
-    std::string waiting_on;
-    size_t checked = 0;
+    std::unique_ptr<internal::StoreRequest> waiting;  // a parked Get/Wait (its keys: Resume),
+    std::string waiting_on;                           // the key it is parked under,
+    size_t checked = 0;                               // and how many of its keys are there
   };
 
   explicit TCPStoreServer(const TCPStoreServerOptions& options);
