@@ -126,10 +126,9 @@ absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(const TCPS
   if (server->epoll_.fd() < 0 || server->stop_event_.fd() < 0) {
     return absl::InternalError(absl::StrCat("store server: epoll/eventfd failed: ", internal::ErrnoText(errno)));
   }
-  for (int fd : {server->listener_.fd(), server->stop_event_.fd()}) {
-    epoll_event ev{EPOLLIN, {.fd = fd}};
-    ::epoll_ctl(server->epoll_.fd(), EPOLL_CTL_ADD, fd, &ev);
-  }
+  epoll_event listen{EPOLLIN, {.fd = server->listener_.fd()}}, stop{EPOLLIN, {.fd = server->stop_event_.fd()}};
+  ::epoll_ctl(server->epoll_.fd(), EPOLL_CTL_ADD, server->listener_.fd(), &listen);
+  ::epoll_ctl(server->epoll_.fd(), EPOLL_CTL_ADD, server->stop_event_.fd(), &stop);
   if (!options.secret.empty() && options.secret.size() < kShortStoreSecretBytes) {
     server->Log(absl::StrCat("warning: the job secret is only ", options.secret.size(), " bytes; one guessable from a "
                              "captured handshake protects little. Use e.g. `openssl rand -hex 32`"));
@@ -444,8 +443,7 @@ void TCPStoreServer::Flush(Connection& c) {
   Watch(c);
 }
 
-// Tells epoll what this connection waits for: its answer to drain, else (unless a Get/Wait of it is
-// parked) its next request; always its hanging up.
+// Tells epoll what to watch: the answer draining, else the next request (none while a Get/Wait is parked).
 void TCPStoreServer::Watch(Connection& c) {
   const uint32_t want = !c.out.empty() ? EPOLLOUT | EPOLLRDHUP : c.waiting ? EPOLLRDHUP : EPOLLIN | EPOLLRDHUP;
   if (want == c.events) return;
@@ -466,12 +464,11 @@ void TCPStoreServer::Expire() {
   }
   for (int fd : due) {
     auto it = connections_.find(fd);
-    if (it == connections_.end()) continue;
-    Connection& c = it->second;
-    if (!c.waiting) {
+    if (it == connections_.end() || !it->second.waiting) {
       Close(fd);
       continue;
     }
+    Connection& c = it->second;
     const StoreRequest& r = *c.waiting;
     std::vector<std::string> missing(r.keys.begin() + c.checked, r.keys.end());
     missing.erase(std::remove_if(missing.begin(), missing.end(), [this](const std::string& k) { return table_.Find(k); }),

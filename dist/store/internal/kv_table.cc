@@ -27,7 +27,6 @@ uint64_t EntryBytes(const std::string& key, const Bytes& value) {
   return key.size() + value.size() + kStoreEntryOverheadBytes;
 }
 
-
 }  // namespace
 
 std::chrono::milliseconds ClampTimeout(std::chrono::milliseconds timeout) {

@@ -3,7 +3,6 @@
 #include "dist/store/internal/socket.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -48,17 +47,11 @@ absl::Status WaitReady(int fd, short events, SteadyTime deadline, const char* wh
 // A send or recv that failed only for now: interrupted, or nothing to move yet (poll again).
 bool Retry(int err) { return err == EINTR || err == EAGAIN || err == EWOULDBLOCK; }
 
-void SetNoDelay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-// One non-blocking connect attempt to one address, bounded by `deadline`. Returns errno on failure.
+// One connect attempt to one address, bounded by `deadline`; the socket stays non-blocking (every
+// later step polls first). Returns errno on failure.
 int TryConnect(const addrinfo* ai, SteadyTime deadline, Socket* out) {
-  Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+  Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
   if (s.fd() < 0) return errno;
-  int flags = ::fcntl(s.fd(), F_GETFL, 0);
-  ::fcntl(s.fd(), F_SETFL, flags | O_NONBLOCK);
   if (::connect(s.fd(), ai->ai_addr, ai->ai_addrlen) != 0) {
     if (errno != EINPROGRESS) return errno;
     // An unreachable host that drops SYNs would block a blocking connect for minutes; poll instead.
@@ -68,15 +61,15 @@ int TryConnect(const addrinfo* ai, SteadyTime deadline, Socket* out) {
     ::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) return err;
   }
-  ::fcntl(s.fd(), F_SETFL, flags);
-  SetNoDelay(s.fd());
+  int one = 1;
+  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   *out = std::move(s);
   return 0;
 }
 
 // A new socket bound to `addr`, in *out; returns 0 or the errno of what failed.
 int BindTo(const sockaddr* addr, socklen_t len, bool dual_stack, Socket* out) {
-  Socket s(::socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  Socket s(::socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));  // the loop accepts until EAGAIN
   if (s.fd() < 0) return errno;
   int one = 1, zero = 0;
   // SO_REUSEADDR lets a restarted job reuse a port in TIME_WAIT; a live listener still gets EADDRINUSE.
@@ -163,8 +156,6 @@ absl::StatusOr<Socket> Listen(const std::string& ip, int port, int* bound_port) 
   if (::listen(s.fd(), 65535) != 0) {
     return absl::InternalError(absl::StrCat("listen on ", where, " failed: ", ErrnoText(errno)));
   }
-  // Non-blocking: the server's event loop accepts until accept() says nobody else waits.
-  ::fcntl(s.fd(), F_SETFL, ::fcntl(s.fd(), F_GETFL, 0) | O_NONBLOCK);
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   ::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len);

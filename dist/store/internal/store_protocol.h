@@ -137,8 +137,7 @@ absl::Status ClientHandshake(int fd, const std::string& key, SteadyTime deadline
 absl::StatusOr<Bytes> ServerChallenge(Bytes hello, Bytes* nonces);
 absl::StatusOr<Bytes> ServerAnswer(Bytes proof, const std::string& key, const Bytes& nonces);
 
-/// HMAC(key, "<magic> <role>" Nc Ns), the proof of `role` ("client" or "server"); empty without a key.
-/// Public for the rendezvous bench, whose simulated ranks run the client's half without blocking.
+/// HMAC(key, "<magic> <role>" Nc Ns): `role`'s proof ("client" or "server"); empty without a key.
 Bytes HandshakeMac(const std::string& key, const char* role, const Bytes& client_nonce, const Bytes& server_nonce);
 
 }  // namespace tinyddp::dist::internal
