@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -175,10 +176,7 @@ void TCPStoreServer::Loop() {
     }
     if (accept_paused_until_ != Clock::time_point{} && Clock::now() >= accept_paused_until_) Accept();
     Expire();
-    // Connections whose Get/Wait was answered may hold requests read meanwhile: run them now.
-    std::vector<std::pair<int, uint64_t>> resumed;
-    resumed.swap(resumed_);
-    for (auto [fd, serial] : resumed) {
+    for (auto [fd, serial] : std::exchange(resumed_, {})) {  // requests read while a Get/Wait was parked
       auto it = connections_.find(fd);
       if (it != connections_.end() && it->second.serial == serial && !it->second.in.empty()) ReadFrom(it->second);
     }
@@ -197,8 +195,7 @@ void TCPStoreServer::Accept() {
       if (OutOfDescriptors(errno)) AcceptAtTheLimit();
       return;  // EAGAIN: nobody else waits; anything else: that client gave up, the next turn serves others
     }
-    if (out_of_descriptors_) Log("accepting connections again");
-    out_of_descriptors_ = false;
+    if (std::exchange(out_of_descriptors_, false)) Log("accepting connections again");
     Admit(fd);
   }
 }
@@ -266,8 +263,8 @@ void TCPStoreServer::OnEvent(int fd, uint32_t events) {
   if (connections_.count(fd) > 0 && c.out.empty() && !c.waiting) ReadFrom(c);
 }
 
-// Reads what has arrived and runs each whole frame, until the socket is empty, an answer waits to be
-// sent, or a Get/Wait is parked: a client gets one answer at a time, and is read again after it.
+// Reads what has arrived and runs each whole frame, until the socket is empty, an answer waits to be sent
+// or a Get/Wait is parked: one answer at a time per client.
 void TCPStoreServer::ReadFrom(Connection& c) {
   const int fd = c.socket.fd();
   const uint64_t serial = c.serial;
@@ -306,10 +303,8 @@ void TCPStoreServer::ReadFrom(Connection& c) {
     if (!c.out.empty() || c.waiting) break;
     const ssize_t got = ::recv(fd, chunk, sizeof(chunk), 0);
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
-    eof = got <= 0;  // run what it sent before hanging up, then close
-    if (got <= 0) continue;
-    // Grow with what arrives, doubling but never past the frame's declared end: a peer that declares
-    // 16 MiB and sends 10 bytes costs 64 KiB, not 16 MiB.
+    if ((eof = got <= 0)) continue;  // run what it sent before hanging up, then close
+    // Grow with what arrives, never past the declared end: declaring 16 MiB and sending 10 bytes costs 64 KiB.
     const size_t need = c.in.size() + got, declared = c.in.size() < 4 ? 0 : 4 + size_t{FrameLength(c.in)};
     if (need > c.in.capacity()) c.in.reserve(std::max(need, std::min(2 * c.in.capacity(), declared)));
     c.in.insert(c.in.end(), chunk, chunk + got);
@@ -374,8 +369,8 @@ void TCPStoreServer::Handle(Connection& c, Bytes body) {
   }
 }
 
-// Checks a Get/Wait's keys from where it left off. All there: answers it. Else parks it under the
-// first missing key, whose Set (or Add, CompareSet) brings it back here: nothing is polled.
+// Checks a Get/Wait's keys from where it left off: all there, it is answered; else it is parked under
+// the first missing key, whose Set (Add, CompareSet) brings it back here. Nothing is polled.
 void TCPStoreServer::Resume(Connection& c) {
   StoreRequest& r = *c.waiting;
   while (c.checked < r.keys.size() && table_.Find(r.keys[c.checked]) != nullptr) ++c.checked;
@@ -388,8 +383,7 @@ void TCPStoreServer::Resume(Connection& c) {
   Answered(c, value != nullptr ? OkResponse().Blob(*value).Take() : OkResponse().Take());
 }
 
-// Ends a Get/Wait with `answer`. Its connection is read again; requests it sent meanwhile run from
-// Loop, never from inside another connection's request.
+// Ends a Get/Wait. Requests its client sent meanwhile run from Loop, not inside another's request.
 void TCPStoreServer::Answered(Connection& c, const Bytes& answer) {
   c.waiting.reset();
   c.deadline = Clock::time_point::max();
@@ -474,10 +468,9 @@ void TCPStoreServer::Expire() {
     missing.erase(std::remove_if(missing.begin(), missing.end(), [this](const std::string& k) { return table_.Find(k); }),
                   missing.end());
     const std::chrono::milliseconds timeout(r.number);
-    const absl::Status late = r.op == StoreOp::kGet ? internal::GetTimedOut(r.key, timeout)
-                                                    : internal::WaitTimedOut(missing, timeout);
     Unpark(c);
-    Answered(c, internal::ErrorResponse(late));
+    Answered(c, internal::ErrorResponse(r.op == StoreOp::kGet ? internal::GetTimedOut(r.key, timeout)
+                                                              : internal::WaitTimedOut(missing, timeout)));
   }
 }
 

@@ -131,9 +131,8 @@ std::string DeriveStoreKey(const std::string& secret);
 /// that fails to prove itself is PermissionDenied.
 absl::Status ClientHandshake(int fd, const std::string& key, SteadyTime deadline);
 
-/// The server's half, one message at a time (the server is an event loop: it never waits on one client).
-/// ServerChallenge takes message 1 and returns 2 to send; *nonces keeps both nonces for ServerAnswer,
-/// which takes 3 and returns 4 to send. Each error says why the client is refused, for the caller to send.
+/// The server's half, a message at a time (its event loop never waits on one client): 1 -> 2 keeping both
+/// nonces in *nonces, then 3 -> 4. An error says why the client is refused, for the caller to send.
 absl::StatusOr<Bytes> ServerChallenge(Bytes hello, Bytes* nonces);
 absl::StatusOr<Bytes> ServerAnswer(Bytes proof, const std::string& key, const Bytes& nonces);
 
