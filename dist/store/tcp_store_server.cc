@@ -166,8 +166,9 @@ void TCPStoreServer::LogRefusal(int fd, const absl::Status& why) {
 void TCPStoreServer::Loop() {
   std::vector<epoll_event> events(1024);
   while (true) {
-    // Sleep until a socket is ready, or the next sweep for deadlines (a hello, a frame, an answer, a Wait).
-    const bool idle = connections_.empty() && accept_paused_until_ == Clock::time_point{};
+    // Sleep until a socket is ready, or the next sweep while deadlines (a hello, a frame, an answer, a Wait)
+    // are armed: idle connections cost no wake-ups.
+    const bool idle = next_sweep_ == Clock::time_point::max() && accept_paused_until_ == Clock::time_point{};
     const int n = ::epoll_wait(epoll_.fd(), events.data(), static_cast<int>(events.size()), idle ? -1 : kSweep.count());
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
@@ -210,7 +211,7 @@ void TCPStoreServer::Admit(int fd) {
   ++pending_count_;
   ++open_;
   Watch(c);
-  c.deadline = Clock::now() + options_.hello_timeout;
+  next_sweep_ = std::min(next_sweep_, c.deadline = Clock::now() + options_.hello_timeout);
 }
 
 // At the descriptor limit accept() fails whether or not a client waits. The descriptor kept in reserve
@@ -220,11 +221,10 @@ void TCPStoreServer::Admit(int fd) {
 void TCPStoreServer::AcceptAtTheLimit() {
   reserve_fd_.Close();
   const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (fd >= 0 && !out_of_descriptors_) {
+  if (fd >= 0 && !std::exchange(out_of_descriptors_, true)) {
     Log(absl::StrCat("cannot accept a connection (too many open files) with ", open_.load(), " open: ",
                      DescriptorLimitText()));
   }
-  out_of_descriptors_ = out_of_descriptors_ || fd >= 0;
   if (fd >= 0 && MakeRoom()) {
     Admit(fd);
   } else if (fd >= 0) {
@@ -311,8 +311,8 @@ void TCPStoreServer::ReadFrom(Connection& c) {
   }
   // Part of a frame is here: the rest is due within frame_timeout (before the handshake, by its deadline).
   if (c.stage == Stage::kServing && !c.waiting && c.out.empty()) {
-    if (c.in.empty()) c.deadline = Clock::time_point::max();
-    if (!c.in.empty() && c.deadline == Clock::time_point::max()) c.deadline = Clock::now() + options_.frame_timeout;
+    c.deadline = c.in.empty() ? Clock::time_point::max() : std::min(c.deadline, Clock::now() + options_.frame_timeout);
+    next_sweep_ = std::min(next_sweep_, c.deadline);
   }
   if (c.in.empty()) Bytes().swap(c.in);  // an idle connection holds no buffer
   Watch(c);
@@ -361,7 +361,7 @@ void TCPStoreServer::Handle(Connection& c, Bytes body) {
       absl::Status valid = r.op == StoreOp::kGet ? internal::CheckKey(r.key) : internal::CheckWaitKeys(r.keys);
       if (!valid.ok()) return Send(c, Respond(valid));
       if (r.op == StoreOp::kGet) r.keys = {r.key};
-      c.deadline = internal::DeadlineAfter(std::chrono::milliseconds(r.number));
+      next_sweep_ = std::min(next_sweep_, c.deadline = internal::DeadlineAfter(std::chrono::milliseconds(r.number)));
       c.waiting = std::make_unique<StoreRequest>(std::move(r));
       c.checked = 0;
       return Resume(c);
@@ -392,11 +392,9 @@ void TCPStoreServer::Answered(Connection& c, const Bytes& answer) {
 }
 
 void TCPStoreServer::WakeWaiters(const std::string& key) {
-  auto it = waiters_.find(key);
-  if (it == waiters_.end()) return;
-  const std::unordered_set<int> woken = std::move(it->second);
-  waiters_.erase(it);
-  for (int fd : woken) {
+  auto woken = waiters_.extract(key);  // taken out first: Resume may park some of them again
+  if (woken.empty()) return;
+  for (int fd : woken.mapped()) {
     auto c = connections_.find(fd);
     if (c != connections_.end() && c->second.waiting) Resume(c->second);
   }
@@ -432,7 +430,7 @@ void TCPStoreServer::Flush(Connection& c) {
     if (c.close_when_sent) return Close(c.socket.fd());
     if (c.stage == Stage::kServing && !c.waiting && c.in.empty()) c.deadline = Clock::time_point::max();
   } else if (!(c.events & EPOLLOUT)) {
-    c.deadline = std::min(c.deadline, Clock::now() + options_.frame_timeout);
+    next_sweep_ = std::min(next_sweep_, c.deadline = std::min(c.deadline, Clock::now() + options_.frame_timeout));
   }
   Watch(c);
 }
@@ -451,10 +449,11 @@ void TCPStoreServer::Watch(Connection& c) {
 void TCPStoreServer::Expire() {
   const auto now = Clock::now();
   if (now < next_sweep_) return;
-  next_sweep_ = now + kSweep;
+  next_sweep_ = Clock::time_point::max();
   std::vector<int> due;
   for (auto& [fd, c] : connections_) {
     if (c.deadline <= now) due.push_back(fd);
+    if (c.deadline != Clock::time_point::max()) next_sweep_ = now + kSweep;
   }
   for (int fd : due) {
     auto it = connections_.find(fd);

@@ -137,7 +137,7 @@ class TCPStoreServer {
   int pending_count_ = 0;  // connections owing the handshake
   std::unordered_map<std::string, std::unordered_set<int>> waiters_;  // missing key -> who waits for it
   std::vector<std::pair<int, uint64_t>> resumed_;  // answered Get/Waits whose connections are read again
-  Clock::time_point next_sweep_{};  // Expire's next look at the deadlines
+  Clock::time_point next_sweep_{};  // Expire's next look at the deadlines; max() while none is armed
   Clock::time_point accept_paused_until_{};  // out of descriptors with nothing to free: accept later
   bool out_of_descriptors_ = false;          // said so in the log; "accepting connections again" once over
   Clock::time_point next_refusal_log_{};
