@@ -174,6 +174,39 @@ TEST(StoreEventLoop, AThousandSilentStrangersDoNotKeepTheJobsRanksFromMeeting) {
   EXPECT_EQ((*server)->Stop(), 0) << (*server)->Stderr();
 }
 
+TEST(StoreEventLoop, HostileClientsAreStillRefusedWhileEightThousandRanksHoldTheirConnections) {
+  TCPStoreServerOptions options;
+  options.hello_timeout = 300ms;
+  options.frame_timeout = 300ms;
+  auto server = StartServer(options);
+  constexpr int kRanks = 8192;
+  std::vector<RawStoreConnection> ranks;
+  for (int i = 0; i < kRanks; ++i) ranks.push_back(SaidHello(server->port()));
+  ASSERT_EQ(server->open_connections(), kRanks);
+  // A frame declaring 1 GiB, a trickled frame, a silent stranger, a wrong secret: each refused as alone.
+  RawStoreConnection huge = SaidHello(server->port()), slow = SaidHello(server->port());
+  const uint8_t gib[4] = {0, 0, 0, 0x40}, header[4] = {100, 0, 0, 0}, byte = 0x42;
+  ASSERT_TRUE(huge.SendBytes(gib, 4).ok());
+  absl::Status refused = huge.ReadResponse();
+  EXPECT_TRUE(absl::IsInvalidArgument(refused) && Contains(refused, "kMaxRequestBytes")) << refused;
+  ASSERT_TRUE(slow.SendBytes(header, 4).ok() && slow.SendBytes(&byte, 1).ok());
+  auto stranger = RawStoreConnection::Connect(server->port());
+  ASSERT_TRUE(stranger.ok());
+  EXPECT_TRUE(stranger->ClosedByServerWithin(30s)) << "a silent stranger is closed at the hello deadline";
+  for (int i = 0; i < 600 && server->open_connections() > kRanks; ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(server->open_connections(), kRanks) << "the 1 GiB frame and the trickled one are cut off";
+  auto wrong = RawStoreConnection::Connect(server->port());
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(wrong->Hello("not-the-job-secret-at-all-0123456789")));
+  // Every rank's connection still works.
+  for (int i = 0; i < kRanks; i += 1021) {
+    EXPECT_TRUE(ranks[i].Call({.op = StoreOp::kAdd, .key = "alive", .number = 1}).ok()) << "rank " << i;
+  }
+  auto honest = Connect(server->port());
+  ASSERT_TRUE(honest.ok()) << honest.status();
+  EXPECT_EQ(*(*honest)->GetString("alive"), "9");
+}
+
 TEST(StoreEventLoop, AtTheDescriptorLimitANewClientIsToldTheLimitAndHowToRaiseIt) {
   // The server's process may hold about 8 connections; ranks connect until one is refused.
   auto server = testing::StoreServerProcess::Start({.secret = kSecret, .spare_fds = 8});
