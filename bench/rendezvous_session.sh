@@ -21,7 +21,7 @@ echo "== $(date -u +%FT%TZ) $(hostname): $(nproc) cores, $(free -g | awk '/Mem:/
 echo "fd limit soft $(ulimit -Sn) hard $(ulimit -Hn); fs.nr_open $(cat /proc/sys/fs/nr_open);" \
      "fs.file-max $(cat /proc/sys/fs/file-max); somaxconn $(cat /proc/sys/net/core/somaxconn);" \
      "tcp_max_syn_backlog $(cat /proc/sys/net/ipv4/tcp_max_syn_backlog); ports $(cat /proc/sys/net/ipv4/ip_local_port_range)"
-if (( $(ulimit -Hn) < 100000 )) && [[ $(id -u) == 0 ]]; then ulimit -Hn 1048576 || true; fi
+if (( $(ulimit -Hn) < 100000 )) && [[ $(id -u) == 0 ]]; then ulimit -Hn 1048576 2>/dev/null || echo "could not raise the hard limit"; fi
 ulimit -Sn "$(ulimit -Hn)"
 echo "fd limit now soft $(ulimit -Sn) hard $(ulimit -Hn)"
 python3 -c 'import torch; print("PyTorch", torch.__version__)' || echo "no PyTorch: its rows are skipped"
