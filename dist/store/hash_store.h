@@ -4,6 +4,8 @@
 #define TINYDDP_DIST_STORE_HASH_STORE_H_
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,12 @@ class HashStore : public Store {
   using Store::Wait;
 
  private:
+  /// Sleeps until every key has been seen (a key seen stays counted) or the deadline; true if all were.
+  bool AwaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
+                   std::chrono::milliseconds timeout);
+
+  std::mutex mu_;
+  std::condition_variable changed_;  // a Set, Add or CompareSet happened
   internal::KvTable table_;
 };
 

@@ -27,6 +27,7 @@ class PrefixStore : public Store {
   /// Through the base's Wait, so that this view's timeout (not the base's) bounds it: two views of one
   /// store may want different timeouts.
   absl::StatusOr<Bytes> Get(const std::string& key) override {
+    if (timeout_ == base_->timeout()) return base_->Get(Full(key));  // one request, not two
     RETURN_IF_ERROR(base_->Wait({Full(key)}, timeout_));
     return base_->Get(Full(key));
   }

@@ -1,16 +1,20 @@
-// TCPStoreServer: the rendezvous server every rank's TCPStore client talks to. It runs on background
-// threads inside rank 0's process (TCPStore with is_server) or inside the launcher, which keeps it up
-// for the whole job so workers can come and go. Keys live in one in-memory table (internal/kv_table.h).
+// TCPStoreServer: the rendezvous server every rank's TCPStore client talks to. It runs on one background
+// thread inside rank 0's process (TCPStore with is_server) or inside the launcher, which keeps it up for
+// the whole job so workers can come and go. Keys live in one in-memory table (internal/kv_table.h).
 //
-// One thread per connection: a blocking Get or Wait blocks only its own connection's thread. Jobs have at
-// most a few thousand ranks, each keeping a handful of connections, so this stays cheap and easy to read.
+// One thread, one event loop (epoll), as PyTorch's TCPStore with its libuv backend: non-blocking sockets,
+// a read and a write buffer per connection, and a Get or Wait whose key is missing parked under that key
+// until the Set or Add that brings it (or its deadline). A connection costs a few hundred bytes, not a
+// thread: 100,000 ranks meet in one process (docs/performance.md).
 //
-// Nothing a client sends may take the launcher down or lock the job's ranks out: every connection must
-// first prove it knows the job secret (the handshake, internal/store_protocol.h), and everything it may
-// do is bounded by the limits below and store.h's. A refused client is told why and logged (at most once
-// per 10 s, with a count of the others, the last count as the server stops); out of file descriptors, the
-// server pauses accepting (with a message) instead of spinning; a Get or Wait whose client hangs up ends at
-// once. Errors go back as a response; the server carries on.
+// Nothing a client sends may take the launcher down or lock the job's ranks out: a connection first
+// proves it knows the job secret (the handshake, internal/store_protocol.h), and all it may do is bounded:
+// frame lengths, a frame's arrival and an answer's departure (kFrameTimeout), the handshake
+// (kHelloTimeout), one answer queued at a time, and store.h's limits. A refused client is told why and
+// logged (at most once per 10 s, with a count of the others; the last count as the server stops).
+// Connections are limited only by file descriptors (RLIMIT_NOFILE, raised to its hard limit at Start); out
+// of them, the oldest connection still owing its handshake makes room, or else the new client is told the
+// limit and how to raise it. The loop never spins on accept.
 //
 // Where it listens, from the address the job uses for the store (MASTER_ADDR, TCPStoreServerOptions::host):
 //   "127.0.0.1", "::1", "localhost"   loopback only: nothing off this machine can connect (one-node jobs)
@@ -25,32 +29,29 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "dist/store/internal/kv_table.h"
 #include "dist/store/internal/socket.h"
+#include "dist/store/internal/store_protocol.h"
 
 namespace tinyddp::dist {
 
 /// An honest client completes the handshake right after connecting; one that takes this long is not one.
 /// Until then nothing over kMaxHelloBytes is read from it.
 inline constexpr std::chrono::milliseconds kHelloTimeout = std::chrono::seconds(10);
-/// Once a request's first byte arrives, the rest must follow within this: the largest request (33 MiB,
-/// kMaxRequestBytes) needs 0.6 MB/s. A client that trickles bytes to hold a thread (slowloris) is
-/// disconnected. A request's buffer grows with the bytes that arrive, never to the length it declares.
+/// A request begun must arrive, and an answer be taken, within this (33 MiB, kMaxRequestBytes, at 0.6
+/// MB/s): a client that trickles bytes (slowloris) or never reads is disconnected.
 inline constexpr std::chrono::milliseconds kFrameTimeout = std::chrono::seconds(60);
-/// Connections open at once: one or two per rank of a few-thousand-rank job. Each costs a thread, about
-/// 11 KiB resident once its handshake is done (bench/store_abuse_rss: 8000 idle connections, 99 MiB in
-/// all), so the limit keeps the launcher near 100 MB. Past it, new clients are told the server is full.
-inline constexpr int kMaxConnections = 8192;
-/// Connections that have not completed the handshake yet. When full, a new one evicts the oldest: an
-/// honest client completes it within two round trips, so strangers cannot starve the job's ranks.
-inline constexpr int kMaxPendingHellos = 64;
+/// Connections owing the handshake; past it a new one evicts the oldest (an honest client completes it
+/// within two round trips). Large enough for a burst of 100,000 ranks connecting at once.
+inline constexpr int kMaxPendingHellos = 4096;
 /// Sets the table's limit (a number of bytes) where TCPStoreServerOptions::max_table_bytes does not.
 inline constexpr char kStoreMaxBytesEnv[] = "TINYDDP_STORE_MAX_BYTES";
 
@@ -62,15 +63,16 @@ struct TCPStoreServerOptions {
   // The limits above; tests shorten them.
   std::chrono::milliseconds hello_timeout = kHelloTimeout;
   std::chrono::milliseconds frame_timeout = kFrameTimeout;
-  int max_connections = kMaxConnections;
+  int max_pending_hellos = kMaxPendingHellos;
 };
 
 class TCPStoreServer {
  public:
-  /// Starts listening (where: see the header comment). Fails with a clear message if the port is in
-  /// use or TINYDDP_STORE_MAX_BYTES is not a number; warns about a short secret.
+  /// Raises RLIMIT_NOFILE to its hard limit (saying so), then starts listening (where: see the header
+  /// comment) and the loop's thread. Fails with a clear message if the port is in use or
+  /// TINYDDP_STORE_MAX_BYTES is not a number; warns about a short secret.
   static absl::StatusOr<std::unique_ptr<TCPStoreServer>> Start(const TCPStoreServerOptions& options);
-  /// Stops accepting, fails every waiting Get/Wait with Cancelled, closes all connections, joins threads.
+  /// Stops the loop and closes every connection (a waiting Get/Wait ends: its client loses the server).
   ~TCPStoreServer();
 
   /// The port actually bound.
@@ -79,44 +81,67 @@ class TCPStoreServer {
   const std::string& local_address() const { return local_address_; }
   /// Where it listens, for logs: "127.0.0.1", or "every interface (why)".
   const std::string& listening_on() const { return listening_on_; }
-  /// Connections open now, handshake completed or not (for tests and the abuse bench).
-  int open_connections();
+  /// Connections open now, handshake completed or not (for tests and benches).
+  int open_connections() const { return open_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  enum class Stage { kHello, kProof, kServing };
   struct Connection {
     internal::Socket socket;
-    std::thread thread;
-    bool said_hello = false;  // the handshake succeeded; guarded by connections_mu_, like evicted
-    bool evicted = false;
-    std::atomic<bool> finished{false};
+    uint64_t serial = 0;     // tells this connection from a later one given the same descriptor
+    Stage stage = Stage::kHello;
+    Bytes nonces;            // the handshake's two nonces, until it completes
+    Bytes in, out;           // bytes read and not yet a whole frame; the answer not yet sent
+    bool close_when_sent = false;
+    uint32_t events = 0;     // what epoll watches for it now
+    Clock::time_point deadline = Clock::time_point::max();  // hello, frame, answer or wait (Expire)
+    std::unique_ptr<internal::StoreRequest> waiting;  // a parked Get/Wait (its keys: Resume),
+    std::string waiting_on;                           // the key it is parked under,
+    size_t checked = 0;                               // and how many of its keys are there
   };
 
   explicit TCPStoreServer(const TCPStoreServerOptions& options);
-  void AcceptLoop();
-  void Admit(internal::Socket socket);
-  void Serve(Connection* conn);
-  bool Handshake(Connection* conn);
-  Bytes Handle(Bytes request, int fd);
-  bool Reply(int fd, const Bytes& response);
-  void ReapFinished();
-  void Wake();
+  void Loop();
+  void Accept();
+  void Admit(int fd);
+  void AcceptAtTheLimit();
+  bool MakeRoom();
+  void OnEvent(int fd, uint32_t events);
+  void ReadFrom(Connection& c);
+  void HandleHandshake(Connection& c, Bytes frame);
+  void Handle(Connection& c, Bytes frame);
+  void Resume(Connection& c);
+  void Answered(Connection& c, const Bytes& answer);
+  void Unpark(Connection& c);
+  void WakeWaiters(const std::string& key);
+  void Send(Connection& c, const Bytes& body);
+  void Flush(Connection& c);
+  void Watch(Connection& c);
+  void Expire();
+  void Close(int fd);
   void Log(const std::string& line) const;
   void LogRefusal(int fd, const absl::Status& why);
 
   const TCPStoreServerOptions options_;
-  const std::string key_;  // derived from options_.secret (internal/store_protocol.h)
-  internal::Socket listener_;
+  const std::string key_;  // derived from options_.secret once (internal/store_protocol.h)
+  internal::Socket listener_, epoll_, stop_event_, reserve_fd_;  // reserve_fd_: see AcceptAtTheLimit
   int port_ = 0;
   std::string local_address_;
   std::string listening_on_;
-  int wake_pipe_[2] = {-1, -1};  // a byte wakes AcceptLoop: to stop, or to reap a finished connection
-  std::thread accept_thread_;
+  std::thread thread_;
+  std::atomic<int> open_{0};
+  // Everything below belongs to the loop's thread.
   internal::KvTable table_;
-  std::mutex connections_mu_;
-  std::list<Connection> connections_;  // oldest first; a list: Serve() holds a pointer to its element
-  std::atomic<bool> stopping_{false};
-  std::mutex refusals_mu_;
-  std::chrono::steady_clock::time_point next_refusal_log_;  // refusals are logged at most once per 10 s
+  std::unordered_map<int, Connection> connections_;  // by descriptor
+  uint64_t next_serial_ = 0;
+  int pending_count_ = 0;  // connections owing the handshake
+  std::unordered_map<std::string, std::unordered_set<int>> waiters_;  // missing key -> who waits for it
+  std::vector<std::pair<int, uint64_t>> resumed_;  // answered Get/Waits whose connections are read again
+  Clock::time_point next_sweep_{};  // Expire's next look at the deadlines; max() while none is armed
+  Clock::time_point accept_paused_until_{};  // out of descriptors with nothing to free: accept later
+  bool out_of_descriptors_ = false;          // said so in the log; "accepting connections again" once over
+  Clock::time_point next_refusal_log_{};
   int refusals_not_logged_ = 0;
 };
 

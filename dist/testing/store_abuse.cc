@@ -251,8 +251,8 @@ void RunStoreServerChildIfAsked() {
   int spare = 0;
   if (const char* s = std::getenv(kChildSpareFdsEnv)) (void)absl::SimpleAtoi(s, &spare);
   if (spare > 0) {
-    // The listener and the wake pipe (3 descriptors), then `spare` for connections.
-    const rlim_t limit = static_cast<rlim_t>(OpenDescriptors() + 3 + spare);
+    // The listener, the epoll instance, its stop event and the reserve descriptor, then `spare` for connections.
+    const rlim_t limit = static_cast<rlim_t>(OpenDescriptors() + 4 + spare);
     rlimit r{limit, limit};
     if (::setrlimit(RLIMIT_NOFILE, &r) != 0) {
       std::perror("setrlimit(RLIMIT_NOFILE)");

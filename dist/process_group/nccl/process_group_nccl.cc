@@ -74,7 +74,7 @@ absl::StatusOr<int> ChooseDevice(int rank, int size, const NcclOptions& options)
   return device;
 }
 
-absl::StatusOr<ncclUniqueId> ShareUniqueId(Store& keys, int rank, std::chrono::milliseconds timeout) {
+absl::StatusOr<ncclUniqueId> ShareUniqueId(Store& keys, int rank) {  // waits up to keys.timeout()
   ncclUniqueId id;
   if (rank == 0) {
     if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
@@ -84,10 +84,7 @@ absl::StatusOr<ncclUniqueId> ShareUniqueId(Store& keys, int rank, std::chrono::m
     RETURN_IF_ERROR(keys.Set("unique_id", Bytes(p, p + sizeof(id))));
     return id;
   }
-  if (absl::Status s = keys.Wait({"unique_id"}, timeout); !s.ok()) {
-    return absl::DeadlineExceededError(absl::StrCat("rank ", rank, " waited ", timeout.count(),
-                                                    " ms for rank 0's NCCL id: ", s.message()));
-  }
+  // One request per rank: the Get waits on the server until rank 0's Set (its error names the key).
   ASSIGN_OR_RETURN(const Bytes bytes, keys.Get("unique_id"));
   if (bytes.size() != sizeof(id)) return absl::DataLossError("the NCCL id in the store has the wrong size");
   std::memcpy(&id, bytes.data(), sizeof(id));
@@ -142,7 +139,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
   static std::atomic<int64_t> groups_created{0};
   auto keys = std::make_shared<PrefixStore>(absl::StrCat(options.store_prefix, "/", groups_created.fetch_add(1)),
                                             std::move(store));
-  ASSIGN_OR_RETURN(const ncclUniqueId id, ShareUniqueId(*keys, rank, options.timeout));
+  keys->set_timeout(options.timeout);
+  ASSIGN_OR_RETURN(const ncclUniqueId id, ShareUniqueId(*keys, rank));
   auto nccl = std::make_unique<NcclCommunicator>();
   ASSIGN_OR_RETURN(nccl->comm, JoinCommunicator(id, rank, size, device, options.timeout));
   return std::unique_ptr<ProcessGroupNCCL>(

@@ -13,8 +13,6 @@
 namespace tinyddp::dist::internal {
 namespace {
 
-// How often a blocked call asks whether its client is still there (AbandonedFn).
-constexpr std::chrono::seconds kAbandonPoll(1);
 // A timeout message lists this many missing keys, then "and N more": a Wait on 65536 keys must not
 // produce a megabyte of error text.
 constexpr size_t kMissingKeysShown = 10;
@@ -28,8 +26,6 @@ std::string Quoted(const std::string& key) {
 uint64_t EntryBytes(const std::string& key, const Bytes& value) {
   return key.size() + value.size() + kStoreEntryOverheadBytes;
 }
-
-absl::Status Closed() { return absl::CancelledError("the store was shut down while this call was waiting"); }
 
 }  // namespace
 
@@ -73,7 +69,7 @@ absl::Status CheckWaitKeys(const std::vector<std::string>& keys) {
   return absl::OkStatus();
 }
 
-absl::Status KvTable::PutLocked(const std::string& key, Bytes value) {
+absl::Status KvTable::Put(const std::string& key, Bytes value) {
   auto old = values_.find(key);
   const uint64_t rest = total_bytes_ - (old == values_.end() ? 0 : EntryBytes(key, old->second));
   if (rest + EntryBytes(key, value) > max_bytes_) {
@@ -85,88 +81,40 @@ absl::Status KvTable::PutLocked(const std::string& key, Bytes value) {
         "launcher, or rank 0), or TCPStoreServerOptions::max_table_bytes"));
   }
   total_bytes_ = rest + EntryBytes(key, value);
-  const bool is_new = values_.insert_or_assign(key, std::move(value)).second;
-  if (!is_new) return absl::OkStatus();
-  auto it = waiters_.find(key);
-  if (it == waiters_.end()) return absl::OkStatus();
-  for (Waiter* w : it->second) {
-    if (--w->missing == 0) w->wake.notify_one();
-  }
-  waiters_.erase(it);
+  values_.insert_or_assign(key, std::move(value));
   return absl::OkStatus();
-}
-
-absl::Status KvTable::AwaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
-                                  Clock::time_point deadline, const AbandonedFn& abandoned) {
-  Waiter me;
-  for (const auto& k : keys) {
-    if (values_.count(k) > 0) continue;
-    waiters_[k].push_back(&me);
-    ++me.missing;
-  }
-  absl::Status result;
-  while (me.missing > 0) {
-    if (closed_) {
-      result = Closed();
-      break;
-    }
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      result = absl::DeadlineExceededError("");
-      break;
-    }
-    me.wake.wait_until(lock, abandoned ? std::min(deadline, now + kAbandonPoll) : deadline);
-    if (abandoned && me.missing > 0) {
-      lock.unlock();  // a syscall on the client's socket: not under the table's lock
-      const bool gone = abandoned();
-      lock.lock();
-      if (gone) {
-        result = absl::CancelledError("the client hung up while waiting");
-        break;
-      }
-    }
-  }
-  if (me.missing > 0) {  // leaving early: take `me` off the keys that have not arrived
-    for (const auto& k : keys) {
-      auto it = waiters_.find(k);
-      if (it == waiters_.end()) continue;
-      auto& list = it->second;
-      list.erase(std::remove(list.begin(), list.end(), &me), list.end());
-      if (list.empty()) waiters_.erase(it);
-    }
-  }
-  return result;
 }
 
 absl::Status KvTable::Set(const std::string& key, Bytes value) {
   RETURN_IF_ERROR(CheckKey(key));
   RETURN_IF_ERROR(CheckValue(key, value.size()));
-  std::lock_guard<std::mutex> lock(mu_);
-  return PutLocked(key, std::move(value));
+  return Put(key, std::move(value));
 }
 
-absl::StatusOr<Bytes> KvTable::Get(const std::string& key, std::chrono::milliseconds timeout,
-                                   const AbandonedFn& abandoned) {
-  RETURN_IF_ERROR(CheckKey(key));
-  const Clock::time_point deadline = DeadlineAfter(timeout);
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {  // a loop: the key may be deleted again between the wake-up and here
-    if (closed_) return Closed();
-    auto it = values_.find(key);
-    if (it != values_.end()) return it->second;
-    absl::Status s = AwaitLocked(lock, {key}, deadline, abandoned);
-    if (absl::IsDeadlineExceeded(s)) {
-      return absl::DeadlineExceededError(absl::StrCat("store: key ", Quoted(key), " was not set within ",
-                                                      absl::FormatDuration(absl::FromChrono(ClampTimeout(timeout))),
-                                                      " (did every rank start? is one rank stuck or dead?)"));
-    }
-    RETURN_IF_ERROR(s);
-  }
+const Bytes* KvTable::Find(const std::string& key) const {
+  auto it = values_.find(key);
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+absl::Status GetTimedOut(const std::string& key, std::chrono::milliseconds timeout) {
+  return absl::DeadlineExceededError(absl::StrCat("store: key ", Quoted(key), " was not set within ",
+                                                  absl::FormatDuration(absl::FromChrono(ClampTimeout(timeout))),
+                                                  " (did every rank start? is one rank stuck or dead?)"));
+}
+
+absl::Status WaitTimedOut(const std::vector<std::string>& missing, std::chrono::milliseconds timeout) {
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < missing.size() && i < kMissingKeysShown; ++i) shown.push_back(Quoted(missing[i]));
+  const size_t more = missing.size() - shown.size();
+  return absl::DeadlineExceededError(
+      absl::StrCat("store: Wait timed out after ", absl::FormatDuration(absl::FromChrono(ClampTimeout(timeout))),
+                   "; still missing key", missing.size() > 1 ? "s " : " ", absl::StrJoin(shown, ", "),
+                   more > 0 ? absl::StrCat(" and ", more, " more") : "",
+                   " (did every rank start? is one rank stuck or dead?)"));
 }
 
 absl::StatusOr<int64_t> KvTable::Add(const std::string& key, int64_t delta) {
   RETURN_IF_ERROR(CheckKey(key));
-  std::lock_guard<std::mutex> lock(mu_);
   int64_t now = 0;
   auto it = values_.find(key);
   if (it != values_.end()) {
@@ -179,7 +127,7 @@ absl::StatusOr<int64_t> KvTable::Add(const std::string& key, int64_t delta) {
   }
   now = static_cast<int64_t>(static_cast<uint64_t>(now) + static_cast<uint64_t>(delta));  // wraps, never UB
   const std::string text = absl::StrCat(now);
-  RETURN_IF_ERROR(PutLocked(key, Bytes(text.begin(), text.end())));
+  RETURN_IF_ERROR(Put(key, Bytes(text.begin(), text.end())));
   return now;
 }
 
@@ -187,62 +135,23 @@ absl::StatusOr<Bytes> KvTable::CompareSet(const std::string& key, const Bytes& e
   RETURN_IF_ERROR(CheckKey(key));
   RETURN_IF_ERROR(CheckValue(key, expected.size()));
   RETURN_IF_ERROR(CheckValue(key, desired.size()));
-  std::lock_guard<std::mutex> lock(mu_);
   auto it = values_.find(key);
   if (it == values_.end()) {
     if (!expected.empty()) return Bytes();  // absent, and the caller expected a value: nothing stored
-    RETURN_IF_ERROR(PutLocked(key, desired));
+    RETURN_IF_ERROR(Put(key, desired));
     return desired;
   }
-  if (it->second == expected) RETURN_IF_ERROR(PutLocked(key, desired));
+  if (it->second == expected) RETURN_IF_ERROR(Put(key, desired));
   return it->second;
-}
-
-absl::Status KvTable::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
-                           const AbandonedFn& abandoned) {
-  RETURN_IF_ERROR(CheckWaitKeys(keys));
-  std::unique_lock<std::mutex> lock(mu_);
-  if (closed_) return Closed();
-  absl::Status s = AwaitLocked(lock, keys, DeadlineAfter(timeout), abandoned);
-  if (!absl::IsDeadlineExceeded(s)) return s;
-  std::vector<std::string> missing;
-  size_t more = 0;
-  for (const auto& k : keys) {
-    if (values_.count(k) > 0) continue;
-    if (missing.size() < kMissingKeysShown) {
-      missing.push_back(Quoted(k));
-    } else {
-      ++more;
-    }
-  }
-  return absl::DeadlineExceededError(
-      absl::StrCat("store: Wait timed out after ", absl::FormatDuration(absl::FromChrono(ClampTimeout(timeout))),
-                   "; still missing key", missing.size() + more > 1 ? "s " : " ", absl::StrJoin(missing, ", "),
-                   more > 0 ? absl::StrCat(" and ", more, " more") : "",
-                   " (did every rank start? is one rank stuck or dead?)"));
 }
 
 absl::StatusOr<bool> KvTable::Delete(const std::string& key) {
   RETURN_IF_ERROR(CheckKey(key));
-  std::lock_guard<std::mutex> lock(mu_);
   auto it = values_.find(key);
   if (it == values_.end()) return false;
   total_bytes_ -= EntryBytes(key, it->second);
   values_.erase(it);
   return true;
-}
-
-int64_t KvTable::NumKeys() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int64_t>(values_.size());
-}
-
-void KvTable::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
-  closed_ = true;
-  for (auto& [key, list] : waiters_) {
-    for (Waiter* w : list) w->wake.notify_one();
-  }
 }
 
 }  // namespace tinyddp::dist::internal

@@ -1,22 +1,14 @@
-// KvTable: the in-memory key-value table behind both HashStore (one process) and the TCPStore server
-// (whose connection threads all share one table). It implements the Store semantics once, the limits
-// of store.h included: blocking reads wait with a deadline, never forever.
+// KvTable: the in-memory key-value table behind both HashStore (one process) and the TCPStore server.
+// It implements the Store semantics once, the limits of store.h included. It never blocks: a Get or Wait
+// whose key is missing waits in its owner (HashStore on a condition variable, the server as a waiter
+// parked in its event loop), which asks Find again when a key changes.
 //
-// What a waiting call costs the others: nothing per change. Each blocked Get/Wait registers itself
-// under every key it still misses, with a count of them; a Set of a new key visits only that key's
-// waiters, counts it off and wakes those that reach zero (c10d's TCPStore server does the same). So a
-// Wait on 65536 keys costs its own registration once, not a rescan of all of them on every Set.
-//
-// Thread-safety: every method may be called from any thread. Close() wakes every waiter, which then
-// fails with Cancelled; the server uses it to shut down without waiting out clients' timeouts.
+// Not thread-safe: the owner serializes calls (HashStore under its mutex; the server's one thread).
 #ifndef TINYDDP_DIST_STORE_INTERNAL_KV_TABLE_H_
 #define TINYDDP_DIST_STORE_INTERNAL_KV_TABLE_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <functional>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -27,11 +19,6 @@
 
 namespace tinyddp::dist::internal {
 
-/// Polled about once a second by a blocked Get/Wait; returning true ends the call with Cancelled.
-/// The server passes "has this call's client hung up?", so a dead client's Wait frees its thread
-/// and registrations at once instead of at its deadline.
-using AbandonedFn = std::function<bool()>;
-
 class KvTable {
  public:
   using Clock = std::chrono::steady_clock;
@@ -40,42 +27,22 @@ class KvTable {
   /// would go past it is ResourceExhausted, naming the limit and how to raise it.
   explicit KvTable(uint64_t max_bytes = kDefaultStoreMaxBytes) : max_bytes_(max_bytes) {}
 
-  /// Sets key to value and wakes the waiters it completes. (By value: the server moves its copy in.)
+  /// Sets key to value. (By value: the server moves its copy in.)
   absl::Status Set(const std::string& key, Bytes value);
-  /// Waits up to `timeout` (ClampTimeout) for key; DeadlineExceeded names the key and the timeout.
-  absl::StatusOr<Bytes> Get(const std::string& key, std::chrono::milliseconds timeout,
-                            const AbandonedFn& abandoned = nullptr);
+  /// The value of key if it is set now, else nullptr. Valid until the key's next change.
+  const Bytes* Find(const std::string& key) const;
   /// Adds delta to the decimal integer at key (missing = 0). InvalidArgument if the value is not an integer.
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta);
   /// Store::CompareSet's semantics.
   absl::StatusOr<Bytes> CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired);
-  /// Waits up to `timeout` until every key exists; DeadlineExceeded lists (the first few of) the keys
-  /// still missing.
-  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
-                    const AbandonedFn& abandoned = nullptr);
   absl::StatusOr<bool> Delete(const std::string& key);
-  int64_t NumKeys();
-  /// Wakes all waiters and makes every later blocking call fail with Cancelled.
-  void Close();
+  int64_t NumKeys() const { return static_cast<int64_t>(values_.size()); }
 
  private:
-  struct Waiter {
-    size_t missing = 0;  // registrations not yet counted off
-    std::condition_variable wake;
-  };
+  /// Stores value unless the table would outgrow max_bytes_.
+  absl::Status Put(const std::string& key, Bytes value);
 
-  /// Stores value unless the table would outgrow max_bytes_; if key is new, counts it off for its
-  /// waiters. Caller holds mu_.
-  absl::Status PutLocked(const std::string& key, Bytes value);
-  /// Blocks until every key has appeared (since the call began), the deadline, Close or `abandoned`.
-  /// Returns OK, DeadlineExceeded (without a message: the caller writes it) or Cancelled.
-  absl::Status AwaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
-                           Clock::time_point deadline, const AbandonedFn& abandoned);
-
-  std::mutex mu_;
   std::unordered_map<std::string, Bytes> values_;
-  std::unordered_map<std::string, std::vector<Waiter*>> waiters_;  // absent key -> who waits for it
-  bool closed_ = false;
   const uint64_t max_bytes_;
   uint64_t total_bytes_ = 0;  // what max_bytes_ bounds, for every key in values_
 };
@@ -86,6 +53,11 @@ absl::Status CheckKey(const std::string& key);
 absl::Status CheckValue(const std::string& key, size_t value_bytes);
 /// InvalidArgument for more than kMaxStoreWaitKeys keys, or one key over its limit.
 absl::Status CheckWaitKeys(const std::vector<std::string>& keys);
+
+/// The DeadlineExceeded of a Get of `key`, and of a Wait whose keys `missing` were not all set
+/// (listing the first few).
+absl::Status GetTimedOut(const std::string& key, std::chrono::milliseconds timeout);
+absl::Status WaitTimedOut(const std::vector<std::string>& missing, std::chrono::milliseconds timeout);
 
 /// `timeout` clamped into [0, kMaxStoreTimeout].
 std::chrono::milliseconds ClampTimeout(std::chrono::milliseconds timeout);

@@ -3,7 +3,6 @@
 #include "dist/store/internal/socket.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -48,17 +47,11 @@ absl::Status WaitReady(int fd, short events, SteadyTime deadline, const char* wh
 // A send or recv that failed only for now: interrupted, or nothing to move yet (poll again).
 bool Retry(int err) { return err == EINTR || err == EAGAIN || err == EWOULDBLOCK; }
 
-void SetNoDelay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-// One non-blocking connect attempt to one address, bounded by `deadline`. Returns errno on failure.
+// One connect attempt to one address, bounded by `deadline`; the socket stays non-blocking (every
+// later step polls first). Returns errno on failure.
 int TryConnect(const addrinfo* ai, SteadyTime deadline, Socket* out) {
-  Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+  Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
   if (s.fd() < 0) return errno;
-  int flags = ::fcntl(s.fd(), F_GETFL, 0);
-  ::fcntl(s.fd(), F_SETFL, flags | O_NONBLOCK);
   if (::connect(s.fd(), ai->ai_addr, ai->ai_addrlen) != 0) {
     if (errno != EINPROGRESS) return errno;
     // An unreachable host that drops SYNs would block a blocking connect for minutes; poll instead.
@@ -68,15 +61,15 @@ int TryConnect(const addrinfo* ai, SteadyTime deadline, Socket* out) {
     ::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) return err;
   }
-  ::fcntl(s.fd(), F_SETFL, flags);
-  SetNoDelay(s.fd());
+  int one = 1;
+  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   *out = std::move(s);
   return 0;
 }
 
 // A new socket bound to `addr`, in *out; returns 0 or the errno of what failed.
 int BindTo(const sockaddr* addr, socklen_t len, bool dual_stack, Socket* out) {
-  Socket s(::socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  Socket s(::socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));  // the loop accepts until EAGAIN
   if (s.fd() < 0) return errno;
   int one = 1, zero = 0;
   // SO_REUSEADDR lets a restarted job reuse a port in TIME_WAIT; a live listener still gets EADDRINUSE.
@@ -158,11 +151,11 @@ absl::StatusOr<Socket> Listen(const std::string& ip, int port, int* bound_port) 
                                             " is not an address of this machine"));
   }
   if (err != 0) return absl::InternalError(absl::StrCat("could not listen on ", where, ": ", ErrnoText(err)));
-  if (::listen(s.fd(), 1024) != 0) {
+  // The backlog holds connections not yet accepted: a burst of 100,000 ranks connecting at once. The
+  // kernel caps it at net.core.somaxconn (4096 by default); a SYN past it is retried a second later.
+  if (::listen(s.fd(), 65535) != 0) {
     return absl::InternalError(absl::StrCat("listen on ", where, " failed: ", ErrnoText(errno)));
   }
-  // Non-blocking: the server's accept loop may retry accept() without poll() saying a client waits.
-  ::fcntl(s.fd(), F_SETFL, ::fcntl(s.fd(), F_GETFL, 0) | O_NONBLOCK);
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   ::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len);
@@ -202,11 +195,11 @@ absl::StatusOr<Socket> ConnectWithRetry(const std::string& host, int port, std::
                                              absl::FormatDuration(absl::FromChrono(timeout)), ": ", last_error));
 }
 
-absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline, int flags) {
+absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     RETURN_IF_ERROR(WaitReady(fd, POLLOUT, deadline, "send"));
-    const ssize_t sent = ::send(fd, p, n, flags | MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t sent = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0 && !Retry(errno)) return absl::UnavailableError(absl::StrCat("send failed: ", ErrnoText(errno)));
     if (sent > 0) {
       p += sent;
@@ -217,18 +210,13 @@ absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline, in
 }
 
 absl::Status SendFrame(int fd, const Bytes& body, SteadyTime deadline) {
-  uint8_t header[4];
   const uint32_t len = static_cast<uint32_t>(body.size());
-  for (int i = 0; i < 4; ++i) header[i] = static_cast<uint8_t>(len >> (8 * i));
-  // MSG_MORE: the header waits for the body, so a small frame leaves as one packet despite TCP_NODELAY.
-  RETURN_IF_ERROR(SendAll(fd, header, 4, deadline, body.empty() ? 0 : MSG_MORE));
-  return SendAll(fd, body.data(), body.size(), deadline);
+  Bytes frame = {uint8_t(len), uint8_t(len >> 8), uint8_t(len >> 16), uint8_t(len >> 24)};
+  frame.insert(frame.end(), body.begin(), body.end());  // one send: a small frame leaves as one packet
+  return SendAll(fd, frame.data(), frame.size(), deadline);
 }
 
-absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline,
-                                std::chrono::milliseconds once_started) {
-  RETURN_IF_ERROR(WaitReady(fd, POLLIN, deadline, "receive"));
-  if (once_started != std::chrono::milliseconds::max()) deadline = std::min(deadline, DeadlineAfter(once_started));
+absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline) {
   uint8_t header[4];
   RETURN_IF_ERROR(RecvAll(fd, header, 4, deadline));
   uint32_t len = 0;
@@ -237,16 +225,8 @@ absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline,
     return absl::ResourceExhaustedError(absl::StrCat("a frame of ", FormatBytes(len), " is over the limit of ",
                                                      FormatBytes(max_bytes), " for this message"));
   }
-  // Grow with what arrives: a peer that declares 16 MiB and sends 10 bytes costs 64 KiB, not 16 MiB.
-  // Capacity doubles, but never past the declared length.
-  constexpr size_t kChunk = 64 << 10;
-  Bytes body;
-  while (body.size() < len) {
-    const size_t have = body.size();
-    if (have == body.capacity()) body.reserve(std::min<size_t>(len, std::max(kChunk, 2 * have)));
-    body.resize(std::min<size_t>(len, have + kChunk));
-    RETURN_IF_ERROR(RecvAll(fd, body.data() + have, body.size() - have, deadline));
-  }
+  Bytes body(len);
+  RETURN_IF_ERROR(RecvAll(fd, body.data(), len, deadline));
   return body;
 }
 
@@ -260,14 +240,6 @@ std::string PeerAddress(int fd) {
     return "an unknown address";
   }
   return absl::StrCat(host, " port ", port);
-}
-
-bool PeerClosed(int fd) {
-  pollfd p{fd, POLLIN | POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) <= 0) return false;
-  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
-  char byte;  // readable: either data the peer sent early, or an orderly close (recv returns 0)
-  return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 }  // namespace tinyddp::dist::internal

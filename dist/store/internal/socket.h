@@ -49,21 +49,14 @@ inline absl::StatusOr<Socket> Listen(int port, int* bound_port) { return Listen(
 /// (10 ms doubling to 1 s) until `timeout`. The error names host, port, timeout and the last errno.
 absl::StatusOr<Socket> ConnectWithRetry(const std::string& host, int port, std::chrono::milliseconds timeout);
 
-/// Writes all n bytes before `deadline`, with send()'s `flags` (MSG_MORE: more follows at once). Never
-/// raises SIGPIPE (a dead peer is an error, not a signal).
-absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline, int flags = 0);
+/// Writes all n bytes before `deadline`. Never raises SIGPIPE (a dead peer is an error, not a signal).
+absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline);
 
 /// One frame = 4-byte little-endian length + body.
 absl::Status SendFrame(int fd, const Bytes& body, SteadyTime deadline);
-/// Reads one frame. Waits until `deadline` for its first byte; from then on the whole frame must arrive
-/// within `once_started` (and by `deadline`), so a peer that trickles bytes cannot hold the reader.
-/// A declared length over `max_bytes` is ResourceExhausted, before any of the body is read; the buffer
-/// grows with the bytes that actually arrive, never to a declared length up front.
-absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline,
-                                std::chrono::milliseconds once_started = std::chrono::milliseconds::max());
-
-/// True when the peer has closed or reset the connection (checked without blocking or reading).
-bool PeerClosed(int fd);
+/// Reads one frame before `deadline` (the client's side: the server reads frames in its event loop).
+/// A declared length over `max_bytes` is ResourceExhausted, before any of the body is read.
+absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline);
 
 /// The peer's numeric address and port, "127.0.0.1 port 51234", for logs.
 std::string PeerAddress(int fd);

@@ -159,8 +159,7 @@ namespace {
 constexpr size_t kNonceBytes = 32;
 constexpr int kKdfRounds = 100000;
 
-// From the kernel (getrandom), not RAND_bytes: OpenSSL keeps a generator per thread (~4.6 KiB), and the
-// server has a thread per connection. Up to 256 bytes come whole or not at all.
+// From the kernel (getrandom): up to 256 bytes come whole or not at all.
 absl::StatusOr<Bytes> Nonce() {
   Bytes nonce(kNonceBytes);
   if (::getrandom(nonce.data(), kNonceBytes, 0) != static_cast<ssize_t>(kNonceBytes)) {
@@ -169,8 +168,13 @@ absl::StatusOr<Bytes> Nonce() {
   return nonce;
 }
 
-// HMAC-SHA256(key, "<magic> <role>" | client nonce | server nonce); empty without a key.
-Bytes Mac(const std::string& key, const char* role, const Bytes& client_nonce, const Bytes& server_nonce) {
+bool MacsMatch(const Bytes& a, const Bytes& b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace
+
+Bytes HandshakeMac(const std::string& key, const char* role, const Bytes& client_nonce, const Bytes& server_nonce) {
   if (key.empty()) return {};
   const std::string label = absl::StrCat(kProtocolMagic, " ", role);
   Bytes input(label.begin(), label.end());
@@ -183,18 +187,7 @@ Bytes Mac(const std::string& key, const char* role, const Bytes& client_nonce, c
   return mac;
 }
 
-bool MacsMatch(const Bytes& a, const Bytes& b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
-// Reads a handshake message; a larger frame (e.g. an HTTP probe's "GET " read as a length) is no client's.
-absl::StatusOr<Bytes> RecvHandshakeFrame(int fd, SteadyTime deadline) {
-  auto frame = RecvFrame(fd, kMaxHelloBytes, deadline);
-  if (absl::IsResourceExhausted(frame.status())) {
-    return absl::UnauthenticatedError("this is a tinyddp store server: a connection must begin with its handshake");
-  }
-  return frame;
-}
+namespace {
 
 // Sends a request and returns the blob after the response's OK.
 absl::StatusOr<Bytes> Exchange(int fd, const StoreRequest& request, SteadyTime deadline) {
@@ -230,18 +223,17 @@ absl::Status ClientHandshake(int fd, const std::string& key, SteadyTime deadline
     return absl::FailedPreconditionError("the store server's challenge is malformed: is it a tinyddp store server?");
   }
   ASSIGN_OR_RETURN(const Bytes server_mac,  // 3 and 4
-                   Exchange(fd, {.op = StoreOp::kProof, .value = Mac(key, "client", client_nonce, server_nonce)},
+                   Exchange(fd, {.op = StoreOp::kProof, .value = HandshakeMac(key, "client", client_nonce, server_nonce)},
                             deadline));
-  if (key.empty() || MacsMatch(server_mac, Mac(key, "server", client_nonce, server_nonce))) return absl::OkStatus();
+  if (key.empty() || MacsMatch(server_mac, HandshakeMac(key, "server", client_nonce, server_nonce))) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(
       server_mac.empty() ? "it runs without a job secret" : "it does not know the job secret", ", while this "
       "process has one (", kStoreSecretEnv, "): it is not this job's store (another job's on this port? something "
       "posing as it?), or its host was started without the secret; refusing it"));
 }
 
-absl::StatusOr<Bytes> ServerHandshake(int fd, const std::string& key, SteadyTime deadline) {
-  ASSIGN_OR_RETURN(const Bytes first, RecvHandshakeFrame(fd, deadline));  // 1
-  auto hello = ParseRequest(first);
+absl::StatusOr<Bytes> ServerChallenge(Bytes first, Bytes* nonces) {  // 1 -> 2
+  auto hello = ParseRequest(std::move(first));
   if (!hello.ok() || hello->op != StoreOp::kHello) {
     return absl::UnauthenticatedError("the first message on a store connection must be the hello; "
                                       "is this client a tinyddp store client?");
@@ -253,10 +245,14 @@ absl::StatusOr<Bytes> ServerHandshake(int fd, const std::string& key, SteadyTime
   }
   if (hello->value.size() != kNonceBytes) return absl::UnauthenticatedError("malformed store hello (its nonce)");
   ASSIGN_OR_RETURN(const Bytes server_nonce, Nonce());
-  RETURN_IF_ERROR(SendFrame(fd, OkResponse().Blob(server_nonce).Take(), deadline));  // 2
+  *nonces = hello->value;
+  nonces->insert(nonces->end(), server_nonce.begin(), server_nonce.end());
+  return OkResponse().Blob(server_nonce).Take();
+}
 
-  ASSIGN_OR_RETURN(const Bytes second, RecvHandshakeFrame(fd, deadline));  // 3
-  auto proof = ParseRequest(second);
+absl::StatusOr<Bytes> ServerAnswer(Bytes second, const std::string& key, const Bytes& nonces) {  // 3 -> 4
+  const Bytes client_nonce(nonces.begin(), nonces.begin() + kNonceBytes), server_nonce(nonces.begin() + kNonceBytes, nonces.end());
+  auto proof = ParseRequest(std::move(second));
   if (!proof.ok() || proof->op != StoreOp::kProof) {
     return absl::UnauthenticatedError("the store handshake's third message must be the client's proof");
   }
@@ -266,12 +262,12 @@ absl::StatusOr<Bytes> ServerHandshake(int fd, const std::string& key, SteadyTime
         " in this process's environment to the job's secret (`launch` sets it for the workers it starts; "
         "with srun, mpirun or by hand, give every rank the same value)"));
   }
-  if (!key.empty() && !MacsMatch(proof->value, Mac(key, "client", hello->value, server_nonce))) {
+  if (!key.empty() && !MacsMatch(proof->value, HandshakeMac(key, "client", client_nonce, server_nonce))) {
     return absl::PermissionDeniedError(absl::StrCat(
         "wrong job secret: this client's ", kStoreSecretEnv, " is not the one this store was started with "
         "(another job's store on this port? a stale variable?), or it replayed another connection's handshake"));
   }
-  return OkResponse().Blob(Mac(key, "server", hello->value, server_nonce)).Take();  // 4
+  return OkResponse().Blob(HandshakeMac(key, "server", client_nonce, server_nonce)).Take();  // 4
 }
 
 }  // namespace tinyddp::dist::internal

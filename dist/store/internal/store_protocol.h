@@ -131,10 +131,13 @@ std::string DeriveStoreKey(const std::string& secret);
 /// that fails to prove itself is PermissionDenied.
 absl::Status ClientHandshake(int fd, const std::string& key, SteadyTime deadline);
 
-/// The server's half: reads 1, sends 2, reads and checks 3, and returns 4 for the caller to send once it
-/// has admitted the connection. Errors: Unavailable or DeadlineExceeded when the peer hung up or went
-/// quiet (nothing to answer); anything else says why the client is refused, for the caller to send it.
-absl::StatusOr<Bytes> ServerHandshake(int fd, const std::string& key, SteadyTime deadline);
+/// The server's half, a message at a time (its event loop never waits on one client): 1 -> 2 keeping both
+/// nonces in *nonces, then 3 -> 4. An error says why the client is refused, for the caller to send.
+absl::StatusOr<Bytes> ServerChallenge(Bytes hello, Bytes* nonces);
+absl::StatusOr<Bytes> ServerAnswer(Bytes proof, const std::string& key, const Bytes& nonces);
+
+/// HMAC(key, "<magic> <role>" Nc Ns): `role`'s proof ("client" or "server"); empty without a key.
+Bytes HandshakeMac(const std::string& key, const char* role, const Bytes& client_nonce, const Bytes& server_nonce);
 
 }  // namespace tinyddp::dist::internal
 
