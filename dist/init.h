@@ -1,5 +1,6 @@
 // InitProcessGroup: torch.distributed.init_process_group for tinyddp. One call takes a process from "a
-// rank of some job" (env.h: env://, Slurm or Open MPI variables) to a ready ProcessGroup:
+// rank of some job" (dist/worker/env.h: env://; docs/clusters.md says which programs also read Slurm's,
+// Open MPI's, ... variables) to a ready ProcessGroup:
 //
 //   auto pg = dist::InitProcessGroup();          // backend auto: NCCL with a GPU, else Gloo
 //   if (!pg.ok()) { ...print pg.status()... }
@@ -21,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "dist/launch/env.h"
+#include "dist/worker/env.h"
 #include "dist/process_group/process_group.h"
 
 namespace tinyddp::dist {
