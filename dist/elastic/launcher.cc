@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "dist/elastic/job_observer.h"
 #include "dist/elastic/job_settings.h"
 #include "dist/elastic/known_variables.h"
 #include "dist/elastic/lifeline.h"
@@ -153,13 +154,13 @@ absl::StatusOr<RoundVerdict> AgreeOnRound(Store& store, const LaunchOptions& o, 
 // them when another node reports a failure of this round.
 // `store_lost`: set when the watcher lost the store (node 0 is gone or unreachable); the workers were
 // stopped for it, and nothing more can be agreed on.
-JobResult RunRound(const LaunchOptions& o, int round, const std::vector<WorkerProcessSpec>& specs, Store* store,
+JobResult RunRound(const LaunchOptions& o, int round, std::vector<WorkerProcessSpec> specs, Store* store,
                    const std::vector<JobObserver*>& observers, Lifeline& lifeline, bool* store_lost) {
-  Supervisor supervisor({.prefix_output = o.prefix_output,
-                         .grace = std::chrono::seconds(o.grace_seconds),
-                         .preempt_grace = std::chrono::seconds(o.preempt_grace_seconds),
-                         .round = round,
-                         .observers = observers});
+  SupervisorOptions options{.prefix_output = o.prefix_output,
+                            .grace = std::chrono::seconds(o.grace_seconds),
+                            .preempt_grace = std::chrono::seconds(o.preempt_grace_seconds)};
+  AttachObservers(observers, round, specs, options);
+  Supervisor supervisor(std::move(options));
   if (absl::Status s = supervisor.Start(specs); !s.ok()) {
     Say(std::string(s.message()));
     JobResult failed;
@@ -195,6 +196,7 @@ JobResult RunRound(const LaunchOptions& o, int round, const std::vector<WorkerPr
     });
   }
   JobResult result = supervisor.Wait();
+  JudgeRound(observers, result);
   watching = false;
   if (watcher.joinable()) watcher.join();
   if (store != nullptr && result.exit_code != 0 && !lost) {

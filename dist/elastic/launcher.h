@@ -20,7 +20,7 @@
 
 #include <vector>
 
-#include "dist/launch/job_observer.h"
+#include "dist/elastic/job_observer.h"
 #include "dist/elastic/launch_options.h"
 
 namespace tinyddp::dist {

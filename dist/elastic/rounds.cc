@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "dist/launch/supervisor.h"
+#include "dist/elastic/job_observer.h"
 #include "dist/worker/env.h"
 
 namespace tinyddp::dist {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/launch/supervisor.h"
+#include "dist/elastic/job_observer.h"
 #include "gtest/gtest.h"
 
 namespace tinyddp::dist {

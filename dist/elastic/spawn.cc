@@ -30,11 +30,15 @@ absl::Status SpawnElasticWorkersIfNeeded(int argc, char** argv, const ElasticSpa
   std::vector<JobObserver*> observers;
   for (const auto& observer : options.job_observers) observers.push_back(observer.get());
   const int exit_code = RunRounds("spawn", options.max_restarts, [&](int round) {
-    Supervisor supervisor({.name = "spawn", .round = round, .observers = observers});
-    if (absl::Status s = supervisor.Start(WorkerSpecs(job.workers, round)); !s.ok()) {
+    SupervisorOptions supervisor_options{.name = "spawn"};
+    std::vector<WorkerProcessSpec> specs = WorkerSpecs(job.workers, round);
+    AttachObservers(observers, round, specs, supervisor_options);
+    Supervisor supervisor(std::move(supervisor_options));
+    if (absl::Status s = supervisor.Start(specs); !s.ok()) {
       return RoundEnd{.exit_code = 2, .why = std::string(s.message()), .interrupted = true};
     }
-    const JobResult result = supervisor.Wait();
+    JobResult result = supervisor.Wait();
+    JudgeRound(observers, result);
     const bool preempted = result.exit_code == kPreemptedExitCode;  // they checkpointed on a signal: no failure
     for (JobObserver* observer : observers) {
       if (result.exit_code != 0 && !preempted) observer->FailedRound(round, "spawn: ", {});

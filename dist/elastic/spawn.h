@@ -1,7 +1,7 @@
 // SpawnElasticWorkersIfNeeded: dist/launch/spawn.h's SpawnWorkersIfNeeded with the elastic agent's parts, for
 // a program that wants them (ddp_mlp): TINYDDP_* variables checked for typos (known_variables.h), the
 // workers checked against what the machine can hold (worker_limits.h), job observers told about each round
-// (dist/launch/job_observer.h: ddp_mlp passes the root-cause blame and the flight recorder's verdict), and
+// (job_observer.h: ddp_mlp passes the root-cause blame and the flight recorder's verdict), and
 // with max_restarts, every worker started again after a failure (rounds.h, the launcher's loop).
 #ifndef TINYDDP_DIST_ELASTIC_SPAWN_H_
 #define TINYDDP_DIST_ELASTIC_SPAWN_H_
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "dist/launch/job_observer.h"
+#include "dist/elastic/job_observer.h"
 #include "dist/launch/spawn.h"
 
 namespace tinyddp::dist {
