@@ -12,7 +12,7 @@
 // pick the backend (auto never starts more NCCL ranks than there are GPUs: it falls back to Gloo and says
 // so in one line on stderr); for NCCL bind this process to cuda:LOCAL_RANK; build the group. The returned
 // group keeps the store alive. Plain: it attaches no wing (programs attach the flight recorder, the debug
-// check of TINYDDP_DISTRIBUTED_DEBUG=DETAIL, ... themselves: dist/observe/).
+// check of TINYDDP_DISTRIBUTED_DEBUG=DETAIL, ... themselves, at the group's seams: docs/design.md).
 #ifndef TINYDDP_DIST_INIT_H_
 #define TINYDDP_DIST_INIT_H_
 

@@ -22,9 +22,11 @@ library. The public API (what a learner's own package builds on: //dist:init, //
 
 PUBLIC = ["//visibility:public"]
 
-# The packages of programs, which opt into whatever they want.
+# The packages of programs (and docs/, whose test runs the commands the docs show), which opt into whatever
+# they want.
 _PROGRAMS = [
     "//bench:__subpackages__",
+    "//docs:__subpackages__",
     "//examples:__subpackages__",
     "//tests:__subpackages__",
     "//tools:__subpackages__",

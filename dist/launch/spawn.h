@@ -8,7 +8,8 @@
 // same arguments once per rank (with RANK, WORLD_SIZE, ... set: workers.h), supervises them (supervisor.h:
 // signals forwarded, all stopped on the first failure, which is named) and exits with the job's status.
 // Works the same inside and outside Bazel. The plain way: one round, no restart; a program that wants
-// restarts, worker limits and job observers opts into dist/elastic/spawn.h, built from the pieces below.
+// restarts, worker limits and job observers opts into the elastic wing's spawn (docs/design.md), built
+// from the pieces below.
 #ifndef TINYDDP_DIST_LAUNCH_SPAWN_H_
 #define TINYDDP_DIST_LAUNCH_SPAWN_H_
 
@@ -43,7 +44,7 @@ inline constexpr int kMaxSpawnedWorkers = 1024;
 /// threads (workers are tied to the calling thread's lifetime by PR_SET_PDEATHSIG).
 absl::Status SpawnWorkersIfNeeded(int argc, char** argv, const SpawnOptions& options = {});
 
-// ---- The pieces, for dist/elastic/spawn.h ------------------------------------------------------------
+// ---- The pieces, for a program's own way of spawning (restarts, limits) --------------------------------
 
 /// How many workers, and why: TINYDDP_NPROC, else options.nproc, else one per GPU or the CPU ranks.
 struct SpawnCount {

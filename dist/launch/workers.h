@@ -1,6 +1,6 @@
 // The core launcher's one job: start one machine's workers with their env:// variables and watch them
-// (supervisor.h), as torchrun does. `launch` (dist/elastic/launcher.h, round after round, node beside node)
-// and SpawnWorkersIfNeeded (spawn.h) both build their workers here, so a worker started either way reads the
+// (supervisor.h), as torchrun does. The launch program (round after round, node beside node) and
+// SpawnWorkersIfNeeded (spawn.h) both build their workers here, so a worker started either way reads the
 // same variables (dist/worker/env.h is the reading side).
 #ifndef TINYDDP_DIST_LAUNCH_WORKERS_H_
 #define TINYDDP_DIST_LAUNCH_WORKERS_H_
