@@ -5,6 +5,8 @@
 // fix. tests/cluster/ runs the real engines.
 #include "dist/engines/engines.h"
 
+#include <cstdlib>
+
 #include "gtest/gtest.h"
 
 namespace tinyddp::dist {
@@ -433,6 +435,38 @@ TEST(ExpandHostlist, RefusesWhatIsNotAHostList) {
   for (const char* bad : {"gpu[01-", "gpu]01[", "gpu[4-1]", "gpu[a-b]", "gpu[]", "", "n[0-99999999]"}) {
     EXPECT_FALSE(ExpandHostlist(bad).ok()) << "'" << bad << "'";
   }
+}
+
+// ---- Translation into env:// ------------------------------------------------------------------------
+
+TEST(UseClusterEngine, TranslatesAnMpirunRankIntoEnvVarsThatTheCoreReads) {
+  const EnvVars mpi = {{"OMPI_COMM_WORLD_RANK", "3"},       {"OMPI_COMM_WORLD_SIZE", "4"},
+                       {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                       {"MASTER_ADDR", "10.0.0.7"},         {"MASTER_PORT", "29500"}};
+  for (const auto& [name, value] : mpi) ::setenv(name.c_str(), value.c_str(), 1);
+  ASSERT_FALSE(IsWorker()) << "the core alone does not see an MPI rank";
+  absl::StatusOr<std::string> engine = UseClusterEngine();
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ(*engine, "Open MPI");
+  absl::StatusOr<WorkerEnv> env = ReadWorkerEnv();  // the core's env:// reader, nothing else
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->rank, 3);
+  EXPECT_EQ(env->world_size, 4);
+  EXPECT_EQ(env->local_rank, 1);
+  EXPECT_EQ(env->local_world_size, 2);
+  EXPECT_EQ(env->group_rank, 1);
+  EXPECT_EQ(env->master_addr, "10.0.0.7");
+  EXPECT_EQ(env->master_port, 29500);
+  for (const auto& [name, value] : mpi) ::unsetenv(name.c_str());
+  for (const auto& [name, value] : EnvVarsOf(*env)) ::unsetenv(name.c_str());
+}
+
+TEST(UseClusterEngine, LeavesAProcessThatNoEngineStartedAlone) {
+  ASSERT_FALSE(IsEngineRank(CurrentEnvironment())) << "this test process itself runs as a rank of a job";
+  absl::StatusOr<std::string> engine = UseClusterEngine();
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ(*engine, "env://");
+  EXPECT_FALSE(IsWorker()) << "a program run by hand still starts its own ranks";
 }
 
 }  // namespace
