@@ -7,10 +7,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "dist/launch/job_timeout.h"
 #include "dist/process_group/gloo/process_group_gloo.h"
 #include "dist/rendezvous.h"
 #include "dist/store/prefix_store.h"
+#include "dist/worker/job_timeout.h"
 #include "tensor/cuda_device.h"
 #ifdef TINYDDP_HAVE_NCCL
 #include "dist/process_group/nccl/process_group_nccl.h"

@@ -1,5 +1,6 @@
 // InitProcessGroup: torch.distributed.init_process_group for tinyddp. One call takes a process from "a
-// rank of some job" (env.h: env://, Slurm or Open MPI variables) to a ready ProcessGroup:
+// rank of some job" (dist/worker/env.h: env://; docs/clusters.md says which programs also read Slurm's,
+// Open MPI's, ... variables) to a ready ProcessGroup:
 //
 //   auto pg = dist::InitProcessGroup();          // backend auto: NCCL with a GPU, else Gloo
 //   if (!pg.ok()) { ...print pg.status()... }
@@ -11,7 +12,7 @@
 // pick the backend (auto never starts more NCCL ranks than there are GPUs: it falls back to Gloo and says
 // so in one line on stderr); for NCCL bind this process to cuda:LOCAL_RANK; build the group. The returned
 // group keeps the store alive. Plain: it attaches no wing (programs attach the flight recorder, the debug
-// check of TINYDDP_DISTRIBUTED_DEBUG=DETAIL, ... themselves: dist/observe/).
+// check of TINYDDP_DISTRIBUTED_DEBUG=DETAIL, ... themselves, at the group's seams: docs/design.md).
 #ifndef TINYDDP_DIST_INIT_H_
 #define TINYDDP_DIST_INIT_H_
 
@@ -21,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "dist/launch/env.h"
+#include "dist/worker/env.h"
 #include "dist/process_group/process_group.h"
 
 namespace tinyddp::dist {

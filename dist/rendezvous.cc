@@ -23,7 +23,7 @@ absl::StatusOr<std::shared_ptr<TCPStore>> ConnectToJobStore(const WorkerEnv& env
     absl::StatusOr<std::string> secret = JobStoreSecret(nodes, "");
     if (!secret.ok()) {
       return absl::Status(secret.status().code(),
-                          absl::StrCat("rank ", env.rank, " (", EnvSourceName(env.source), ", ", env.world_size,
+                          absl::StrCat("rank ", env.rank, " (", env.source, ", ", env.world_size,
                                        " ranks on ", nodes, " machines, rank 0 hosting the store as under launch "
                                        "--nnodes=", nodes, "): ", secret.status().message()));
     }
@@ -34,7 +34,7 @@ absl::StatusOr<std::shared_ptr<TCPStore>> ConnectToJobStore(const WorkerEnv& env
   }
   auto store = TCPStore::Create(options);
   if (!store.ok()) {
-    return absl::Status(store.status().code(), absl::StrCat("rank ", env.rank, " (", EnvSourceName(env.source),
+    return absl::Status(store.status().code(), absl::StrCat("rank ", env.rank, " (", env.source,
                                                             "): ", store.status().message()));
   }
   return std::shared_ptr<TCPStore>(std::move(*store));

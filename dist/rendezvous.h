@@ -1,4 +1,4 @@
-// Rendezvous: from a WorkerEnv (env.h) to the job's shared TCPStore. Rank 0 starts the store server on
+// Rendezvous: from a WorkerEnv (dist/worker/env.h) to the job's shared TCPStore. Rank 0 starts the store server on
 // MASTER_PORT unless the launcher already hosts one (kLauncherStoreEnv); every rank then connects,
 // presenting the job secret from TINYDDP_STORE_SECRET (store_secret.h), which a job of several
 // machines must set.
@@ -10,9 +10,9 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "dist/launch/env.h"
 #include "dist/store/store.h"
 #include "dist/store/tcp_store.h"
+#include "dist/worker/env.h"
 
 namespace tinyddp::dist {
 

@@ -7,7 +7,7 @@
 // Read it top to bottom: it is the spine of a data-parallel training script, the C++ twin of a
 // torch.distributed + DDP script. Every rank runs this same program on its own shard of the data:
 //
-//   main       flags -> start workers if nobody else did (SpawnWorkersIfNeeded) -> RunWorker
+//   main       flags -> start workers if nobody else did (SpawnElasticWorkersIfNeeded) -> RunWorker
 //   RunWorker  join the job (InitProcessGroup: NCCL on GPUs, Gloo on CPUs) -> Train
 //   Train      data -> model -> (resume) -> DDP -> for each epoch:   (what comes before DDP: train_setup.h)
 //                for each batch (or --grad_accum_steps of them): the step's learning rate, then TrainStep,
@@ -49,8 +49,8 @@
 #include "dist/ddp/ddp.h"                          // DistributedDataParallel, DdpOptions: --ddp=full
 #include "dist/init.h"                             // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/ladder/ladder.h"                    // CreateDataParallel: --ddp=naive|flat|bucketed, the rungs
-#include "dist/launch/env.h"                       // IsWorker, RestartCount
-#include "dist/launch/spawn.h"                     // SpawnWorkersIfNeeded
+#include "dist/elastic/spawn.h"                    // SpawnElasticWorkersIfNeeded: restarts, limits, observers
+#include "dist/engines/engines.h"                  // UseClusterEngine: srun's, mpirun's, a pod's variables -> env://
 #include "dist/observe/debug_check/debug_check.h"   // AttachDebugCheck (TINYDDP_DISTRIBUTED_DEBUG=DETAIL)
 #include "dist/observe/fault/collective_fault.h"     // AttachCollectiveFaults (TINYDDP_FAULT point=collective)
 #include "dist/observe/blame/blame.h"                // Blame: which rank failed first, for spawn
@@ -65,6 +65,7 @@
 #include "dist/parallel/zero/reduce_scatter_hook.h" // ZeRO-1 (--zero=1): buckets reduce-scattered
 #include "dist/parallel/zero/zero_optimizer.h"     // ZeRO-1/2: the sharded optimizer, memory, consolidated state
 #include "dist/process_group/exit_on_failure.h"    // SetLastWordsBeforeCollectiveExit: the error file
+#include "dist/worker/env.h"                       // IsWorker, RestartCount
 #include "examples/internal/durable_file.h"        // IsPermanent, kPermanentFailureExitCode: not restarted
 #include "examples/internal/evaluate.h"            // EvaluateShard, AllReduceEvalSums
 #include "examples/internal/loss_window.h"         // LossWindow: step losses on the device, non-finite check
@@ -731,10 +732,12 @@ int RunWorker(TrainOptions options) {
 }
 
 // Workers to start when nobody launched us: --nproc, else one per GPU (NCCL) or 2 CPU ranks (Gloo).
-dist::SpawnOptions SpawnOptionsFor(const TrainOptions& options) {
-  dist::SpawnOptions spawn;
-  spawn.nproc = static_cast<int>(options.nproc);
-  if (spawn.nproc == 0 && options.backend == "gloo") spawn.nproc = spawn.cpu_ranks;  // Gloo on a GPU machine: CPU ranks
+dist::ElasticSpawnOptions SpawnOptionsFor(const TrainOptions& options) {
+  dist::ElasticSpawnOptions spawn;
+  spawn.spawn.nproc = static_cast<int>(options.nproc);
+  if (spawn.spawn.nproc == 0 && options.backend == "gloo") {
+    spawn.spawn.nproc = spawn.spawn.cpu_ranks;  // Gloo on a GPU machine: CPU ranks
+  }
   spawn.max_restarts = static_cast<int>(options.max_restarts);
   spawn.one_gpu_each = options.backend == "nccl";
   spawn.ignore_worker_limits = options.ignore_worker_limits;
@@ -759,6 +762,11 @@ int main(int argc, char** argv) {
   if (options->help) {
     std::fputs(TrainUsage().c_str(), stdout);
     return 0;
+  }
+  // Started by srun, mpirun, mpiexec or as a Kubeflow pod: their variables become env://, which the rest reads.
+  if (absl::StatusOr<std::string> engine = tinyddp::dist::UseClusterEngine(); !engine.ok()) {
+    std::fprintf(stderr, "ddp_mlp: %s\n", std::string(engine.status().message()).c_str());
+    return 2;
   }
   if (absl::Status fault = tinyddp::CheckFaultInjectionEnvironment(); !fault.ok()) {
     std::fprintf(stderr, "ddp_mlp: %s\n", std::string(fault.message()).c_str());
@@ -785,8 +793,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   // Not a worker yet? Become a small launcher that runs this same binary once per rank, and exit
-  // with the job's status. In a worker (RANK, SLURM_PROCID or OMPI_COMM_WORLD_RANK set) this returns.
-  absl::Status spawned = tinyddp::dist::SpawnWorkersIfNeeded(argc, argv, SpawnOptionsFor(*options));
+  // with the job's status. In a worker (RANK set, by a launcher or by UseClusterEngine above) this returns.
+  absl::Status spawned = tinyddp::dist::SpawnElasticWorkersIfNeeded(argc, argv, SpawnOptionsFor(*options));
   if (!spawned.ok()) {
     std::fprintf(stderr, "ddp_mlp: could not start workers: %s\n", std::string(spawned.message()).c_str());
     return absl::IsResourceExhausted(spawned) || absl::IsInvalidArgument(spawned) ? 2 : 1;

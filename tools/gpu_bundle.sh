@@ -58,8 +58,11 @@ fi
 (( ${#targets[@]} )) || { sed -n '2,21p' "$0"; exit 2; }
 [[ $out == /* || $out == .gpu ]] || out="$caller/$out"  # -o is relative to where you are; .gpu to the repo
 
-# The binaries the tests start, from their data attributes.
-mapfile -t started < <($bazel_cmd query "kind('cc_binary rule', labels(data, set(${targets[*]})))" 2>/dev/null)
+# The binaries the tests start, from their data attributes; through a link (//dist/launch:launch is an
+# sh_binary naming //dist/elastic:launch), the binary it names.
+data="labels(data, set(${targets[*]}))"
+mapfile -t started < <($bazel_cmd query "kind('cc_binary rule', $data + labels(srcs, kind('sh_binary rule', $data)))" \
+  2>/dev/null)
 all=("${targets[@]}" "${started[@]}")
 
 # shellcheck disable=SC2086  # BUNDLE_BAZEL_FLAGS is a list of flags

@@ -6,8 +6,10 @@
 #   tools/line_counts.sh 4fd179d     # as of a commit
 #   tools/line_counts.sh 4fd179d HEAD   # both, side by side with the difference
 #   tools/line_counts.sh --check     # the budgets of tools/line_budget.txt: the core, the README's afternoon
-#                                    # path, and the dist/ lines the two first examples build from (needs
-#                                    # Bazel: ./bazelw); exits 1 naming what is over
+#                                    # path, and the dist/ lines the two first examples build from; and the
+#                                    # walls between core and wings: no core file mentions a wing, no core
+#                                    # library sees or uses one (needs Bazel: ./bazelw); exits 1 naming what
+#                                    # is wrong
 #   LINE_BUDGET=FILE tools/line_counts.sh --check   # against another budget file
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +60,22 @@ check() {
     failed=1
   fi
 
+  # No core file mentions a wing: no include of one, no path into one, none of its names. A seam says what
+  # it offers; docs/design.md says which wing attaches where.
+  local wing_re names_re mentions
+  wing_re=$(field wing | xargs | tr ' ' '|')
+  names_re=$(field wing_names | xargs | tr ' ' '|')
+  local mention_re="${wing_re:+(${wing_re})}${wing_re:+${names_re:+|}}${names_re:+\\b(${names_re})\\b}"
+  mentions=$([[ -z $mention_re ]] || while read -r f; do
+    [[ -n $f ]] && grep -nHE "$mention_re" "$f" || true
+  done <<<"$core_files")
+  if [[ -n $mentions ]]; then
+    echo "line_counts: these core lines mention a wing (a folder of: $(field wing | xargs), or one of its names);"
+    echo "  the core names its seams, not what attaches there (docs/design.md's seams table does):"
+    sed 's/^/  /' <<<"$mentions"
+    failed=1
+  fi
+
   # The README's afternoon path.
   local afternoon afternoon_lines afternoon_budget
   afternoon=$(field afternoon | tr ' ' '\n' | sed '/^$/d')
@@ -74,6 +92,38 @@ check() {
   # for tools/line_counts_test.sh, which runs inside Bazel and cannot call it.)
   local bazel=./bazelw
   [[ -n ${LINE_COUNTS_NO_QUERY:-} ]] && { (( failed == 0 )) && echo "line_counts: every budget holds (examples not queried)"; return "$failed"; }
+  # No core library may see a wing library, nor depend on one (a program's package may: //dist/launch:launch
+  # is an sh_binary that only links to //dist/elastic:launch, so it is not a cc_library and not checked).
+  local wing_set="" core_set="" place pkg
+  for place in $(field wing); do wing_set+="${wing_set:+ + }//${place}/..."; done
+  for place in $(field core); do
+    if [[ -d $place ]]; then pkg="//${place}/..."; else pkg="//$(dirname "$place"):all"; fi
+    [[ " $core_set " == *" $pkg "* ]] || core_set+="${core_set:+ + }$pkg"
+  done
+  local wing_libs="kind('cc_library', $wing_set)" core_libs="kind('cc_library', $core_set)"
+  local used seen visible_query=""
+  if ! used=$($bazel query --noshow_progress "kind('cc_library', deps($core_libs)) intersect $wing_libs" 2>/dev/null); then
+    echo "line_counts: bazel query for the core's dependencies failed (run ./bazelw query 'deps($core_libs)')"
+    failed=1
+  elif [[ -n $used ]]; then
+    echo "line_counts: core libraries depend on these wing libraries (a wing attaches at a seam; move the code):"
+    sed 's/^/  /' <<<"$used"
+    failed=1
+  fi
+  for pkg in $($bazel query --noshow_progress "$core_libs" --output=package 2>/dev/null); do
+    local one; one=$($bazel query --noshow_progress "kind('cc_library', //$pkg:all)" 2>/dev/null | head -1)
+    [[ -n $one ]] && visible_query+="${visible_query:+ + }visible($one, $wing_libs)"
+  done
+  if [[ -z $visible_query ]] || ! seen=$($bazel query --noshow_progress "$visible_query" 2>/dev/null); then
+    echo "line_counts: bazel query for the wings' visibility failed"
+    failed=1
+  elif [[ -n $seen ]]; then
+    echo "line_counts: these wing libraries are visible to a core package (give their package"
+    echo "  default_visibility = WING_USERS, dist/visibility.bzl):"
+    sed 's/^/  /' <<<"$seen"
+    failed=1
+  fi
+
   while read -r target ceiling; do
     [[ -n $target ]] || continue
     local sources

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/line_counts.sh --check holds the core to its budget: it passes on the repository's own budget file, and
 # fails, naming the reason, when the core is one line over its budget, when a core folder holds files named
-# after a wing, and when the afternoon path names a file that does not exist. (The examples' part needs Bazel
+# after a wing, when a core file mentions a wing's name, and when the afternoon path names a file that does
+# not exist. (The examples' part needs Bazel
 # itself and runs in CI as `tools/line_counts.sh --check`; here it is skipped with LINE_COUNTS_NO_QUERY.)
 set -uo pipefail
 budget_in_runfiles="$TEST_SRCDIR/${TEST_WORKSPACE:-tinyddp}/tools/line_budget.txt"
@@ -28,6 +29,9 @@ expect 1 "the core is over its budget by" "$tmp/one_over.txt"
 
 sed -E "s#^core (.*)#core \1 dist/parallel#; s/^core_budget .*/core_budget 1000000/" tools/line_budget.txt >"$tmp/wing_in_core.txt"
 expect 1 "core files are named after a wing" "$tmp/wing_in_core.txt"
+
+sed -E "s#^wing_names (.*)#wing_names \1 Supervisor#" tools/line_budget.txt >"$tmp/mention.txt"
+expect 1 "these core lines mention a wing" "$tmp/mention.txt"
 
 sed -E "s#^afternoon_budget .*#afternoon_budget 3500\nafternoon docs/no_such_file.h#" tools/line_budget.txt >"$tmp/missing.txt"
 expect 1 "names docs/no_such_file.h, which does not exist" "$tmp/missing.txt"

@@ -4,9 +4,8 @@
 // that the reducer completes at the end of backward. Besides, a hook names the path each bucket takes
 // ("NCCL all_reduce", "copy engines"), for DDP's bucket table and the trace. Built-ins, as
 // torch.distributed.algorithms.ddp_comm_hooks.default_hooks: a plain all_reduce (DDP's default) and bf16
-// compression. Wings attach here too: CopyEngineHook (dist/accel/copy_engine/copy_engine_hook.h) sends
-// large buckets of two GPUs to the copy engines, TracedCommHook (dist/observe/trace/traced_comm_hook.h)
-// wraps any hook to record it in a trace.
+// compression. Wings attach here too (docs/design.md): a hook that sends large buckets of two GPUs to the
+// copy engines, one that wraps any hook to record it in a trace.
 //
 // Where things run: a hook is called inside backward, on the training thread, the moment its bucket is
 // ready. Kernels it launches directly (a cast) run on the current (compute) stream; the collective runs
@@ -70,7 +69,7 @@ struct CommHook {
   /// dtype). Empty: "comm hook".
   std::function<const char*(const ProcessGroup& pg, const GradBucket& bucket)> path;
   /// Elements the flat bucket buffer must hold for `numel` gradient elements of `element_size` bytes
-  /// (>= numel; a reduce-scatter hook pads to whole blocks per rank, ZeRO-1's in dist/parallel/zero/).
+  /// (>= numel; a reduce-scatter hook, ZeRO-1's, pads to whole blocks per rank).
   /// The padding follows the gradients in the buffer and stays zero. The reducer asks it when it builds
   /// the buckets (gradient_as_bucket_view layout only). Empty: numel.
   std::function<int64_t(int64_t numel, int64_t element_size)> padded_numel;
@@ -78,7 +77,7 @@ struct CommHook {
   /// the one-time rebuild in the second forward), on every rank at the same point, with the buckets' flat
   /// buffers in launch order; never during a backward. Not called in the coalesced layout
   /// (gradient_as_bucket_view = false: no flat buffers). A hook that keeps per-bucket state beside the
-  /// group sets it up here; it may run collectives (CopyEngineHook pairs the buffers across ranks). An
+  /// group sets it up here; it may run collectives (the copy-engine hook pairs the buffers across ranks). An
   /// error becomes the reducer's status() (DDP's Create returns it).
   std::function<absl::Status(const std::vector<Tensor>& buffers)> on_buckets_rebuilt;
 

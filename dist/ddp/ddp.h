@@ -50,8 +50,8 @@ inline constexpr int64_t kMiB = int64_t{1} << 20;
 /// find_unused_parameters, rebuild_buckets; PyTorch's defaults), plus what DDP itself adds.
 struct DdpOptions : ReducerOptions {
   /// How a bucket is communicated (comm_hooks.h). Empty: AllReduceHook, one all_reduce with AVG per
-  /// bucket. Wings attach here: the copy engines of two GPUs (dist/accel/copy_engine/copy_engine_hook.h),
-  /// a trace of each bucket (dist/observe/trace/traced_comm_hook.h wraps any hook).
+  /// bucket. Wings attach here: the copy engines of two GPUs, a trace of each bucket (a hook that wraps
+  /// any hook); docs/design.md says where they live.
   CommHook comm_hook;
 };
 
@@ -95,8 +95,8 @@ class DistributedDataParallel {
   };
   [[nodiscard]] NoSyncGuard NoSync();
 
-  /// The seam for optimizer wrappers outside dist/ddp (the fused optimizer, dist/accel/fused_optimizer;
-  /// ZeRO-1/2, dist/parallel/zero): `callback` runs once per bucket of each synchronised backward, in launch
+  /// The seam for optimizer wrappers outside dist/ddp (the fused optimizer; ZeRO-1/2: wings, see
+  /// docs/design.md): `callback` runs once per bucket of each synchronised backward, in launch
   /// order, right after that bucket's reduction has arrived, at the end of backward or already during it
   /// (`timing`, Reducer::CallbackTiming). An error it returns becomes status() and no further callback runs.
   /// One callback at a time: setting a second one without removing the first (empty) stops the program.

@@ -122,7 +122,7 @@ class Reducer {
   };
   /// Called once per bucket of each synchronised backward, when `timing` says, right after that bucket's
   /// average has arrived (the current stream is ordered after its collective). Optimizer wrappers step
-  /// there (dist/accel/fused_optimizer, ZeRO in dist/parallel/zero). An error it returns becomes status(),
+  /// there (the fused optimizer, ZeRO: wings). An error it returns becomes status(),
   /// and no further callback runs. Empty: nothing.
   void SetBucketReducedCallback(std::function<absl::Status(int bucket)> callback,
                                 CallbackTiming timing = CallbackTiming::kAfterBackward) {

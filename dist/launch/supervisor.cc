@@ -145,9 +145,6 @@ absl::Status Supervisor::Start(const std::vector<WorkerProcessSpec>& specs) {
   for (const WorkerProcessSpec& spec : specs) {
     Worker& w = workers_.emplace_back();
     w.spec = spec;
-    for (JobObserver* observer : options_.observers) {
-      for (auto& kv : observer->WorkerEnvironment(options_.round, spec.rank)) w.spec.env.push_back(kv);
-    }
     w.exit.rank = spec.rank;
     w.exit.local_rank = spec.local_rank;
     // Everything the child needs is built before fork(): see ResolveProgram.
@@ -283,15 +280,13 @@ void Supervisor::Signal(int signo) {
             forward);
 }
 
-// A worker failed while the job ran: the others stop now, unless an observer holds the stop back a
-// moment to let them report their own failures (dist/observe/blame/).
+// A worker failed while the job ran: the others stop now, unless hold_stop holds the stop back a moment
+// to let them report their own failures.
 void Supervisor::OnWorkerFailed(Worker& w) {
   if (stopping_) return;
   if (!result_.first_failure) result_.first_failure = w.exit;
-  std::chrono::milliseconds hold{0};
-  for (JobObserver* observer : options_.observers) {
-    hold = std::max(hold, observer->HoldStop(w.exit, hold_until_.has_value()));
-  }
+  const std::chrono::milliseconds hold =
+      options_.hold_stop ? options_.hold_stop(w.exit, hold_until_.has_value()) : std::chrono::milliseconds(0);
   if (hold.count() > 0) {
     if (!hold_until_) hold_until_ = std::chrono::steady_clock::now() + hold;
     return;
@@ -398,30 +393,14 @@ JobResult Supervisor::Wait() {
     }
     result_.exits.push_back(w.exit);
   }
-  for (const WorkerExit& e : result_.exits) {  // it checkpointed on SIGTERM/SIGUSR1 (ours or its own)
-    if (!e.signaled && e.value == kPreemptedExitCode) result_.exit_code = kPreemptedExitCode;
-  }
-  result_.interrupted |= result_.exit_code == kPreemptedExitCode;
-  for (const WorkerExit& e : result_.exits) {
-    // A permanent error while a signal stopped the job (a full disk under the stop checkpoint) is how it
-    // ended: its status, not the signal's, which a restart policy keyed on exit codes would retry.
-    if (result_.interrupted && !e.signaled && e.value == kPermanentFailureExitCode && !result_.permanent) {
-      result_.permanent = true;
-      result_.exit_code = kPermanentFailureExitCode;
-      result_.reason = absl::StrCat(e.Who(), " failed with exit code ", e.value, " (a permanent error) while the job "
-                                    "stopped (", result_.reason, ")");
-    }
-  }
   if (!result_.interrupted) {
-    // Plain, the first failure seen while the job ran is its cause; an observer may judge otherwise.
+    // Plain, the first failure seen while the job ran is its cause; a judge may rewrite it after Wait().
     if (const std::optional<WorkerExit>& first = result_.first_failure) {
       result_.exit_code = first->exit_code();
       result_.reason = absl::StrCat(first->Who(), " failed first: ", first->How());
       result_.cause_order = 0;
       result_.cause_time_us = first->time_us;
-      result_.permanent = !first->signaled && first->value == kPermanentFailureExitCode;
     }
-    for (JobObserver* observer : options_.observers) observer->Judge(result_);
   }
   for (size_t i = 0; i < std::size(kHandled); ++i) ::sigaction(kHandled[i], &old[i], nullptr);
   ::sigaction(SIGPIPE, &old_pipe, nullptr);

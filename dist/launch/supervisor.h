@@ -5,14 +5,15 @@
 //   - when a worker fails (non-zero exit or killed by a signal), the others get SIGTERM, then SIGKILL
 //     after a grace period, and the job's result names the failure and how it ended. Plain, that is the
 //     first failure seen; which one was the root cause when several ranks fail within moments is a
-//     wing's judgement, through the JobObserver seam (job_observer.h; dist/observe/blame/);
+//     program's judgement: SupervisorOptions::hold_stop lets the others report first, and JobResult's
+//     cause fields are its to rewrite after Wait();
 //   - a signal that would end this process (SIGINT, SIGTERM, SIGHUP when the terminal goes, SIGQUIT, ...)
 //     stops the workers instead: SIGINT/SIGTERM/SIGHUP are forwarded, the others become SIGTERM, which
 //     leaves them preempt_grace to checkpoint; more signals while they stop change nothing (a cluster
 //     sends several, e.g. SIGUSR1 then SIGTERM), except a second SIGINT (Ctrl-C), which kills them;
 //     SIGPIPE is ignored;
 //   - every worker runs in its own process group (signals reach its children too) and dies with
-//     this process (PR_SET_PDEATHSIG); what a worker starts in turn is lifeline.h's (the launcher's);
+//     this process (PR_SET_PDEATHSIG);
 //   - with prefix_output, each line a worker prints is prefixed with "[rank N] ".
 //
 // The watch loop is one poll() over the workers' output pipes and a self-pipe fed by signal handlers.
@@ -23,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -30,15 +32,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "dist/launch/job_observer.h"
 
 namespace tinyddp::dist {
-
-/// A worker's exit status for a failure no restart can fix (a full disk, a read-only folder): sysexits.h's
-/// EX_CANTCREAT. The launcher and spawn do not restart a job whose root cause exited with it.
-inline constexpr int kPermanentFailureExitCode = 73;
-/// EX_TEMPFAIL: a worker told to stop (SIGTERM, SIGUSR1) checkpointed first. Not restarted, as after a signal.
-inline constexpr int kPreemptedExitCode = 75;
 
 struct WorkerProcessSpec {
   int rank = 0;        // global rank, for messages and the output prefix
@@ -47,13 +42,17 @@ struct WorkerProcessSpec {
   std::vector<std::pair<std::string, std::string>> env;  // set on top of this process's environment
 };
 
+struct WorkerExit;
+
 struct SupervisorOptions {
   bool prefix_output = false;  // "[rank N] " before every line of the workers' stdout and stderr
   std::chrono::milliseconds grace = std::chrono::seconds(5);  // SIGTERM to SIGKILL
   std::chrono::milliseconds preempt_grace = std::chrono::seconds(30);  // the same when a signal stopped the job
   std::string name = "launch";  // prefix of this supervisor's own messages on stderr
-  int round = 0;                // which round of the job these workers are (for the observers)
-  std::vector<JobObserver*> observers;  // told as workers start, fail and end (not owned; may be empty)
+  /// The seam for a judge of root causes: a worker failed while others run; how long they may take to
+  /// report their own failures before they are stopped (`holding`: an earlier hold is running). Unset or
+  /// zero: stop them now.
+  std::function<std::chrono::milliseconds(const WorkerExit& exit, bool holding)> hold_stop;
 };
 
 /// How one worker ended.
@@ -81,15 +80,14 @@ struct JobResult {
   /// "rank 1 (local rank 1, pid 4242) failed first: exit code 3".
   std::string reason;
   std::optional<WorkerExit> first_failure;  // the root cause (plain: the first failure seen while running)
-  /// For comparing causes across nodes (launcher.cc): the lower `cause_order` is likelier the root cause
-  /// (a judge's ranking; plain: 0), then the earlier `cause_time_us` (wall clock). Unset when no worker
-  /// failed on its own (the job was stopped from outside).
+  /// For comparing causes across nodes: the lower `cause_order` is likelier the root cause (a judge's
+  /// ranking; plain: 0), then the earlier `cause_time_us` (wall clock). Unset when no worker failed on its
+  /// own (the job was stopped from outside).
   std::optional<int> cause_order;
   int64_t cause_time_us = 0;
   bool interrupted = false;     // a signal (SIGINT, SIGTERM, ...) stopped the job: do not restart it
   bool stop_requested = false;  // RequestStop was called (e.g. another node failed)
-  bool permanent = false;       // the root cause exited with kPermanentFailureExitCode (also while a signal
-                                // stopped the job: then exit_code is 73 too): do not restart it
+  bool permanent = false;       // a judge's verdict: no restart can fix the root cause (never set here)
   std::vector<WorkerExit> exits;  // every worker, in rank order
 };
 
@@ -132,7 +130,7 @@ class Supervisor {
   JobResult result_;
   bool stopping_ = false;
   std::optional<std::chrono::steady_clock::time_point> kill_at_;
-  std::optional<std::chrono::steady_clock::time_point> hold_until_;  // an observer holds the stop back
+  std::optional<std::chrono::steady_clock::time_point> hold_until_;  // hold_stop holds the stop back
   std::mutex stop_mu_;
   std::optional<std::string> stop_request_;  // set by RequestStop from another thread
   int wake_pipe_[2] = {-1, -1};

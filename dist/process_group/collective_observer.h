@@ -1,6 +1,6 @@
 // CollectiveObserver: the one seam through which a process group's collectives are watched from outside
-// the collective path: the flight recorder, fault injection and the debug check (dist/observe/), the
-// CUDA-graph step (dist/accel/graph/), tests. A group without observers runs exactly the same code.
+// the collective path: the flight recorder, fault injection and the debug check, the CUDA-graph step, tests
+// (docs/design.md's seams table says where each lives). A group without observers runs exactly the same code.
 //
 // For collective #seq on one rank: Issued, then Admit (which may refuse it), on the issuing thread before
 // the call runs; Started (not always: a backend may only see the end) and Ended, on whichever thread the

@@ -1,7 +1,7 @@
 // ExternalAllReduce: an all_reduce implemented outside a backend's own kernels that the group runs as one
 // of its collectives (ProcessGroup::AllReduceExternal; ProcessGroupNCCL carries them, Gloo refuses). The
-// group knows this interface, never an implementation (dist/accel/copy_engine/ has one: two GPUs' copy
-// engines, which the copy-engine comm hook chooses per bucket).
+// group knows this interface, never an implementation (a wing has one: two GPUs' copy engines, which the
+// copy-engine comm hook chooses per bucket; docs/design.md).
 //
 // What ProcessGroupNCCL does around an external call, exactly as around an NCCL call:
 //   * it numbers the call, tells the observers (the debug check compares its "via <path>" across ranks)

@@ -8,7 +8,7 @@
 //   * Every rank must make the same calls in the same order with the same shapes and dtypes; a
 //     collective is matched across ranks by its position in that order (its sequence number). A mismatch
 //     hangs or computes garbage, unless the program attached the debug check
-//     (TINYDDP_DISTRIBUTED_DEBUG=DETAIL, dist/observe/debug_check/), which reports it.
+//     (TINYDDP_DISTRIBUTED_DEBUG=DETAIL, a wing), which reports it.
 //   * Tensors are updated in place where PyTorch does so (AllReduce, Broadcast, Reduce on the root); the
 //     caller keeps them alive and untouched until the Work completes (the group also holds a reference).
 //   * Argument errors (unsupported dtype or device, size mismatch, bad root) come back as an already
@@ -95,7 +95,7 @@ class ProcessGroup {
   /// Completes once every rank has entered the barrier.
   std::shared_ptr<Work> Barrier();
 
-  // --- Seams for wings (dist/accel/, dist/observe/). Each has a default for groups that cannot do it. ---
+  // --- Seams for wings (docs/design.md). Each has a default for groups that cannot do it. ---
 
   /// The CUDA stream this group runs its collectives on; a null Stream for groups of host threads.
   virtual cuda::Stream collective_stream() const { return {}; }

@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "dist/launch/supervisor.h"
+#include "dist/elastic/job_observer.h"
 
 namespace tinyddp::examples {
 
@@ -44,7 +44,7 @@ uint32_t Crc32(absl::string_view bytes);
 // marked permanent (a payload on the Status, so it survives being passed up through the collective
 // steps), and the worker exits with kPermanentFailureExitCode, which tells its launcher not to restart it.
 
-/// The exit status of a worker whose failure a restart cannot fix: dist/launch/supervisor.h's, which the
+/// The exit status of a worker whose failure a restart cannot fix: dist/elastic/job_observer.h's, which the
 /// launcher and spawn know. 73 is sysexits.h's EX_CANTCREAT ("a (user specified) output file cannot be
 /// created"), distinct from 1 (an error), 2 (a bad command line), 3 (the NCCL watchdog) and 128 + N (signal N).
 using dist::kPermanentFailureExitCode;

@@ -16,10 +16,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "dist/launch/env.h"
-#include "dist/launch/spawn.h"
-#include "dist/launch/worker_limits.h"
 #include "base/status_macros.h"
+#include "dist/elastic/worker_limits.h"
+#include "dist/launch/spawn.h"
+#include "dist/launch/workers.h"
+#include "dist/worker/env.h"
 #include "tensor/cuda_device.h"
 
 namespace tinyddp::examples {

@@ -14,7 +14,7 @@
 // RLIMIT_AS (`ulimit -v`), which bounds each process on its own. Ranks on GPUs keep the model's state in
 // device memory, which tensor/cuda_device.h cannot query yet: for them only the host's share is checked.
 //
-// Sits beside dist/launch/worker_limits.h (how many processes fit at all), between the flags
+// Sits beside dist/elastic/worker_limits.h (how many processes fit at all), between the flags
 // (train_options.h) and the start of the workers (dist/launch/spawn.h).
 #ifndef TINYDDP_EXAMPLES_INTERNAL_MEMORY_ESTIMATE_H_
 #define TINYDDP_EXAMPLES_INTERNAL_MEMORY_ESTIMATE_H_
@@ -72,7 +72,7 @@ absl::Status CheckMemory(const MemoryEstimate& estimate, int ranks_on_host, cons
 /// ddp_mlp's check: the ranks this host will run (the workers SpawnWorkersIfNeeded would start, or, in a
 /// worker, LOCAL_WORLD_SIZE) against ReadHostMemory(). In a worker only local rank 0 checks, so that the
 /// refusal is printed once. OK without checking under --ignore_worker_limits, and when the ranks are too
-/// many for even their runtime (dist/launch/worker_limits.h refuses that next, naming the count).
+/// many for even their runtime (dist/elastic/worker_limits.h refuses that next, naming the count).
 absl::Status CheckMemoryFits(const TrainOptions& o);
 
 /// On GPUs each rank keeps the model, its gradients, optimizer state and activations in its own GPU's memory:

@@ -26,7 +26,7 @@
 // per step, measurable on small steps (docs/clusters.md, "Preemption", has the numbers).
 //
 // Sits between the training loop (examples/ddp_mlp.cc) and the process group; the exit code is
-// dist/launch/supervisor.h's.
+// dist/elastic/job_observer.h's.
 #ifndef TINYDDP_EXAMPLES_INTERNAL_PREEMPTION_H_
 #define TINYDDP_EXAMPLES_INTERNAL_PREEMPTION_H_
 
@@ -36,7 +36,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "dist/launch/supervisor.h"
+#include "dist/elastic/job_observer.h"
 #include "dist/process_group/process_group.h"
 #include "tensor/stream.h"
 #include "tensor/tensor.h"

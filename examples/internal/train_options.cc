@@ -12,7 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
-#include "dist/launch/job_timeout.h"
+#include "dist/worker/job_timeout.h"
 #include "examples/internal/user_path.h"
 
 namespace {

@@ -29,7 +29,7 @@ struct TrainOptions {
   bool ignore_worker_limits = false;  // start --nproc ranks even if the machine cannot hold them
 
   // Failures (docs/ddp_mlp.md, "When things go wrong").
-  /// --timeout, resolved (dist/launch/job_timeout.h): the flag, else TINYDDP_TIMEOUT, else 300 s.
+  /// --timeout, resolved (dist/worker/job_timeout.h): the flag, else TINYDDP_TIMEOUT, else 300 s.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
   int64_t max_restarts = 0;       // when a rank fails, restart all this often (resuming from --checkpoint_dir)
   bool allow_nonfinite = false;   // train on through a NaN/Inf loss instead of stopping

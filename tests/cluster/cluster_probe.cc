@@ -1,5 +1,5 @@
 // cluster_probe: one rank of a job, started by an engine (srun, mpirun, a pod's variables, launch) the way a
-// training program is. It reads its place in the job (dist/launch/env.h), joins the group with backend
+// training program is. It reads its place in the job (dist/engines/engines.h, which translates every engine into env://), joins the group with backend
 // auto (dist/init.h), proves the group works with one all_reduce, and prints one line:
 //
 //   probe rank=1 world=2 local_rank=0 local_world=1 node=1 master=127.0.0.1:29500 source=env:// backend=gloo
@@ -14,13 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "dist/init.h"
-#include "dist/launch/env.h"
+#include "dist/engines/engines.h"
 #include "tensor/cuda_device.h"
 #include "tensor/tensor.h"
 
 int main() {
   using namespace tinyddp;
-  absl::StatusOr<dist::WorkerEnv> env = dist::ReadWorkerEnv();
+  absl::StatusOr<dist::WorkerEnv> env = dist::ReadEngineEnv(dist::CurrentEnvironment());
   if (!env.ok()) {
     std::fprintf(stderr, "cluster_probe: %s\n", std::string(env.status().message()).c_str());
     return 2;
@@ -40,7 +40,7 @@ int main() {
   const std::string line = absl::StrCat(
       "probe rank=", env->rank, " world=", env->world_size, " local_rank=", env->local_rank,
       " local_world=", env->local_world_size, " node=", env->group_rank, " master=", env->master_addr, ":",
-      env->master_port, " source=", absl::StrReplaceAll(dist::EnvSourceName(env->source), {{" ", "_"}}),
+      env->master_port, " source=", absl::StrReplaceAll(env->source, {{" ", "_"}}),
       " backend=", backend,
       " device=", device.ToString(), " sum=", value.To(Device::CPU()).Item(), "\n");
   std::fputs(line.c_str(), stdout);

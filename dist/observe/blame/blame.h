@@ -1,5 +1,5 @@
 // Blame: which rank's failure started it all, judged from the error files the workers write
-// (error_file.h); a JobObserver (dist/launch/job_observer.h) that the launch binary and ddp_mlp's
+// (error_file.h); a JobObserver (dist/elastic/job_observer.h) that the launch binary and ddp_mlp's
 // self-start attach. Without it (the demos' plain self-start) the first failure seen is the job's.
 //
 // When one rank fails, the others fail moments later *because of it*: their next collective sees a closed
@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "dist/launch/job_observer.h"
+#include "dist/elastic/job_observer.h"
 #include "dist/launch/supervisor.h"
 #include "dist/observe/blame/error_file.h"
 

@@ -1,5 +1,5 @@
 // JobRecords: the launcher's side of the flight recorder (recorder.h), a JobObserver
-// (dist/launch/job_observer.h). It gives every worker of a job one directory for its ring files
+// (dist/elastic/job_observer.h). It gives every worker of a job one directory for its ring files
 // (TINYDDP_FLIGHT_RECORDER_DIR), and after a failed round reads them all and prints one verdict, e.g.
 //
 //   launch: flight recorder (pg0): collective #1091 AllReduce(float32 [262144], AVG) (bucket 0, 1.0 MiB):
@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "dist/launch/job_observer.h"
+#include "dist/elastic/job_observer.h"
 
 namespace tinyddp::dist {
 

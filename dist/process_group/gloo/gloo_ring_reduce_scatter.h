@@ -7,7 +7,7 @@
 // reduced over all ranks, having sent (n-1)/n of the input once: the minimum any reduce-scatter can do.
 // The direction and the order of the additions are Gloo's ring all_reduce's (block r starts at rank r-1
 // and collects r-2, ..., r): floating-point sums depend on their order, so this is what lets a
-// reduce-scatter then all-gather (ZeRO-1, dist/parallel/zero/) give the same bits as Gloo's all_reduce
+// reduce-scatter then all-gather (ZeRO-1's, a wing) give the same bits as Gloo's all_reduce
 // over blocks of the same size. In place is allowed: `output` may be block `rank` of `input`.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_GLOO_GLOO_RING_REDUCE_SCATTER_H_
 #define TINYDDP_DIST_PROCESS_GROUP_GLOO_GLOO_RING_REDUCE_SCATTER_H_
