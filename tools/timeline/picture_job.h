@@ -1,5 +1,5 @@
 // RunPictureJob: what the step-picture generators share around the one function that trains and traces
-// (dist/parallel/zero:zero3_timeline, dist/parallel/tensor:tp_timeline). Each draws a real trace of two CPU
+// (tools/timeline:zero3_timeline, tools/timeline:tp_timeline). Each draws a real trace of two CPU
 // ranks over Gloo; what they have in common is the job around it: the same flags (--out, --trace, --dims,
 // --batch, --steps), paths as the user typed them under `bazel run` (Bazel starts the binary in its runfiles,
 // BUILD_WORKING_DIRECTORY says where the user was), and the two ranks the program starts itself

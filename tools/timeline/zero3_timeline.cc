@@ -5,7 +5,7 @@
 // layer's all_gather (issued by the layer before it, so it runs while that layer computes) and its
 // reduce_scatter (issued as soon as its gradient exists).
 //
-//   ./bazelw run -c opt //dist/parallel/zero:zero3_timeline --
+//   ./bazelw run -c opt //tools/timeline:zero3_timeline --
 //       --out=docs/images/zero3_timeline.svg --trace=/tmp/zero3_timeline.json
 //
 // It starts its own two ranks (dist/launch/spawn.h). The trace (--trace, by default beside the picture:
@@ -83,7 +83,7 @@ absl::Status Draw(const PictureJob& job) {
     svg.last_steps = 1;  // one step across the whole width: two would halve the short all-gathers' bars
     svg.bucket_bytes = fsdp->UnitBytes();  // arg i of a collective is the layer: its bytes, whole
     svg.title = "ZeRO-3 step timeline";
-    svg.source = absl::StrCat("bazel run -c opt //dist/parallel/zero:zero3_timeline: MLP ", absl::StrJoin(dims, "-"),
+    svg.source = absl::StrCat("bazel run -c opt //tools/timeline:zero3_timeline: MLP ", absl::StrJoin(dims, "-"),
                               ", batch ", batch, " per rank, SGD (trace: ", BaseName(trace_path), ")");
     svg.comm_unit = "layer";
     ASSIGN_OR_RETURN(const std::string written, dist::WriteTimelineSvg(trace_path, svg));

@@ -6,7 +6,7 @@
 // labelled with its layer: g after each row layer's forward, f before the second pair's column layer in
 // backward (the first pair's input is the data: no f).
 //
-//   ./bazelw run -c opt //dist/parallel/tensor:tp_timeline --
+//   ./bazelw run -c opt //tools/timeline:tp_timeline --
 //       --out=docs/images/tp_timeline.svg --trace=/tmp/tp_timeline.json
 //
 // Two pairs, so that both directions show: with one pair (ddp_mlp's default model) the only f would be the
@@ -94,7 +94,7 @@ absl::Status Draw(const PictureJob& job) {
     svg.last_steps = 2;
     svg.bucket_bytes = model->AllReduceBytes(batch);  // arg i of an all_reduce is its layer: its bytes
     svg.title = "Tensor parallelism step timeline, --tp=2";
-    svg.source = absl::StrCat("bazel run -c opt //dist/parallel/tensor:tp_timeline: MLP ", absl::StrJoin(dims, "-"),
+    svg.source = absl::StrCat("bazel run -c opt //tools/timeline:tp_timeline: MLP ", absl::StrJoin(dims, "-"),
                               ", batch ", batch, " on both ranks, SGD (trace: ", BaseName(trace_path), ")");
     svg.comm_unit = "layer";
     ASSIGN_OR_RETURN(const std::string written, dist::WriteTimelineSvg(trace_path, svg));
