@@ -181,7 +181,7 @@ TEST(DeviceMesh, RowsAndColumnsReduceOverExactlyTheirRanks) {
     ASSERT_NE(world, nullptr);
     EXPECT_TRUE(absl::IsInvalidArgument(DeviceMesh::Create(*world, ctx.store, 3, 2).status()));
     auto mesh = DeviceMesh::Create(*world, ctx.store, 2, 2);
-    ASSERT_TRUE(mesh.ok());
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
     if (ctx.rank == 3) EXPECT_EQ(mesh->ToString(3), "mesh 2 x 2 (dp x tp): rank 3 at (1, 1), tp group {2, 3}, dp group {1, 3}");
   });
 }
