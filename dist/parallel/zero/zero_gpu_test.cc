@@ -135,7 +135,7 @@ void TrainBothAndCompare(const RankContext& ctx, bool adamw, nn::Precision preci
   EXPECT_LT(m.shard_elements - (zero_model->NumParameters() + ctx.world_size - 1) / ctx.world_size,
             16 * (*zero)->reducer().num_buckets())
       << m.ToString();
-  EXPECT_EQ(m.shard_elements % 16, 0) << m.ToString();
+  if (ctx.world_size > 1) EXPECT_EQ(m.shard_elements % 16, 0) << m.ToString();  // one rank: no padding at all
 }
 
 TEST(ZeroOnGpu, OneRankNcclGroupTrainsToTheSameBitsAsPlainDdp) {
