@@ -222,7 +222,8 @@ absl::Status SplitModel(const TrainOptions& o, const Job& job, Setup& s) {
 // it holds no state while training.
 absl::Status ShardOptimizer(const TrainOptions& o, Setup& s) {
   auto factory = [o](std::vector<autograd::Variable> params) { return MakeOptimizer(o, std::move(params)); };
-  ASSIGN_OR_RETURN(s.zero, dist::zero::ZeroRedundancyOptimizer::Attach(*s.ddp, factory, s.gradient_shards));
+  ASSIGN_OR_RETURN(s.zero, dist::zero::ZeroRedundancyOptimizer::Attach(*s.ddp, factory, s.gradient_shards,
+                                                                        {.in_backward = o.optimizer_in_backward}));
   RETURN_IF_ERROR(s.zero->LoadConsolidatedStateTensors(s.optimizer->StateTensors()));
   return s.optimizer->LoadStateTensors({});
 }
