@@ -117,7 +117,7 @@ class Reducer {
     /// and for the collective, so its kernels run beside the rest of backward (the compute stream waits for
     /// that stream at the end of backward). On a CPU, the first hook at which the collective has finished
     /// (Work::IsCompleted). The rest at the end of backward. Its timing may differ across ranks: such a
-    /// callback must not issue collectives.
+    /// callback must not issue collectives, except for the last bucket's, always run at the end of backward.
     kInBackward,
   };
   /// Called once per bucket of each synchronised backward, when `timing` says, right after that bucket's
