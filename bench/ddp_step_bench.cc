@@ -398,6 +398,7 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     } else if (o.zero) {
       ASSIGN_OR_RETURN(zero, dist::zero::ZeroRedundancyOptimizer::Attach(*ddp, factory, shards,
                                                                           {.in_backward = o.optimizer_in_backward}));
+      optimizer.SetComputeCopies({});  // bf16: ZeRO re-pointed the copies; the unused plain one keeps no old ones
     } else {
       ASSIGN_OR_RETURN(fused_optimizer,
                        dist::FusedOptimizer::Attach(*ddp, factory, {.in_backward = o.optimizer_in_backward}));
