@@ -98,7 +98,8 @@ class DistributedDataParallel {
   /// The seam for optimizer wrappers outside dist/ddp (the fused optimizer; ZeRO-1/2: wings, see
   /// docs/design.md): `callback` runs once per bucket of each synchronised backward, in launch
   /// order, right after that bucket's reduction has arrived, at the end of backward or already during it
-  /// (`timing`, Reducer::CallbackTiming), with the bucket (its index, parameters and flat buffer). An error it returns becomes status() and no further callback runs.
+  /// (`timing`, Reducer::CallbackTiming), with the bucket (its index, parameters and flat buffer). An error
+  /// it returns becomes status() and no further callback runs.
   /// One callback at a time: setting a second one without removing the first (empty) stops the program.
   void SetBucketReducedCallback(std::function<absl::Status(const GradBucket& bucket)> callback,
                                 Reducer::CallbackTiming timing = Reducer::CallbackTiming::kAfterBackward);

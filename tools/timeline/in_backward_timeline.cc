@@ -77,7 +77,8 @@ absl::Status TraceOneRun(const PictureJob& job, const std::shared_ptr<dist::Proc
   ASSIGN_OR_RETURN(std::unique_ptr<dist::DistributedDataParallel> ddp,
                    dist::DistributedDataParallel::Create(*model, pg, options));
   dist::DistributedDataParallel* ddp_ptr = ddp.get();
-  auto factory = [&tracer, ddp_ptr, in_backward](std::vector<autograd::Variable> params) -> std::unique_ptr<nn::Optimizer> {
+  auto factory = [&tracer, ddp_ptr, in_backward](std::vector<autograd::Variable> params)
+      -> std::unique_ptr<nn::Optimizer> {
     int bucket = 0;  // which bucket these parameters are: the label of the update's bar
     while (bucket + 1 < ddp_ptr->reducer().num_buckets() &&
            !ddp_ptr->reducer().BucketParameters(bucket).front().Is(params.front())) {

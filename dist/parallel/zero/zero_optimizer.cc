@@ -64,11 +64,13 @@ absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> ZeroRedundancyOptimizer
   std::unique_ptr<ZeroRedundancyOptimizer> zero(
       new ZeroRedundancyOptimizer(ddp, std::move(factory), std::move(gradients), zero_options));
   // The buckets as they are now (later ones arrive with the callback): each becomes a shard.
-  for (int b = 0; b < ddp.reducer().num_buckets(); ++b) zero->shards_.push_back(zero->MakeShard(ddp.reducer().grad_bucket(b)));
+  for (int b = 0; b < ddp.reducer().num_buckets(); ++b) {
+    zero->shards_.push_back(zero->MakeShard(ddp.reducer().grad_bucket(b)));
+  }
   ZeroRedundancyOptimizer* self = zero.get();
   ddp.SetBucketReducedCallback([self](const GradBucket& bucket) { return self->OnBucketReduced(bucket); },
                                zero_options.in_backward ? Reducer::CallbackTiming::kInBackward
-                                                   : Reducer::CallbackTiming::kAfterBackward);
+                                                        : Reducer::CallbackTiming::kAfterBackward);
   return zero;
 }
 
