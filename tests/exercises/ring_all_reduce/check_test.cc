@@ -73,9 +73,11 @@ void CheckOnRanks(int world) {
       // The sum, on every rank.
       const std::vector<float> got = t.ToVector<float>();
       ASSERT_EQ(got.size(), static_cast<size_t>(len)) << "the tensor must keep its length";
+      std::vector<std::vector<float>> inputs;
+      for (int r = 0; r < n; ++r) inputs.push_back(InputOf(r, len));
       for (int64_t i = 0; i < len; ++i) {
         double want = 0;
-        for (int r = 0; r < n; ++r) want += InputOf(r, len)[i];
+        for (int r = 0; r < n; ++r) want += inputs[r][i];
         ASSERT_NEAR(got[i], want, 1e-5 * (1 + std::fabs(want)))
             << "element " << i << " of " << len << " on rank " << ctx.rank << ", " << n << " ranks";
       }
