@@ -23,7 +23,7 @@ namespace tinyddp::dist {
 inline constexpr int64_t kPointToPointSeqBase = int64_t{1} << 40;
 inline bool IsPointToPoint(int64_t seq) { return seq >= kPointToPointSeqBase; }
 
-/// What a rank issued. Every field but `description` reads the same on every rank (no device index).
+/// What a rank issued. Of a collective, every field but `description` reads the same on every rank.
 struct CollectiveInfo {
   int64_t seq = 0;          // the group's sequence number (point-to-point: see kPointToPointSeqBase)
   std::string op;           // "AllReduce", "Broadcast", ..., "Replay", "Send", "Recv", "BatchSendRecv"
