@@ -99,14 +99,22 @@ CommFuture GradientShards::Run(ProcessGroup& pg, GradBucket& bucket) {
   std::shared_ptr<Work> work = pg.ReduceScatter(block, flat, ReduceOp::kAvg);
   if (world_ > 1) staging_bytes_ += static_cast<int64_t>(flat.nbytes());
   peak_staging_bytes_ = std::max(peak_staging_bytes_, staging_bytes_);
-  staged_.push_back(Staged{bucket.index, flat, work});
+  const cuda::Stream compute = device.is_cuda() ? cuda::Stream::Current(device.index) : cuda::Stream();
+  staged_.push_back(Staged{bucket.index, flat, work, compute});
   // At the end of backward the reducer waits for the bucket (in launch order), then this frees what is
-  // staged up to it: nothing stays staged between steps.
+  // staged up to it: nothing stays staged between steps. On a GPU only on the stream that staged it: with
+  // the optimizer inside backward the reducer may complete a bucket on a side stream (reducer.h), and a
+  // buffer freed there would go back to the compute stream's pool while the reduce-scatter still reads it;
+  // the next bucket's hook, or the end of backward, frees it on the compute stream instead.
   std::weak_ptr<GradientShards> self = weak_from_this();
   const int index = bucket.index;
   return CommFuture{work, [self, index] {
-                      if (auto shards = self.lock()) {
-                        while (!shards->staged_.empty() && shards->staged_.front().bucket <= index) shards->DrainOne();
+                      auto shards = self.lock();
+                      while (shards && !shards->staged_.empty() && shards->staged_.front().bucket <= index) {
+                        const Staged& oldest = shards->staged_.front();
+                        const Device on = oldest.buffer.device();
+                        if (on.is_cuda() && cuda::Stream::Current(on.index).handle() != oldest.stream.handle()) break;
+                        shards->DrainOne();
                       }
                     }};
 }

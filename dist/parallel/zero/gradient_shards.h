@@ -47,6 +47,7 @@
 #include "dist/ddp/comm_hooks.h"
 #include "dist/parallel/zero/shard_layout.h"
 #include "dist/process_group/process_group.h"
+#include "tensor/stream.h"
 #include "tensor/tensor.h"
 
 namespace tinyddp::dist::zero {
@@ -87,6 +88,7 @@ class GradientShards : public std::enable_shared_from_this<GradientShards> {
     int bucket = 0;
     Tensor buffer;               // the bucket's gradients, padded
     std::shared_ptr<Work> work;  // the reduce-scatter reading it
+    cuda::Stream stream;         // GPU: the (compute) stream it was staged on, whose pool it returns to
   };
   std::deque<Staged> staged_;  // in flight, oldest first; at most one
   int64_t staging_bytes_ = 0, peak_staging_bytes_ = 0;
