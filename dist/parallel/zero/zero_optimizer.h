@@ -160,6 +160,8 @@ class ZeroRedundancyOptimizer {
   /// ZeRO-2: with `gradients`, the DDP must use gradients->Hook() in the coalesced layout
   /// (gradient_as_bucket_view = false) instead, and each shard steps with its block of `gradients`.
   /// With options.in_backward the blocks are stepped during backward (Reducer::CallbackTiming::kInBackward).
+  /// DDP's buckets are read once, here; later layouts (DDP's rebuild) arrive with the callback's GradBucket,
+  /// and no reference to the reducer is kept.
   static absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> Attach(
       DistributedDataParallel& ddp, OptimizerFactory factory, std::shared_ptr<GradientShards> gradients = nullptr,
       ZeroOptions options = {});
