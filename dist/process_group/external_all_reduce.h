@@ -37,7 +37,8 @@ class ExternalAllReduce {
   /// Host-side preparation of a call on `tensors` (CUDA tensors on the group's device, current), before
   /// anything is enqueued (e.g. growing a scratch area; it may block and talk to the peer). Called WITHOUT
   /// the group's lock, so the watchdog can Release() meanwhile. An error fails the call; an `op` it does
-  /// not support is InvalidArgument.
+  /// not support is InvalidArgument; an implementation that cannot be recorded into a CUDA graph refuses
+  /// a capturing current stream here (FailedPrecondition): the group records whatever Enqueue issues.
   virtual absl::Status Prepare(const std::vector<Tensor>& tensors, ReduceOp op) = 0;
 
   /// Enqueues the all_reduce of `tensors` in place with `op`, starting on `stream` (the group's, already

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dist/accel/copy_engine/copy_engine_reduce.h"
+#include "tensor/stream.h"
 
 namespace tinyddp::dist {
 namespace {
@@ -263,6 +264,13 @@ bool CopyEngineAllReduce::Takes(DType dtype, int64_t numel, ReduceOp op) const {
 // --- The scratch -------------------------------------------------------------------------------------
 
 absl::Status CopyEngineAllReduce::Prepare(const std::vector<Tensor>& tensors, ReduceOp op) {
+  // Its calls synchronise with the peer outside the stream (and growing the scratch below allocates and
+  // talks to the peer): nothing a CUDA graph could record. Refuse a capture before anything is done.
+  if (cuda::Stream::Current(device_).IsCapturing()) {
+    return absl::FailedPreconditionError(
+        "an external all_reduce cannot be recorded into a CUDA graph (its implementation synchronises outside "
+        "the stream); use the group's AllReduce inside a graph");
+  }
   for (const Tensor& t : tensors) {
     if (t.dtype() != DType::kFloat32 || !SumOrAvg(op)) {
       return absl::InvalidArgumentError(absl::StrCat("the copy-engine all_reduce takes float32 SUM or AVG, not ",

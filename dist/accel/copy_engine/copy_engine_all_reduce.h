@@ -109,7 +109,8 @@ class CopyEngineAllReduce final : public ExternalAllReduce {
   // --- ExternalAllReduce -------------------------------------------------------------------------------
   const char* path_name() const override { return kPathName; }
   /// Makes the scratch big enough for `tensors` (collective the first time a call is bigger than any
-  /// before; host-blocking then, free afterwards). InvalidArgument unless float32 SUM/AVG (any size).
+  /// before; host-blocking then, free afterwards). InvalidArgument unless float32 SUM/AVG (any size);
+  /// FailedPrecondition while the current stream is capturing a CUDA graph.
   absl::Status Prepare(const std::vector<Tensor>& tensors, ReduceOp op) override;
   /// Enqueues the plan of the call (copy_engine_plan.h), scaled by 1 for SUM and 0.5 for AVG, starting on
   /// `stream` and recording `done` on the drain stream. `stream` itself is not ordered after the end: it

@@ -237,12 +237,6 @@ std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Ten
   DeviceScope scope(device_);
   cudaStream_t compute = CurrentStream(device_);
   const bool captured = Capturing(compute);
-  if (captured && external != nullptr) {
-    return EndNow(call, absl::FailedPreconditionError(absl::StrCat(
-                            call.description, ": an external all_reduce cannot be recorded into a CUDA graph (its "
-                            "implementation synchronises outside the stream); use the group's AllReduce inside a "
-                            "graph")));
-  }
   auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors), compute,
                                          external, call.seq, captured);
   cudaStream_t stream = static_cast<cudaStream_t>(nccl_stream_.handle());

@@ -19,7 +19,7 @@
 // CUDA graphs (tensor/cuda_graph.h): on a capturing stream the same steps are recorded, not run (the start
 // event's wait pulls the NCCL stream into the capture; SynchronizeStream joins it back). Such a Work is
 // captured: Wait() refuses, the watchdog does not hold it, each replay is watched instead (WatchReplay).
-// External all_reduces are refused under capture. Sequence numbers are taken at capture, not at replays.
+// Sequence numbers are taken at capture, not at replays.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_NCCL_PROCESS_GROUP_NCCL_H_
 #define TINYDDP_DIST_PROCESS_GROUP_NCCL_PROCESS_GROUP_NCCL_H_
 
