@@ -76,7 +76,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Work> RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) override;
   std::shared_ptr<Work> RunReduce(const Tensor& tensor, const Call& call) override;
   std::shared_ptr<Work> RunBarrier(const Call& call) override;
-  /// Steps 1-3 with `impl` issuing step 2; the watchdog releases `impl` when it aborts.
+  /// Steps 1-3 with `impl` issuing step 2 (what else `impl` needs it does as an observer of the group).
   std::shared_ptr<Work> RunAllReduceExternal(std::shared_ptr<ExternalAllReduce> impl, std::vector<Tensor> tensors,
                                              const Call& call) override;
   /// CUDA tensors on device_index() of float32, float64, bfloat16, int32 or int64.
@@ -86,8 +86,8 @@ class ProcessGroupNCCL : public ProcessGroup {
   ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device,
                    std::unique_ptr<NcclCommunicator> nccl, std::shared_ptr<Store> store);
 
-  // Steps 1-3 above: step 1 (and the order after an external call), then `enqueue(stream, end)` issues
-  // step 2 and records the end event; then the watchdog holds the Work. `external`: null for NCCL's calls.
+  // Steps 1-3 above: step 1, then `enqueue(stream, end)` issues step 2 and records the end event; then the
+  // watchdog holds the Work. `external`: the implementation (kept alive by the Work), null for NCCL's calls.
   template <typename Enqueue>
   std::shared_ptr<Work> Launch(const Call& call, std::vector<Tensor> tensors,
                                std::shared_ptr<ExternalAllReduce> external, Enqueue&& enqueue);
@@ -105,9 +105,8 @@ class ProcessGroupNCCL : public ProcessGroup {
   void* barrier_buffer_ = nullptr;  // one float on device_, all-reduced by Barrier()
   // The communicator and the lock the launching thread holds for a whole enqueue (nccl_watchdog.h).
   std::unique_ptr<NcclCommunicator> nccl_;
-  std::shared_ptr<WorkNCCL> last_external_;  // the last call, if external (Launch); under the launch lock
   std::unique_ptr<NcclWatchdog> watchdog_;
-  friend class NcclWatchdog;  // tells the observers (NotifyStarted, NotifyEnded, NoteFailure)
+  friend class NcclWatchdog;  // tells the observers (NotifyStarted, NotifyEnded, NoteFailure, NotifyAborting)
 };
 
 }  // namespace tinyddp::dist
