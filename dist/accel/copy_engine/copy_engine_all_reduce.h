@@ -97,6 +97,9 @@ class CopyEngineAllReduce final : public ExternalAllReduce, public CollectiveObs
   /// ProcessGroup::SubStore). Returns null, and why in `*why_not`, when the pair cannot use it
   /// (another host, no peer access, the same GPU, no stream memory operations, a veto); an error only
   /// when the store fails or times out. `device`: this rank's GPU. `timeout` bounds every exchange.
+  /// Before its first call through a group (AllReduceExternal), add it to that group's observers
+  /// (pg.AddObserver(module)): without it the group's next call would not wait for the end of this
+  /// module's calls, nor would an abort let their waits go.
   static absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> Create(std::shared_ptr<Store> store, int rank,
                                                                      int device, std::chrono::milliseconds timeout,
                                                                      const CopyEngineOptions& options,
