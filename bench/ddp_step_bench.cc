@@ -91,6 +91,7 @@
 #include "dist/accel/fused_optimizer/fused_optimizer.h"
 #include "dist/accel/graph/graphed_step.h"
 #include "dist/accel/copy_engine/copy_engine_hook.h"
+#include "dist/ddp/bf16_compress_hook.h"
 #include "dist/ddp/comm_hooks.h"
 #include "dist/ddp/ddp.h"
 #include "dist/ddp/reducer.h"

@@ -45,7 +45,7 @@
 #include "data/fashion_mnist.h"                    // LoadFashionMnist (checked before workers start)
 #include "dist/accel/copy_engine/copy_engine_hook.h"  // CopyEngineHook: two GPUs' large buckets on the copy engines
 #include "dist/accel/graph/graphed_step.h"         // GraphedStep (--cuda_graph): the step as one CUDA graph
-#include "dist/ddp/comm_hooks.h"                   // Bf16CompressHook (--comm_hook=bf16)
+#include "dist/ddp/bf16_compress_hook.h"            // Bf16CompressHook (--comm_hook=bf16)
 #include "dist/ddp/ddp.h"                          // DistributedDataParallel, DdpOptions: --ddp=full
 #include "dist/init.h"                             // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/ladder/ladder.h"                    // CreateDataParallel: --ddp=naive|flat|bucketed, the rungs
