@@ -78,7 +78,7 @@
 #include "examples/internal/train_setup.h"         // Job, Setup, BuildSetup, ResumeOnEveryRank: before training
 #include "nn/device_lr.h"                          // DeviceLr (--cuda_graph): the schedule on the device
 #include "tensor/cpu_isa.h"                        // CpuIsaSummary: which CPU kernels run
-#include "tensor/cuda_device.h"                    // CurrentDevice
+#include "tensor/cuda_device.h"                    // CurrentDevice, BuiltWithCuda
 #include "tensor/ops.h"                            // AddInto (loss accumulation on the device)
 #include "tensor/stream.h"                         // Stream: a compute stream of our own on the GPU
 #include "tools/timeline/timeline_svg.h"           // WriteTimelineSvg: --trace's picture
@@ -782,9 +782,9 @@ int main(int argc, char** argv) {
   }
   // --backend=nccl needs a GPU: say so once, before starting workers that would all fail.
   if (!tinyddp::dist::IsWorker() && options->backend == "nccl" &&
-      (!tinyddp::dist::NcclAvailable() || tinyddp::cuda::DeviceCount() == 0)) {
+      (!tinyddp::cuda::BuiltWithCuda() || tinyddp::cuda::DeviceCount() == 0)) {
     std::fprintf(stderr, "ddp_mlp: --backend=nccl: %s; use --backend=gloo (CPU ranks)\n",
-                 tinyddp::dist::NcclAvailable() ? "no GPU is visible" : "this build has no CUDA/NCCL");
+                 tinyddp::cuda::BuiltWithCuda() ? "no GPU is visible" : "this build has no CUDA/NCCL");
     return 2;
   }
   // Before anything large is allocated: do this host's ranks fit in its memory? Refused with the figures.

@@ -12,7 +12,7 @@
 // lists every problem and how to fix it. The worker's side only: launchers write these variables
 // (dist/launch/workers.h); other engines' variables (Slurm, Open MPI, MPICH, Kubeflow) are translated into
 // these by the programs that understand them, before they read them (docs/clusters.md says which).
-// rendezvous.h turns a WorkerEnv into the job's TCPStore; InitProcessGroup into a process group.
+// dist/init.h turns a WorkerEnv into the job's TCPStore (ConnectToJobStore), then into a process group.
 #ifndef TINYDDP_DIST_WORKER_ENV_H_
 #define TINYDDP_DIST_WORKER_ENV_H_
 
