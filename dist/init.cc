@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -44,22 +45,17 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> MakeGroup(Backend backend, const W
 #endif
 }
 
+constexpr const char* kBackendNames[] = {"auto", "nccl", "gloo"};  // Backend's order
+
 }  // namespace
 
-const char* BackendName(Backend backend) {
-  switch (backend) {
-    case Backend::kAuto: return "auto";
-    case Backend::kNccl: return "nccl";
-    case Backend::kGloo: return "gloo";
-  }
-  return "?";
-}
+const char* BackendName(Backend backend) { return kBackendNames[static_cast<int>(backend)]; }
 
 absl::StatusOr<Backend> ParseBackend(absl::string_view name) {
-  const std::string n = absl::AsciiStrToLower(name);
-  if (n == "auto") return Backend::kAuto;
-  if (n == "nccl") return Backend::kNccl;
-  if (n == "gloo") return Backend::kGloo;
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (size_t b = 0; b < std::size(kBackendNames); ++b) {
+    if (lower == kBackendNames[b]) return static_cast<Backend>(b);
+  }
   return absl::InvalidArgumentError(absl::StrCat("unknown backend \"", name, "\": choose auto, nccl or gloo"));
 }
 

@@ -209,7 +209,7 @@ TEST(LauncherFailures, WhenRestartsRunOutTheJobFailsWithTheLastRoundsCause) {
 
 int FreePort() {
   int port = 0;
-  auto s = internal::Listen(0, &port);  // closed again on return: free unless someone races us to it
+  auto s = internal::Listen("", 0, &port);  // closed again on return: free unless someone races us to it
   return port;
 }
 

@@ -212,7 +212,7 @@ TEST(Launcher, ForwardsSigintToEveryWorker) {
 
 int FreePort() {
   int port = 0;
-  auto s = internal::Listen(0, &port);  // closed again on return: free unless someone races us to it
+  auto s = internal::Listen("", 0, &port);  // closed again on return: free unless someone races us to it
   return port;
 }
 
