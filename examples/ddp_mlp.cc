@@ -65,7 +65,7 @@
 #include "dist/parallel/zero/reduce_scatter_hook.h" // ZeRO-1 (--zero=1): buckets reduce-scattered
 #include "dist/parallel/zero/zero_optimizer.h"     // ZeRO-1/2: the sharded optimizer, memory, consolidated state
 #include "dist/process_group/exit_on_failure.h"    // SetLastWordsBeforeCollectiveExit: the error file
-#include "dist/worker/env.h"                       // IsWorker, RestartCount
+#include "dist/worker/env.h"                       // IsWorker, ReadWorkerEnv (restart_count)
 #include "examples/internal/durable_file.h"        // IsPermanent, kPermanentFailureExitCode: not restarted
 #include "examples/internal/evaluate.h"            // EvaluateShard, AllReduceEvalSums
 #include "examples/internal/loss_window.h"         // LossWindow: step losses on the device, non-finite check
@@ -694,7 +694,7 @@ int RunWorker(TrainOptions options) {
   dist::AttachCollectiveFaults(**pg);  // TINYDDP_FAULT=...,point=collective, for the failure tests
   dist::AttachDebugCheck(**pg);        // TINYDDP_DISTRIBUTED_DEBUG=DETAIL: ranks compare each call first
   // An elastic restart (launch/spawn --max_restarts) resumes from the last good checkpoint by itself.
-  if (const int restart = dist::RestartCount(); restart > 0) {
+  if (const int restart = dist::ReadWorkerEnv().value_or(dist::WorkerEnv{}).restart_count; restart > 0) {
     if ((*pg)->rank() == 0) {
       std::printf("elastic restart %d (%s=%d): %s\n", restart, dist::kRestartCountEnv, restart,
                   options.checkpoint_dir.empty() ? "no --checkpoint_dir, so training starts over from step 0"

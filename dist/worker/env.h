@@ -68,9 +68,6 @@ absl::Status ReadLauncherVariables(const EnvVars& vars, WorkerEnv& env);
 bool IsWorker(const EnvVars& vars);
 bool IsWorker();
 
-/// TINYDDP_RESTART_COUNT of this process (0 when unset or not a number).
-int RestartCount();
-
 /// The store's address as sockets take it: "::1" for "[::1]", the way URLs (and torchrun's users) write an
 /// IPv6 address; anything else unchanged.
 std::string StoreHost(const std::string& master_addr);

@@ -141,8 +141,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
   // Each group gets its own keys (the n-th group has the same n on every rank): a second group over the
   // same store (a new group after an abort) must never read the previous group's stale id.
   static std::atomic<int64_t> groups_created{0};
-  auto keys = std::make_shared<PrefixStore>(absl::StrCat(options.store_prefix, "/", groups_created.fetch_add(1)),
-                                            std::move(store));
+  auto keys = std::make_shared<PrefixStore>(absl::StrCat("nccl/", groups_created.fetch_add(1)), std::move(store));
   keys->set_timeout(options.timeout);
   ASSIGN_OR_RETURN(const ncclUniqueId id, ShareUniqueId(*keys, rank));
   auto nccl = std::make_unique<NcclCommunicator>();
