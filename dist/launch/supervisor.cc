@@ -100,8 +100,7 @@ Supervisor::~Supervisor() {
     if (!w.running) continue;
     ::kill(-w.exit.pid, SIGKILL);
     ::kill(w.exit.pid, SIGKILL);
-    int status = 0;
-    ::waitpid(w.exit.pid, &status, 0);  // SIGKILL cannot be caught: this returns promptly
+    ::waitpid(w.exit.pid, nullptr, 0);  // SIGKILL cannot be caught: this returns promptly
   }
   for (int fd : wake_pipe_) {
     if (fd >= 0) ::close(fd);

@@ -219,16 +219,4 @@ absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline)
   return body;
 }
 
-std::string PeerAddress(int fd) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  char host[NI_MAXHOST], port[NI_MAXSERV];
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
-      ::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), port, sizeof(port),
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-    return "an unknown address";
-  }
-  return absl::StrCat(host, " port ", port);
-}
-
 }  // namespace tinyddp::dist::internal

@@ -57,9 +57,6 @@ absl::Status SendFrame(int fd, const Bytes& body, SteadyTime deadline);
 /// A declared length over `max_bytes` is ResourceExhausted, before any of the body is read.
 absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline);
 
-/// The peer's numeric address and port, "127.0.0.1 port 51234", for logs.
-std::string PeerAddress(int fd);
-
 /// The errno text, e.g. "connection refused".
 std::string ErrnoText(int err);
 
