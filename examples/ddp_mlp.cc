@@ -129,8 +129,11 @@ void PrintHeader(const TrainOptions& options, const Job& job, const Setup& setup
                                                           "ZeRO-3"}[options.zero]));
   if (job.device.is_cpu()) progress.Print("  " + CpuIsaSummary());  // which CPU kernels run (tensor/cpu_isa.h)
   if (options.optimizer_in_backward) {
-    progress.Print("  optimizer inside backward: one per DDP bucket, each stepped as soon as its bucket's average "
-                   "has arrived (dist/accel/fused_optimizer)");
+    progress.Print(options.zero == 0 ? "  optimizer inside backward: one per DDP bucket, each stepped as soon as its "
+                                       "bucket's average has arrived (dist/accel/fused_optimizer)"
+                                     : "  optimizer inside backward: each bucket's shard stepped as soon as its "
+                                       "reduce-scatter has landed, the all-gathers at the end of backward "
+                                       "(dist/parallel/zero)");
   }
 }
 
@@ -585,7 +588,7 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
                                                                   setup.tracer.get()));
   }
   if (options.zero == 1 || options.zero == 2) RETURN_IF_ERROR(ShardOptimizer(options, setup));  // attached to ddp
-  if (options.optimizer_in_backward) RETURN_IF_ERROR(StepInsideBackward(options, setup));   // attached to ddp
+  if (options.optimizer_in_backward && options.zero == 0) RETURN_IF_ERROR(StepInsideBackward(options, setup));
 
   ASSIGN_OR_RETURN(report.metrics, OpenMetrics(options, job, at));
   if (lead) PrintHeader(options, job, setup, report.progress);

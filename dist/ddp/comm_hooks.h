@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "autograd/variable.h"
 #include "dist/process_group/process_group.h"
 #include "dist/process_group/work.h"
 #include "tensor/tensor.h"
@@ -44,6 +45,9 @@ struct GradBucket {
   /// layout the separate tensors autograd made (set when the bucket is launched). The hook must leave the
   /// averaged gradients in them (in `buffer`, when defined) by the time its CommFuture completes.
   std::vector<Tensor> gradients;
+  /// The parameters whose gradients these are, in bucket order (GradBucket.parameters()): what an optimizer
+  /// wrapper steps when the bucket's average has arrived (the bucket-reduced callback, reducer.h).
+  std::vector<autograd::Variable> parameters;
   /// True for the last bucket of the backward.
   bool is_last = false;
 };
