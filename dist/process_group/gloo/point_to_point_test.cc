@@ -40,6 +40,13 @@ std::vector<double> Message(int rank, int message, int64_t n) {
   return v;
 }
 
+// Both ranks leave only once both have checked their own timeout: a rank that exits first closes its
+// connections, and the other's still-pending call would end Unavailable (peer gone) instead of timing out.
+void LeaveTogether(const RankContext& ctx) {
+  ASSERT_TRUE(ctx.store->Set(absl::StrCat("done/", ctx.rank), "1").ok());
+  ASSERT_TRUE(ctx.store->Wait({"done/0", "done/1"}).ok());
+}
+
 Tensor Zeros(int64_t n, DType dtype = DType::kFloat32) { return MakeTensor(std::vector<double>(n, 0.0), dtype, Device::CPU()); }
 
 TEST(GlooPointToPoint, RingExchangeOfOddSizesReachesTheNextRankOn3And4Ranks) {
@@ -135,6 +142,7 @@ TEST(GlooPointToPoint, TwoRanksThatEachSendBeforeTheyReceiveWaitUntilTheTimeout)
     EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
     EXPECT_TRUE(absl::StrContains(s.message(), "make the pair one BatchSendRecv")) << s;
     EXPECT_FALSE(recv->Wait().ok());
+    LeaveTogether(ctx);
   });
 }
 
@@ -149,9 +157,7 @@ TEST(GlooPointToPoint, RecvThatNoRankAnswersTimesOutNamingThePeerAndTheTag) {
       EXPECT_TRUE(absl::StrContains(s.message(), "Recv(float32 [11]) from 1 tag 7 #p0 on gloo rank 0/2")) << s;
       EXPECT_TRUE(absl::StrContains(s.message(), "rank 1 did not send the message with tag 7")) << s;
     }
-    // Rank 1 sends nothing and leaves once rank 0 has seen its timeout.
-    ASSERT_TRUE(ctx.store->Set(absl::StrCat("done/", ctx.rank), "1").ok());
-    ASSERT_TRUE(ctx.store->Wait({"done/0", "done/1"}).ok());
+    LeaveTogether(ctx);  // rank 1 sends nothing and leaves once rank 0 has seen its timeout
   });
 }
 
@@ -179,6 +185,7 @@ TEST(GlooPointToPoint, TagsAreSeparateQueuesAndAMismatchedTagIsNeverReceived) {
       EXPECT_TRUE(absl::StrContains(s.message(), "from 0 tag 2")) << s;
       EXPECT_EQ(ReadTensor(never), std::vector<double>(9, 0.0));
     }
+    LeaveTogether(ctx);
   });
 }
 
