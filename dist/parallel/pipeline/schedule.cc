@@ -1,0 +1,383 @@
+// The schedules (schedule.h): each one's compute order per rank, then the communication placed around it.
+#include "dist/parallel/pipeline/schedule.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/check.h"
+
+namespace tinyddp::dist::pipeline {
+namespace {
+
+Action F(int stage, int mb) { return {ActionKind::kForward, stage, mb}; }
+Action B(int stage, int mb) { return {ActionKind::kBackward, stage, mb}; }
+
+// GPipe (all forward, all backward; picotron's AFAB): every microbatch's forward, then every backward, in
+// microbatch order. Stage s holds all m microbatches' activations at the turn.
+std::vector<Action> GPipeOrder(int rank, int m) {
+  std::vector<Action> order;
+  for (int k = 0; k < m; ++k) order.push_back(F(rank, k));
+  for (int k = 0; k < m; ++k) order.push_back(B(rank, k));
+  return order;
+}
+
+// 1F1B (PipeDream-flush, Megatron's default): p - s - 1 warm-up forwards, then one forward and one backward
+// in turn, then the remaining backwards. The same bubble as GPipe, but stage s never holds more than p - s
+// microbatches: a microbatch's backward starts as soon as the pipeline is full.
+std::vector<Action> OneFOneBOrder(int rank, int p, int m) {
+  const int warmup = std::min(p - rank - 1, m);
+  std::vector<Action> order;
+  for (int k = 0; k < warmup; ++k) order.push_back(F(rank, k));
+  for (int i = 0; i < m - warmup; ++i) {
+    order.push_back(F(rank, warmup + i));
+    order.push_back(B(rank, i));
+  }
+  for (int k = m - warmup; k < m; ++k) order.push_back(B(rank, k));
+  return order;
+}
+
+// Interleaved 1F1B (Megatron-LM, Narayanan et al. 2021): rank r holds v stages (chunks) r, r+p, ...; its
+// forwards walk microbatches in groups of p through chunk 0, then the same group through chunk 1, ...;
+// backwards walk the chunks the other way. Warm-up: 2(p - r - 1) + (v - 1)p forwards (all of them when
+// m == p). Each stage still backwards its microbatches in increasing order (within a chunk, k grows).
+using Units = std::vector<std::vector<Action>>;  // compute actions issued between two calls
+
+Units OneEach(const std::vector<Action>& order) {
+  Units units;
+  for (const Action& a : order) units.push_back({a});
+  return units;
+}
+
+// The steady phase's F and B are one unit: one call before the pair receives for both and one after sends
+// for both (Megatron's send_forward_backward_recv_forward_backward). With a call between them, as 1F1B has,
+// the chunks' messages cross and the ranks deadlock (ValidateSchedule finds it at p=2, v=2, m=4).
+Units InterleavedOrder(int rank, int p, int m, int v) {
+  const int total = m * v;
+  auto microbatch = [&](int k) { return (k / (p * v)) * p + k % p; };
+  auto forward_chunk = [&](int k) { return (k / p) % v; };
+  auto backward_chunk = [&](int k) { return v - 1 - (k / p) % v; };
+  const int warmup = m == p ? total : std::min(total, 2 * (p - rank - 1) + (v - 1) * p);
+  Units units;
+  for (int k = 0; k < warmup; ++k) units.push_back({F(forward_chunk(k) * p + rank, microbatch(k))});
+  for (int i = 0; i < total - warmup; ++i) {
+    const int k = warmup + i;
+    units.push_back({F(forward_chunk(k) * p + rank, microbatch(k)), B(backward_chunk(i) * p + rank, microbatch(i))});
+  }
+  for (int k = total - warmup; k < total; ++k) units.push_back({B(backward_chunk(k) * p + rank, microbatch(k))});
+  return units;
+}
+
+// The receive a compute action needs, if any; the send it makes, if any (stages 0 .. S-1).
+bool Needs(const Action& a, int stages, Action* recv) {
+  if (a.kind == ActionKind::kForward && a.stage > 0) {
+    *recv = {ActionKind::kRecvForward, a.stage, a.microbatch};
+    return true;
+  }
+  if (a.kind == ActionKind::kBackward && a.stage < stages - 1) {
+    *recv = {ActionKind::kRecvBackward, a.stage, a.microbatch};
+    return true;
+  }
+  return false;
+}
+bool Makes(const Action& a, int stages, Action* send) {
+  if (a.kind == ActionKind::kForward && a.stage < stages - 1) {
+    *send = {ActionKind::kSendForward, a.stage, a.microbatch};
+    return true;
+  }
+  if (a.kind == ActionKind::kBackward && a.stage > 0) {
+    *send = {ActionKind::kSendBackward, a.stage, a.microbatch};
+    return true;
+  }
+  return false;
+}
+
+// The compute order with its communication around it (schedule.h, "Where the communication sits"): the call
+// before unit u holds the sends of unit u-1's computes, then the receives unit u's computes need; after the
+// last unit, its sends.
+std::vector<Action> WithCommunication(const Units& units, int stages) {
+  std::vector<Action> out;
+  Action comm;
+  for (size_t u = 0; u <= units.size(); ++u) {
+    if (u > 0) {
+      for (const Action& a : units[u - 1]) {
+        if (Makes(a, stages, &comm)) out.push_back(comm);
+      }
+    }
+    if (u == units.size()) break;
+    for (const Action& a : units[u]) {
+      if (Needs(a, stages, &comm)) out.push_back(comm);
+    }
+    out.insert(out.end(), units[u].begin(), units[u].end());
+  }
+  return out;
+}
+
+// The rules of schedule.h run in time: each rank's main thread issues its calls (the communication between
+// two computes, as one call) and computes when the call holding its receive is done; each rank's calls run
+// one at a time, in issue order, and a message moves when the calls holding its send and its receive are
+// both current. Messages take no time; an F takes `forward_cost`, a B `backward_cost`.
+struct Simulation {
+  std::vector<std::vector<TimedAction>> timeline;
+  bool finished = true;
+  std::string stuck;  // where the first rank that never finished waits
+};
+
+Simulation Simulate(const PipelineSchedule& s, int forward_cost, int backward_cost) {
+  struct Call {
+    std::vector<Action> ops;
+    std::vector<bool> matched;
+    int64_t issued = 0, done_at = -1, last_match = 0;
+  };
+  const int p = s.num_ranks(), stages = s.num_stages();
+  std::vector<std::vector<Call>> calls(p);
+  std::vector<size_t> at(p, 0), head(p, 0);
+  std::vector<int64_t> now(p, 0);
+  std::vector<std::map<std::tuple<int, int, int>, size_t>> call_of(p);  // recv (kind, stage, mb) -> its call
+  Simulation sim;
+  sim.timeline.resize(p);
+  auto since = [&](int r) {  // when rank r's current call became current
+    const Call& c = calls[r][head[r]];
+    return head[r] == 0 ? c.issued : std::max(c.issued, calls[r][head[r] - 1].done_at);
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < p; ++r) {  // main threads
+      const std::vector<Action>& row = s.ranks[r];
+      while (at[r] < row.size()) {
+        if (!row[at[r]].is_compute()) {
+          Call call;
+          call.issued = now[r];
+          for (; at[r] < row.size() && !row[at[r]].is_compute(); ++at[r]) {
+            const Action& a = row[at[r]];
+            if (a.is_recv()) call_of[r][{static_cast<int>(a.kind), a.stage, a.microbatch}] = calls[r].size();
+            call.ops.push_back(a);
+          }
+          call.matched.assign(call.ops.size(), false);
+          calls[r].push_back(call);
+          progress = true;
+          continue;
+        }
+        const Action& a = row[at[r]];
+        Action need;
+        if (Needs(a, stages, &need)) {
+          const Call& c = calls[r][call_of[r].at({static_cast<int>(need.kind), need.stage, need.microbatch})];
+          if (c.done_at < 0) break;
+          now[r] = std::max(now[r], c.done_at);
+        }
+        const int cost = a.kind == ActionKind::kForward ? forward_cost : backward_cost;
+        sim.timeline[r].push_back({a, now[r], now[r] + cost});
+        now[r] += cost;
+        ++at[r];
+        progress = true;
+      }
+    }
+    for (int r = 0; r < p; ++r) {  // the ranks' current calls
+      if (head[r] >= calls[r].size()) continue;
+      Call& c = calls[r][head[r]];
+      for (size_t i = 0; i < c.ops.size(); ++i) {
+        if (c.matched[i]) continue;
+        const int q = s.PeerOf(c.ops[i]), tag = s.TagOf(c.ops[i]);
+        if (head[q] >= calls[q].size()) continue;
+        Call& d = calls[q][head[q]];
+        for (size_t j = 0; j < d.ops.size(); ++j) {
+          if (d.matched[j] || d.ops[j].is_send() == c.ops[i].is_send() || s.PeerOf(d.ops[j]) != r ||
+              s.TagOf(d.ops[j]) != tag) {
+            continue;
+          }
+          const int64_t t = std::max(since(r), since(q));
+          c.matched[i] = d.matched[j] = true;
+          c.last_match = std::max(c.last_match, t);
+          d.last_match = std::max(d.last_match, t);
+          progress = true;
+          break;
+        }
+      }
+    }
+    for (int r = 0; r < p; ++r) {  // calls whose every message moved are done
+      while (head[r] < calls[r].size() &&
+             std::all_of(calls[r][head[r]].matched.begin(), calls[r][head[r]].matched.end(), [](bool m) { return m; })) {
+        calls[r][head[r]].done_at = std::max(calls[r][head[r]].last_match, since(r));
+        ++head[r];
+        progress = true;
+      }
+    }
+  }
+  for (int r = 0; r < p && sim.finished; ++r) {
+    if (at[r] < s.ranks[r].size() || head[r] < calls[r].size()) {
+      sim.finished = false;
+      sim.stuck = absl::StrCat("rank ", r, " waits forever at ",
+                               at[r] < s.ranks[r].size() ? s.ranks[r][at[r]].ToString() : "the end of the step",
+                               head[r] < calls[r].size() ? absl::StrCat(" (its current call holds ",
+                                                                         calls[r][head[r]].ops[0].ToString(), ")")
+                                                         : "");
+    }
+  }
+  return sim;
+}
+
+}  // namespace
+
+const char* ScheduleName(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kGPipe: return "gpipe";
+    case ScheduleKind::kOneFOneB: return "1f1b";
+    case ScheduleKind::kInterleaved: return "interleaved";
+    case ScheduleKind::kZeroBubble: return "zb";
+  }
+  return "?";
+}
+
+absl::StatusOr<ScheduleKind> ParseSchedule(const std::string& name) {
+  for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved,
+                         ScheduleKind::kZeroBubble}) {
+    if (name == ScheduleName(k)) return k;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--pp_schedule=", name, ": expected one of gpipe, 1f1b, interleaved, zb"));
+}
+
+std::string Action::ToString() const {
+  static const char* const kNames[] = {"F", "B", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+  return absl::StrCat(stage, kNames[static_cast<int>(kind)], microbatch);
+}
+
+int PipelineSchedule::PeerOf(const Action& a) const {
+  TINYDDP_CHECK_OP(!a.is_compute(), "PipelineSchedule::PeerOf", a.ToString(), " is not a communication");
+  const bool next = a.kind == ActionKind::kSendForward || a.kind == ActionKind::kRecvBackward;
+  return RankOfStage(next ? a.stage + 1 : a.stage - 1);
+}
+
+int PipelineSchedule::TagOf(const Action& a) const {
+  // Named by the receiving stage on both ends: SEND_F of stage s is RECV_F of stage s+1, SEND_B of s is
+  // RECV_B of s-1.
+  int to = a.stage;
+  if (a.kind == ActionKind::kSendForward) to = a.stage + 1;
+  if (a.kind == ActionKind::kSendBackward) to = a.stage - 1;
+  const bool gradient = a.kind == ActionKind::kSendBackward || a.kind == ActionKind::kRecvBackward;
+  return (a.microbatch * num_stages() + to) * 2 + (gradient ? 1 : 0);
+}
+
+double PipelineSchedule::FormulaBubble() const {
+  const double p = options.ranks, m = options.microbatches, v = options.virtual_stages;
+  return (p - 1) / (v * m + p - 1);
+}
+
+absl::StatusOr<PipelineSchedule> MakeSchedule(const ScheduleOptions& o) {
+  if (o.ranks < 1) return absl::InvalidArgumentError(absl::StrCat("--pp=", o.ranks, ": must be >= 1"));
+  if (o.microbatches < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--microbatches=", o.microbatches, ": must be >= 1"));
+  }
+  if (o.virtual_stages < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--pp_virtual_stages=", o.virtual_stages, ": must be >= 1"));
+  }
+  if (o.virtual_stages > 1 && o.kind != ScheduleKind::kInterleaved) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--pp_virtual_stages=", o.virtual_stages, " applies to --pp_schedule=interleaved only, not ",
+        ScheduleName(o.kind), ": drop it, or use --pp_schedule=interleaved"));
+  }
+  if (o.kind == ScheduleKind::kZeroBubble) {
+    return absl::UnimplementedError(
+        "--pp_schedule=zb (ZB-H1) is not built yet: it needs the autograd to split a Linear's backward into the "
+        "input gradient (B) and a deferred weight gradient (W); use --pp_schedule=1f1b or interleaved");
+  }
+  if (o.kind == ScheduleKind::kInterleaved) {
+    if (o.ranks < 2) {
+      return absl::InvalidArgumentError("--pp_schedule=interleaved needs --pp >= 2 (one rank has no bubble to "
+                                        "shrink): use --pp_schedule=1f1b, or more pipeline ranks");
+    }
+    if (o.microbatches % o.ranks != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--pp_schedule=interleaved needs --microbatches to be a multiple of --pp (%d), got %d: its warm-up "
+          "walks the microbatches in groups of %d; use --microbatches=%d",
+          o.ranks, o.microbatches, o.ranks, o.ranks * ((o.microbatches + o.ranks - 1) / o.ranks)));
+    }
+  }
+  PipelineSchedule s;
+  s.options = o;
+  const int stages = o.ranks * o.virtual_stages;
+  for (int r = 0; r < o.ranks; ++r) {
+    Units units;
+    switch (o.kind) {
+      case ScheduleKind::kGPipe: units = OneEach(GPipeOrder(r, o.microbatches)); break;
+      case ScheduleKind::kOneFOneB: units = OneEach(OneFOneBOrder(r, o.ranks, o.microbatches)); break;
+      default: units = InterleavedOrder(r, o.ranks, o.microbatches, o.virtual_stages); break;
+    }
+    s.ranks.push_back(WithCommunication(units, stages));
+  }
+  return s;
+}
+
+absl::Status ValidateSchedule(const PipelineSchedule& s) {
+  const int stages = s.num_stages(), m = s.num_microbatches();
+  // Per rank: each stage's F and B exactly once per microbatch, B after F, B in increasing microbatch order.
+  for (int r = 0; r < s.num_ranks(); ++r) {
+    std::map<int, int> next_backward;  // stage -> the microbatch its next B must be
+    std::set<std::pair<int, int>> forwarded;
+    int computes = 0;
+    for (const Action& a : s.ranks[r]) {
+      if (s.RankOfStage(a.stage) != r) {
+        return absl::FailedPreconditionError(absl::StrCat("rank ", r, " runs ", a.ToString(), " of another rank"));
+      }
+      if (a.kind == ActionKind::kForward) {
+        if (!forwarded.insert({a.stage, a.microbatch}).second) {
+          return absl::FailedPreconditionError(absl::StrCat("rank ", r, " runs ", a.ToString(), " twice"));
+        }
+        ++computes;
+      } else if (a.kind == ActionKind::kBackward) {
+        if (!forwarded.count({a.stage, a.microbatch})) {
+          return absl::FailedPreconditionError(absl::StrCat("rank ", r, ": ", a.ToString(), " before its forward"));
+        }
+        if (a.microbatch != next_backward[a.stage]++) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "rank ", r, ": ", a.ToString(), " out of microbatch order (the gradient sums would differ)"));
+        }
+        ++computes;
+      }
+    }
+    if (computes != 2 * m * s.options.virtual_stages) {
+      return absl::FailedPreconditionError(absl::StrCat("rank ", r, " runs ", computes, " computations, expected ",
+                                                        2 * m * s.options.virtual_stages));
+    }
+  }
+  const Simulation sim = Simulate(s, 1, 2);
+  if (!sim.finished) return absl::FailedPreconditionError(absl::StrCat("deadlock: ", sim.stuck));
+  return absl::OkStatus();
+}
+
+std::vector<std::vector<TimedAction>> SimulatedTimeline(const PipelineSchedule& s, int forward_cost,
+                                                       int backward_cost) {
+  Simulation sim = Simulate(s, forward_cost, backward_cost);
+  if (!sim.finished) return std::vector<std::vector<TimedAction>>(s.num_ranks());
+  return std::move(sim.timeline);
+}
+
+std::vector<double> SimulatedBubble(const PipelineSchedule& s, int forward_cost, int backward_cost) {
+  const std::vector<std::vector<TimedAction>> timeline = SimulatedTimeline(s, forward_cost, backward_cost);
+  int64_t makespan = 1;
+  for (const auto& row : timeline) {
+    if (!row.empty()) makespan = std::max(makespan, row.back().end);
+  }
+  std::vector<double> idle;
+  for (const auto& row : timeline) {
+    int64_t busy = 0;
+    for (const TimedAction& t : row) busy += t.end - t.start;
+    idle.push_back(1.0 - static_cast<double>(busy) / static_cast<double>(makespan));
+  }
+  return idle;
+}
+
+int PeakMicrobatchesInFlight(const PipelineSchedule& s, int rank) {
+  int live = 0, peak = 0;
+  for (const Action& a : s.ranks[rank]) {
+    if (a.kind == ActionKind::kForward) peak = std::max(peak, ++live);
+    if (a.kind == ActionKind::kBackward) --live;
+  }
+  return peak;
+}
+
+}  // namespace tinyddp::dist::pipeline
