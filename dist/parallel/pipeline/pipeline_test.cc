@@ -8,7 +8,11 @@
 //     microbatch order (schedule.h), and each microbatch is the same GEMMs on the same rows;
 //   * 1F1B holds at most p - s microbatches on stage s and GPipe all M, counted by the runtime, and the
 //     allocator sees the difference on stage 0;
-//   * each rank's measured idle fraction lies in [0, 1) and the step's window covers every compute.
+//   * each rank's measured idle fraction lies in [0, 1) and the step's window covers every compute;
+//   * PipelineParallelMlp (what ddp_mlp trains): gathered into one process's model and optimizer state it
+//     is the reference's, bit for bit; its evaluation Forward gives every pipeline rank the reference's
+//     logits; cut back from a one-process checkpoint it trains on as the one process does; and 2 pipelines
+//     x 2 stages train like 2 data-parallel replicas of one stage each.
 #include <cstring>
 #include <map>
 #include <memory>
@@ -18,10 +22,13 @@
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "dist/parallel/pipeline/bubble.h"
+#include "dist/parallel/pipeline/pipeline_parallel_mlp.h"
 #include "dist/parallel/pipeline/pipeline_runtime.h"
 #include "dist/parallel/pipeline/schedule.h"
 #include "dist/parallel/pipeline/stage_plan.h"
+#include "dist/parallel/subgroups/device_mesh.h"
 #include "dist/testing/ddp_testing.h"
 #include "dist/testing/multi_process.h"
 #include "gtest/gtest.h"
@@ -228,6 +235,94 @@ TEST(Pipeline, GPipeHoldsMoreActivationBytesThanOneFOneBOnTheFirstStage) {
     if (ctx.rank == 0) {
       EXPECT_GT(peak[ScheduleKind::kGPipe], peak[ScheduleKind::kOneFOneB] + 4 * 16 * 256 * 4);
     }
+  });
+}
+
+// pp = 2 over `pipeline` with `data` replicas: kSteps steps on replica `replica`'s batches, then the whole
+// model and optimizer state gathered.
+struct Gathered {
+  std::shared_ptr<nn::Sequential> model;
+  nn::TensorMap state;
+  Tensor logits;
+};
+Gathered TrainPipelineMlp(std::shared_ptr<ProcessGroup> pipeline, std::shared_ptr<ProcessGroup> data, int p,
+                          int replica, Opt kind, const nn::TensorMap* resume_state = nullptr,
+                          const nn::Sequential* resume_model = nullptr) {
+  auto full = nn::MLP(kDims, {.seed = 7});
+  auto model = PipelineParallelMlp::Create(*full, pipeline, data,
+                                           {.kind = ScheduleKind::kOneFOneB, .ranks = p, .microbatches = 4},
+                                           CrossEntropy());
+  EXPECT_TRUE(model.ok()) << model.status();
+  full.reset();
+  std::unique_ptr<nn::Optimizer> optimizer = MakeOptimizer(kind, (*model)->Parameters());
+  if (resume_model != nullptr) {
+    EXPECT_TRUE((*model)->LoadFrom(*resume_model).ok());
+    EXPECT_TRUE((*model)->LoadOptimizerState(*resume_state, *optimizer).ok());
+  }
+  for (int step = 0; step < kSteps; ++step) {
+    const ddp_testing::Batch batch = BatchOf(10 * replica + step);
+    optimizer->ZeroGrad();
+    absl::StatusOr<Tensor> loss = (*model)->TrainStep(batch.x, batch.labels);
+    EXPECT_TRUE(loss.ok()) << loss.status();
+    optimizer->Step();
+  }
+  Gathered out;
+  out.model = nn::MLP(kDims, {.seed = 99});  // a vessel of other values: every parameter must be overwritten
+  EXPECT_TRUE((*model)->GatherInto(*out.model).ok());
+  absl::StatusOr<nn::TensorMap> state = (*model)->GatherOptimizerState(*optimizer);
+  EXPECT_TRUE(state.ok()) << state.status();
+  out.state = *state;
+  autograd::NoGradGuard no_grad;
+  out.logits = (*model)->Forward(Variable(BatchOf(50).x)).data();
+  EXPECT_TRUE((*model)->status().ok()) << (*model)->status();
+  return out;
+}
+
+void ExpectSameTensors(const nn::TensorMap& got, const nn::TensorMap& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (const auto& [key, tensor] : want) {
+    ASSERT_TRUE(got.count(key)) << what << ": " << key;
+    const std::vector<float> a = got.at(key).ToVector<float>(), b = tensor.ToVector<float>();
+    ASSERT_EQ(a.size(), b.size()) << what << ": " << key;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what << ": " << key;
+  }
+}
+
+nn::TensorMap WeightsOf(const nn::Module& model) {
+  nn::TensorMap map;
+  for (const auto& [name, tensor] : model.StateDict()) map[name] = tensor;
+  return map;
+}
+
+TEST(PipelineParallelMlp, GathersTheOneProcessModelStateAndLogitsAndResumesFromThem) {
+  RunOnRanks(2, [](const RankContext& ctx) {
+    std::shared_ptr<ProcessGroup> group = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(group, nullptr);
+    for (Opt kind : {Opt::kSgd, Opt::kAdamW}) {
+      const std::string what = kind == Opt::kSgd ? "sgd" : "adamw";
+      const Gathered one = TrainPipelineMlp(nullptr, nullptr, 1, 0, kind);
+      const Gathered two = TrainPipelineMlp(group, nullptr, 2, 0, kind);
+      ExpectSameTensors(WeightsOf(*two.model), WeightsOf(*one.model), what + " model");
+      ExpectSameTensors(two.state, one.state, what + " optimizer state");
+      ExpectSameTensors({{"logits", two.logits}}, {{"logits", one.logits}}, what + " logits");
+      // Resumed at pp = 2 from the one-process model and state: on as the one process goes.
+      const Gathered on_one = TrainPipelineMlp(nullptr, nullptr, 1, 0, kind, &one.state, one.model.get());
+      const Gathered on_two = TrainPipelineMlp(group, nullptr, 2, 0, kind, &one.state, one.model.get());
+      ExpectSameTensors(on_two.state, on_one.state, what + " resumed optimizer state");
+      ExpectSameTensors({{"logits", on_two.logits}}, {{"logits", on_one.logits}}, what + " resumed logits");
+    }
+  });
+}
+
+TEST(PipelineParallelMlp, TwoPipelinesOfTwoStagesTrainLikeTwoReplicasOfOneStage) {
+  RunOnRanks(4, [](const RankContext& ctx) {
+    std::shared_ptr<ProcessGroup> world = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(world, nullptr);
+    auto mesh = DeviceMesh::Create(*world, ctx.store, 2, 2);  // rows: pipelines of 2; columns: replicas
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    const Gathered two = TrainPipelineMlp(mesh->tp_group, mesh->dp_group, 2, mesh->dp_index, Opt::kAdamW);
+    const Gathered one = TrainPipelineMlp(nullptr, mesh->dp_group, 1, mesh->dp_index, Opt::kAdamW);  // pp = 1
+    ExpectSameTensors(two.state, one.state, "dp 2 x pp 2 against dp 2 x pp 1");
   });
 }
 
