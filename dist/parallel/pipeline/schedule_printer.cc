@@ -32,8 +32,8 @@ std::string FormatPipelineOrder(const PipelineSchedule& schedule, bool with_acti
                     "\n");
   }
   if (!with_actions) return out;
-  absl::StrAppend(&out, "each rank's actions, in the order the runtime issues them (RECV posted, waited for only "
-                        "by the compute that reads it; SEND never waited for until the step ends):\n");
+  absl::StrAppend(&out, "each rank's actions in issue order (the sends and receives between two computes go out "
+                        "as one BatchSendRecv; a compute waits only for the call holding its receive):\n");
   for (int r = 0; r < schedule.num_ranks(); ++r) {
     std::vector<std::string> names;
     for (const Action& a : schedule.ranks[r]) names.push_back(a.ToString());

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "dist/parallel/pipeline/pipeline_flags.h"
 #include "dist/parallel/pipeline/schedule.h"
 #include "dist/parallel/pipeline/schedule_printer.h"
 #include "dist/parallel/pipeline/stage_plan.h"
@@ -152,6 +153,26 @@ TEST(StagePlan, RefusesMoreStagesThanLinearsAndUnevenInterleavedSplits) {
   absl::StatusOr<StagePlan> uneven = StagePlan::Make(*mlp, 2, /*equal=*/true);
   ASSERT_FALSE(uneven.ok());
   EXPECT_NE(uneven.status().message().find("--pp_schedule=interleaved"), std::string::npos) << uneven.status();
+}
+
+TEST(PipelineFlags, EveryBadInputNamesItsFlagAndTheFix) {
+  auto err = [](PipelineFlags f, int64_t linears = 3, int64_t batch = 64) {
+    return std::string(CheckPipelineFlags(f, linears, batch).message());
+  };
+  EXPECT_EQ(err({.pp = 2}), "");
+  EXPECT_EQ(err({.pp = 1, .microbatches = 4}), "");  // the reference: microbatches at one stage
+  EXPECT_NE(err({.pp = 0}).find("--pp: must be in [1, 1024]"), std::string::npos);
+  EXPECT_NE(err({.pp = 4}).find("use --pp <= 3"), std::string::npos);  // more stages than Linears
+  EXPECT_NE(err({.pp = 2, .microbatches = 6}).find("--microbatches=6: must divide --batch_size=64"), std::string::npos);
+  EXPECT_NE(err({.pp = 2, .schedule = "afab"}).find("--pp_schedule=afab"), std::string::npos);
+  EXPECT_NE(err({.pp = 2, .schedule = "zb"}).find("--pp_schedule=zb"), std::string::npos);
+  EXPECT_NE(err({.pp = 2, .virtual_stages = 2}, 4).find("applies to --pp_schedule=interleaved only"), std::string::npos);
+  EXPECT_NE(err({.pp = 2, .schedule = "interleaved", .virtual_stages = 2}, 6).find("do not split evenly"),
+            std::string::npos);
+  EXPECT_NE(err({.pp = 2, .schedule = "interleaved", .microbatches = 1, .virtual_stages = 2}, 4)
+                .find("a multiple of --pp"),
+            std::string::npos);
+  EXPECT_EQ(err({.pp = 2, .schedule = "interleaved", .microbatches = 4, .virtual_stages = 2}, 4), "");
 }
 
 }  // namespace
