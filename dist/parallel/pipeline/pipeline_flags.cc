@@ -22,13 +22,6 @@ absl::Status CheckPipelineFlags(const PipelineFlags& f, int64_t linears, int64_t
     return absl::InvalidArgumentError(
         absl::StrFormat("--pp_virtual_stages: must be in [1, 64], got %d", f.virtual_stages));
   }
-  const int64_t m = f.resolved_microbatches();
-  if (f.microbatches < 0 || m > batch_size || batch_size % m != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--microbatches=%d: must divide --batch_size=%d (the rows each pipeline's step cuts into microbatches of "
-        "equal size)%s; use a divisor of %d, or change --batch_size",
-        m, batch_size, f.microbatches == 0 ? " (it defaults to --pp)" : "", batch_size));
-  }
   const int64_t stages = f.pp * f.virtual_stages;
   if (stages > linears) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -36,6 +29,13 @@ absl::Status CheckPipelineFlags(const PipelineFlags& f, int64_t linears, int64_t
         "a stage needs at least one: use --pp <= %d, or more layers with --hidden",
         f.pp, f.virtual_stages > 1 ? absl::StrFormat(" x --pp_virtual_stages=%d", f.virtual_stages) : "", stages,
         linears, linears - 1, linears / f.virtual_stages));
+  }
+  const int64_t m = f.resolved_microbatches();
+  if (f.microbatches < 0 || m > batch_size || batch_size % m != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--microbatches=%d: must divide --batch_size=%d (the rows each pipeline's step cuts into microbatches of "
+        "equal size)%s; use a divisor of %d, or change --batch_size",
+        m, batch_size, f.microbatches == 0 ? " (it defaults to --pp)" : "", batch_size));
   }
   if (kind == ScheduleKind::kInterleaved && linears % stages != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(

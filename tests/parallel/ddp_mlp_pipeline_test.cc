@@ -1,0 +1,98 @@
+// //examples:ddp_mlp --pp end to end, as a user runs it (Gloo ranks, the tiny synthetic job of tests/ddp_mlp with
+// four Linears: 32-24-16-12-10).
+//
+// The reference is one process at --pp=1 with --microbatches=4: each batch of 32 cut into 4 microbatches whose
+// gradients accumulate before one step. GPipe, 1F1B and interleaved 1F1B (v = 2) over 2 pipeline ranks write
+// the reference's checkpoint byte for byte (model and optimizer state, SGD and AdamW): every stage sums its
+// microbatches' gradients in microbatch order, with the same GEMMs on the same rows (docs/pipeline_parallel.md).
+// 2 replicas x 2 stages (4 ranks) write 2 replicas' checkpoint byte for byte too. The checkpoint is one
+// process's, resumes at another --pp, and the run prints its mesh, its schedule and its measured bubble. Bad
+// layouts are refused with the flag and the fix.
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/ddp_mlp/run_ddp_mlp.h"
+
+namespace tinyddp::testing {
+namespace {
+
+constexpr int kSteps = 10;
+
+std::string Train(const std::string& name, std::vector<std::string> flags) {
+  const std::string dir = FreshDir(name);
+  flags.insert(flags.end(), {"--hidden=24,16,12", "--epochs=1", "--max_steps=10", "--checkpoint_dir=" + dir});
+  const RunResult r = RunDdpMlp(TinyJob("gloo", flags));
+  EXPECT_EQ(r.exit_code, 0) << Explain(r);
+  return dir + "/" + CheckpointName(kSteps);
+}
+
+TEST(PipelineDdpMlp, EveryScheduleWritesTheOneProcessMicrobatchedCheckpointByteForByte) {
+  for (const std::string optimizer : {"sgd", "adamw"}) {
+    SCOPED_TRACE(optimizer);
+    const std::vector<std::string> common = {"--optimizer=" + optimizer, "--seed=3", "--microbatches=4",
+                                             optimizer == "adamw" ? "--lr=0.01" : "--lr=0.2"};
+    auto with = [&](std::vector<std::string> more) {
+      more.insert(more.begin(), common.begin(), common.end());
+      return more;
+    };
+    const std::string one = Train("pp_one_" + optimizer, with({"--nproc=1"}));
+    for (const std::string schedule : {"gpipe", "1f1b"}) {
+      const std::string pp = Train("pp_" + schedule + "_" + optimizer, with({"--nproc=2", "--pp=2",
+                                                                              "--pp_schedule=" + schedule}));
+      EXPECT_TRUE(SameModelAndOptimizer(one, pp)) << "--pp=2 --pp_schedule=" << schedule << " against one process";
+    }
+    const std::string interleaved = Train("pp_interleaved_" + optimizer,
+                                          with({"--nproc=2", "--pp=2", "--pp_schedule=interleaved",
+                                                "--pp_virtual_stages=2"}));
+    EXPECT_TRUE(SameModelAndOptimizer(one, interleaved)) << "interleaved against one process";
+    const std::string other = Train("pp_other_m_" + optimizer, with({"--nproc=1", "--microbatches=2"}));
+    EXPECT_FALSE(SameModelAndOptimizer(one, other)) << "another microbatching sums in another order: not the same bits";
+  }
+  // Data parallel down the mesh's columns: 2 replicas x 2 stages against 2 replicas of the whole model.
+  const std::vector<std::string> adamw = {"--optimizer=adamw", "--lr=0.01", "--seed=5", "--microbatches=4"};
+  std::vector<std::string> replicas = adamw, mesh = adamw;
+  replicas.push_back("--nproc=2");
+  mesh.insert(mesh.end(), {"--nproc=4", "--pp=2"});
+  EXPECT_TRUE(SameModelAndOptimizer(Train("pp_replicas", replicas), Train("pp_mesh", mesh)));
+}
+
+TEST(PipelineDdpMlp, PrintsItsMeshScheduleAndBubbleAndResumesAtAnotherPp) {
+  const std::string dir = FreshDir("pp_resume");
+  const std::vector<std::string> job = {"--hidden=24,16,12", "--epochs=1", "--microbatches=4", "--optimizer=adamw",
+                                        "--lr=0.01", "--checkpoint_dir=" + dir};
+  std::vector<std::string> first = job;
+  first.insert(first.end(), {"--nproc=2", "--pp=2", "--max_steps=6"});
+  const RunResult a = RunDdpMlp(TinyJob("gloo", first));
+  ASSERT_EQ(a.exit_code, 0) << Explain(a);
+  EXPECT_NE(a.out.find("mesh 1 x 2 (data-parallel replicas x pipeline stages): rank 0 replica 0 stage 0; rank 1 "
+                       "replica 0 stage 1"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("rank 0 | 0F0 0F1 .   0B0 0F2 0B1 0F3 0B2 .   0B3"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("pipeline bubble, last step"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("formula 20.0%"), std::string::npos) << a.out;
+  // Resumed by one process at --pp=1 to step 10: the checkpoint of a run that went there at --pp=2.
+  std::vector<std::string> second = job;
+  second.insert(second.end(), {"--nproc=1", "--max_steps=10", "--resume"});
+  const RunResult b = RunDdpMlp(TinyJob("gloo", second));
+  ASSERT_EQ(b.exit_code, 0) << Explain(b);
+  std::vector<std::string> straight = {"--optimizer=adamw", "--lr=0.01", "--microbatches=4", "--nproc=2", "--pp=2"};
+  EXPECT_TRUE(SameModelAndOptimizer(dir + "/" + CheckpointName(kSteps), Train("pp_straight", straight)));
+}
+
+TEST(PipelineDdpMlp, BadLayoutsAreRefusedNamingTheFlagAndTheFix) {
+  const RunResult three = RunDdpMlp(TinyJob("gloo", {"--nproc=3", "--pp=2", "--epochs=1"}));
+  EXPECT_NE(three.exit_code, 0);
+  EXPECT_NE(three.err.find("--pp=2 does not divide the job's 3 ranks"), std::string::npos) << Explain(three);
+  const RunResult deep = RunDdpMlp(TinyJob("gloo", {"--pp=3"}));  // 32-24-10: two Linears
+  EXPECT_EQ(deep.exit_code, 2);
+  EXPECT_NE(deep.err.find("use --pp <= 2"), std::string::npos) << Explain(deep);
+  const RunResult zero = RunDdpMlp(TinyJob("gloo", {"--pp=2", "--zero=1"}));
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--pp: with --zero is not built"), std::string::npos) << Explain(zero);
+  const RunResult uneven = RunDdpMlp(TinyJob("gloo", {"--pp=2", "--microbatches=5"}));
+  EXPECT_EQ(uneven.exit_code, 2);
+  EXPECT_NE(uneven.err.find("--microbatches=5: must divide --batch_size=32"), std::string::npos) << Explain(uneven);
+}
+
+}  // namespace
+}  // namespace tinyddp::testing
