@@ -14,6 +14,8 @@
 //          backward as each bucket's average arrives, dist/accel/fused_optimizer)
 //          --optimizer_in_backward (with the fused optimizer: each bucket's update already during backward, on
 //          a stream of its own right after the bucket's all_reduce, beside the rest of backward; --zero=0, no --tp)
+//          --gemm_sm_count=N (GPU: cuBLASLt plans every GEMM for N SMs, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET;
+//          0, the default, all of them: leaves SMs to the in-backward updates' stream)
 //          --zero=0|1|2|3 (--ddp=full only, default 0; docs/zero.md. 1: ZeRO-1, each bucket reduce-scattered,
 //          each rank steps its 1/N of the SGD (its momentum only), the parameters all-gathered, all inside
 //          backward; needs the fused optimizer. 2: ZeRO-2, the same keeping only this rank's block of each
@@ -134,6 +136,7 @@ struct Options {
   bool bf16_hook = false;
   bool fused_optimizer = true;
   bool optimizer_in_backward = false;
+  int gemm_sm_count = 0;
   int zero = 0;
   int tp = 0;  // 0: the plain MLP; N >= 1: TensorParallelMlp over rows of N ranks
   bool cuda_graph = false;
@@ -177,6 +180,7 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.fused_optimizer = !has || v == "true";
     } else if (kv[0] == "--optimizer_in_backward" && (!has || v == "true" || v == "false")) {
       o.optimizer_in_backward = !has || v == "true";
+    } else if (kv[0] == "--gemm_sm_count" && has && absl::SimpleAtoi(v, &o.gemm_sm_count) && o.gemm_sm_count >= 0) {
     } else if (kv[0] == "--cuda_graph" && (!has || v == "true" || v == "false")) {
       o.cuda_graph = !has || v == "true";
     } else if (kv[0] == "--cuda_graph_dot" && has && !v.empty()) {
@@ -722,6 +726,7 @@ int Run(const Options& o) {
                           {"bucket_view", o.bucket_view},
                           {"fused_optimizer", fused},
                           {"optimizer_in_backward", o.optimizer_in_backward},
+                          {"gemm_sm_count", o.gemm_sm_count},
                           {"buckets_updated_in_backward", m->updated_in_backward},
                           {"zero", o.zero},
                           {"tp", o.tp},
@@ -773,5 +778,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  tinyddp::cuda::SetGemmSmCountTarget(options->gemm_sm_count);  // before the first product is planned
   return tinyddp::Run(*options);
 }

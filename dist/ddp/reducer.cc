@@ -281,7 +281,10 @@ void Reducer::FinishLaunchedBuckets() {
       // what the compute stream has queued so far (that op included) and for the collective, and runs the
       // callback's kernels (the bucket's optimizer update) there, beside the rest of backward.
       if (finish_stream_.handle() == nullptr) {
-        finish_stream_ = cuda::Stream::Create(device_.index);
+        // The most urgent priority (CUDA clamps the number to the device's range): when GEMM blocks of
+        // backward retire, the block scheduler starts the update's blocks first, so the updates do not
+        // wait for every later GEMM of backward to have been scheduled.
+        finish_stream_ = cuda::Stream::Create(device_.index, /*priority=*/-1000);
         finish_stream_done_ = std::make_unique<cuda::Event>();
       }
       finish_stream_done_->Record(cuda::Stream::Current(device_.index));

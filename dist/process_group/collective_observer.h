@@ -17,11 +17,17 @@
 
 namespace tinyddp::dist {
 
+/// Point-to-point calls (Send, Recv, BatchSendRecv) involve two ranks, so they are numbered apart from the
+/// collectives: observers see seq = kPointToPointSeqBase + the call's own number ("#p3"), never a
+/// collective's. An observer that matches calls across ranks by seq skips them.
+inline constexpr int64_t kPointToPointSeqBase = int64_t{1} << 40;
+inline bool IsPointToPoint(int64_t seq) { return seq >= kPointToPointSeqBase; }
+
 /// What a rank issued. Every field but `description` reads the same on every rank (no device index).
 struct CollectiveInfo {
-  int64_t seq = 0;          // the group's sequence number
-  std::string op;           // "AllReduce", "Broadcast", ..., "Replay"
-  std::string signature;    // "float32 [1000], AVG"
+  int64_t seq = 0;          // the group's sequence number (point-to-point: see kPointToPointSeqBase)
+  std::string op;           // "AllReduce", "Broadcast", ..., "Replay", "Send", "Recv", "BatchSendRecv"
+  std::string signature;    // "float32 [1000], AVG"; "float32 [1000] to 2 tag 0"
   std::string dtype;        // "float32" or ""
   std::string via;          // "" or the path ("copy engines")
   std::string description;  // the Work's: "AllReduce(float32 [1000] cuda:0, AVG) #7 on nccl rank 0/2"

@@ -324,6 +324,22 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunBarrier(const Call& call) {
   });
 }
 
+std::shared_ptr<Work> ProcessGroupNCCL::RunPointToPoint(std::vector<P2POp> ops, const Call& call) {
+  std::vector<Tensor> tensors;
+  for (const P2POp& op : ops) tensors.push_back(op.tensor);
+  return LaunchNccl(call, std::move(tensors), [&](ncclComm_t comm, cudaStream_t stream) {
+    // One group: NCCL schedules the sends and receives together, so a rank that sends to its next
+    // neighbour and receives from its previous one (or both ways with one peer) cannot deadlock.
+    ncclGroupStart();
+    for (const P2POp& op : ops) {
+      const Tensor& t = op.tensor;
+      if (op.kind == P2POp::Kind::kSend) ncclSend(t.data_ptr(), t.numel(), ToNccl(t.dtype()), op.peer, comm, stream);
+      else ncclRecv(t.data_ptr(), t.numel(), ToNccl(t.dtype()), op.peer, comm, stream);
+    }
+    return ncclGroupEnd();
+  });
+}
+
 // --- Seams for wings -----------------------------------------------------------------------------------
 
 std::shared_ptr<Work> ProcessGroupNCCL::RunAllReduceExternal(std::shared_ptr<ExternalAllReduce> impl,

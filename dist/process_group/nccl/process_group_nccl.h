@@ -76,6 +76,9 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Work> RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) override;
   std::shared_ptr<Work> RunReduce(const Tensor& tensor, const Call& call) override;
   std::shared_ptr<Work> RunBarrier(const Call& call) override;
+  /// ncclSend/ncclRecv inside one ncclGroupStart/End on the NCCL stream, ordered and watched like a
+  /// collective (NCCL has no tags: messages between a pair match in issue order, as in PyTorch).
+  std::shared_ptr<Work> RunPointToPoint(std::vector<P2POp> ops, const Call& call) override;
   /// Steps 1-3 with `impl` issuing step 2; the watchdog releases `impl` when it aborts.
   std::shared_ptr<Work> RunAllReduceExternal(std::shared_ptr<ExternalAllReduce> impl, std::vector<Tensor> tensors,
                                              const Call& call) override;
