@@ -8,6 +8,8 @@
 //          --schedules=gpipe,1f1b,interleaved  --virtual_stages=2 (interleaved)  --width=512  --layers=8
 //          --rows=32 (per microbatch)  --steps=10 (timed, after --warmup=2)  --json=FILE  --svg=FILE
 //          --svg_microbatches=8 (the picture's m)
+//          --print_schedules  only print each schedule's table (schedule_printer.h) for --pp and each --microbatches
+//                      (no ranks started)
 //
 // The model: an MLP of --layers Linears, all --width wide (so every stage costs the same: the formula's
 // assumption), cut into p stages (p*v for interleaved). A step is M microbatches of --rows rows: the work grows
@@ -43,6 +45,7 @@
 #include "dist/parallel/pipeline/bubble.h"
 #include "dist/parallel/pipeline/pipeline_runtime.h"
 #include "dist/parallel/pipeline/schedule.h"
+#include "dist/parallel/pipeline/schedule_printer.h"
 #include "dist/parallel/pipeline/stage_plan.h"
 #include "nlohmann/json.hpp"
 #include "nn/loss.h"
@@ -64,6 +67,7 @@ struct Options {
   int steps = 10, warmup = 2;
   int svg_microbatches = 8;
   std::string json_path, svg_path;
+  bool print_schedules = false;
 };
 
 absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
@@ -92,6 +96,8 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     } else if (kv[0] == "--steps" && has && absl::SimpleAtoi(kv[1], &o.steps) && o.steps >= 1) {
     } else if (kv[0] == "--warmup" && has && absl::SimpleAtoi(kv[1], &o.warmup) && o.warmup >= 0) {
     } else if (kv[0] == "--svg_microbatches" && has && absl::SimpleAtoi(kv[1], &o.svg_microbatches)) {
+    } else if (kv[0] == "--print_schedules" && !has) {
+      o.print_schedules = true;
     } else if (kv[0] == "--json" && has) {
       o.json_path = kv[1];
     } else if (kv[0] == "--svg" && has) {
@@ -256,6 +262,18 @@ int main(int argc, char** argv) {
   if (!options.ok()) {
     std::fprintf(stderr, "pipeline_bench: %s\n", std::string(options.status().message()).c_str());
     return 2;
+  }
+  if (options->print_schedules) {  // the tables alone, no ranks
+    for (const std::string& name : options->schedules) {
+      for (int m : options->microbatches) {
+        const auto kind = tinyddp::dist::pipeline::ParseSchedule(name).value();
+        const int v = kind == tinyddp::dist::pipeline::ScheduleKind::kInterleaved ? options->virtual_stages : 1;
+        auto schedule = tinyddp::dist::pipeline::MakeSchedule(
+            {.kind = kind, .ranks = options->pp, .microbatches = m, .virtual_stages = v});
+        if (schedule.ok()) std::printf("%s\n", tinyddp::dist::pipeline::FormatPipelineOrder(*schedule, false).c_str());
+      }
+    }
+    return 0;
   }
   if (absl::Status s = tinyddp::dist::SpawnWorkersIfNeeded(argc, argv, {.nproc = options->pp}); !s.ok()) {
     std::fprintf(stderr, "pipeline_bench: %s\n", std::string(s.message()).c_str());
