@@ -5,7 +5,7 @@
 //   ./bazelw run -c opt //bench:pipeline_bench                       # p = 2: starts 2 Gloo ranks itself
 //   ./bazelw run -c opt //bench:pipeline_bench -- --pp=4 --svg=pipeline_schedules.svg
 //   flags: --pp=P (pipeline ranks, started here; default 2)  --microbatches=1,2,4,8,16
-//          --schedules=gpipe,1f1b,interleaved  --virtual_stages=2 (interleaved)  --width=512  --layers=8
+//          --schedules=gpipe,1f1b,interleaved,zb  --virtual_stages=2 (interleaved)  --width=512  --layers=8
 //          --rows=32 (per microbatch)  --steps=10 (timed, after --warmup=2)  --json=FILE  --svg=FILE
 //          --svg_microbatches=8 (the picture's m)
 //          --print_schedules  only print each schedule's table (schedule_printer.h) for --pp and each --microbatches
@@ -19,8 +19,8 @@
 //
 // Measured, per step: every rank's compute intervals (dist/parallel/pipeline/bubble.h), the window from the
 // first compute to the last, each rank's idle fraction; reported: the median over --steps of the mean over
-// ranks, and the simulated idle of the same schedule with a backward twice a forward (schedule.h,
-// SimulatedBubble). Each step starts after a barrier. Memory: the most microbatches rank 0 held at once (the
+// ranks, and the simulated idle of the same schedule with a backward twice a forward (zb: B and W one forward
+// each; schedule.h, SimulatedBubble). Each step starts after a barrier. Memory: the most microbatches rank 0 held at once (the
 // runtime's count) beside the formula (GPipe m, 1F1B min(m, p)), and the allocator's peak bytes on rank 0
 // during the step. Rank 0 prints a table a person reads, then a JSON line per row.
 //
@@ -61,7 +61,7 @@ using dist::pipeline::ScheduleKind;
 struct Options {
   int pp = 2;
   std::vector<int> microbatches = {1, 2, 4, 8, 16};
-  std::vector<std::string> schedules = {"gpipe", "1f1b", "interleaved"};
+  std::vector<std::string> schedules = {"gpipe", "1f1b", "interleaved", "zb"};
   int virtual_stages = 2;
   int64_t width = 512, layers = 8, rows = 32;
   int steps = 10, warmup = 2;
@@ -144,7 +144,10 @@ absl::StatusOr<Row> Measure(const Options& o, dist::ProcessGroup& pg, std::share
                    dist::pipeline::MakeSchedule({.kind = kind, .ranks = o.pp, .microbatches = m, .virtual_stages = v}));
   Row row{dist::pipeline::ScheduleName(kind), o.pp, m, v};
   row.formula = schedule.FormulaBubble();
-  const std::vector<double> simulated = dist::pipeline::SimulatedBubble(schedule, 1, 2);
+  // A backward twice a forward; zb's split into B and W of one each.
+  const std::vector<double> simulated = kind == ScheduleKind::kZeroBubble
+                                            ? dist::pipeline::SimulatedBubble(schedule, 1, 1, 1)
+                                            : dist::pipeline::SimulatedBubble(schedule, 1, 2);
   for (double s : simulated) row.simulated += s / simulated.size();
   ASSIGN_OR_RETURN(auto runtime, dist::pipeline::PipelineRuntime::Create(
                                      schedule, o.pp > 1 ? group : nullptr, mine,
@@ -179,8 +182,8 @@ absl::StatusOr<Row> Measure(const Options& o, dist::ProcessGroup& pg, std::share
   for (int r = 0; r < o.pp; ++r) row.rank_idle.push_back(Median(rank_idle[r]));
   row.in_flight = runtime->last_step().peak_in_flight;
   // GPipe holds all m, 1F1B at most p; interleaved: its warm-up's count, from the schedule itself.
-  row.in_flight_formula = kind == ScheduleKind::kGPipe      ? m
-                          : kind == ScheduleKind::kOneFOneB ? std::min(m, o.pp)
+  row.in_flight_formula = kind == ScheduleKind::kGPipe                                        ? m
+                          : kind == ScheduleKind::kOneFOneB || kind == ScheduleKind::kZeroBubble ? std::min(m, o.pp)
                                                             : dist::pipeline::PeakMicrobatchesInFlight(schedule, 0);
   row.peak_bytes = runtime->last_step().peak_bytes;
   return row;

@@ -24,7 +24,7 @@ for p in ${ps//,/ }; do
   # Interleaved needs layers divisible by p*v (v=2): 2p Linears at least; 16 Linears covers p = 2, 4, 8.
   echo "== p=$p: bench/pipeline_bench --pp=$p --layers=16 --width=512 --rows=32 --steps=$steps"
   "$dir/bin/pipeline_bench" --pp="$p" --layers=16 --width=512 --rows=32 --steps="$steps" \
-      --microbatches=1,2,4,8,16 --schedules=gpipe,1f1b,interleaved --virtual_stages=2 \
+      --microbatches=1,2,4,8,16 --schedules=gpipe,1f1b,interleaved,zb --virtual_stages=2 \
       --json="$out/pipeline_p$p.jsonl" --svg="$out/pipeline_p$p.svg" --svg_microbatches=8
 done
 echo "== done: $(ls "$out")"

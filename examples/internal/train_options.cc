@@ -87,7 +87,8 @@ ABSL_FLAG(int64_t, pp, kDefaults.pp,
 ABSL_FLAG(std::string, pp_schedule, kDefaults.pp_schedule,
           "the pipeline's schedule: gpipe (all forwards, then all backwards), 1f1b (one forward, one backward: at "
           "most --pp microbatches of activations), interleaved (--pp_virtual_stages stages per rank: a smaller "
-          "bubble), zb (zero-bubble, not built yet) (gpipe|1f1b|interleaved|zb)");
+          "bubble), zb (ZB-H1: each backward split into the input gradient and a weight gradient that fills the "
+          "bubble) (gpipe|1f1b|interleaved|zb)");
 ABSL_FLAG(int64_t, microbatches, kDefaults.microbatches,
           "microbatches per step of the pipeline (they must divide --batch_size); 0 = --pp; at --pp=1 the "
           "reference every pipeline trains to: the batch cut into this many microbatches, accumulated, one step");

@@ -20,6 +20,7 @@ std::string ColorOf(const pipeline::ComputeRecord& c, int ranks) {
   const int chunk = c.action.stage / std::max(ranks, 1);
   static const char* const kForward[] = {"#6baed6", "#2171b5", "#08306b"};
   static const char* const kBackward[] = {"#74c476", "#238b45", "#00441b"};
+  if (c.action.kind == pipeline::ActionKind::kWeight) return "#fd8d3c";  // zb's deferred weight gradients
   return c.action.kind == pipeline::ActionKind::kForward ? kForward[chunk % 3] : kBackward[chunk % 3];
 }
 
@@ -57,8 +58,10 @@ std::string PipelineSvg(const std::vector<PipelinePanel>& panels, const std::str
       for (const pipeline::ComputeRecord& c : panel.computes[r]) {
         const double x = kLeft + static_cast<double>(c.start_us - first) * scale;
         const double w = std::max(1.0, static_cast<double>(c.end_us - c.start_us) * scale);
-        const std::string name = absl::StrCat(c.action.kind == pipeline::ActionKind::kForward ? "F" : "B",
-                                              c.action.microbatch);
+        const char* letter = c.action.kind == pipeline::ActionKind::kForward    ? "F"
+                             : c.action.kind == pipeline::ActionKind::kBackward ? "B"
+                                                                                : "W";
+        const std::string name = absl::StrCat(letter, c.action.microbatch);
         svg.Rect(x, y, w, kRowHeight, ColorOf(c, ranks),
                  absl::StrFormat("stage %d %s: %s", c.action.stage, name, FormatDurationUs(c.end_us - c.start_us)),
                  R"(stroke="white" stroke-width="0.5")");
@@ -72,8 +75,9 @@ std::string PipelineSvg(const std::vector<PipelinePanel>& panels, const std::str
     }
     y += 18;
   }
-  svg.Text(kLeft, y, "blue: forward (F k: microbatch k), green: backward (B k); darker: a rank's second stage "
-                     "(interleaved); hatched: idle, the bubble", {.size = 11, .fill = "#555"});
+  svg.Text(kLeft, y, "blue: forward (F k: microbatch k), green: backward (B k; zb: its input gradient), orange: zb's "
+                     "weight gradient (W k); darker: a rank's second stage (interleaved); hatched: idle, the bubble",
+           {.size = 11, .fill = "#555"});
   return svg.Finish(static_cast<int>(kWidth), static_cast<int>(y + 14));
 }
 

@@ -1,5 +1,5 @@
 // PipelineSvg: the picture every pipeline explainer draws - ranks down, time across, each microbatch's forward
-// (F) and backward (B) as a bar, the bubbles shaded - drawn from a real step's measured compute intervals
+// (F) and backward (B; zero-bubble: B and W) as a bar, the bubbles shaded - drawn from a real step's measured compute intervals
 // (dist/parallel/pipeline/bubble.h: GatherComputes), not from a model. Part of the tools/timeline wing. Several
 // panels (GPipe, 1F1B, interleaved on the same work) share one time scale, so their lengths compare.
 #ifndef TINYDDP_TOOLS_TIMELINE_PIPELINE_SVG_H_

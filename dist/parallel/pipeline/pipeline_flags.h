@@ -25,8 +25,8 @@ struct PipelineFlags {
   ScheduleOptions ToScheduleOptions() const;
 };
 
-/// InvalidArgument naming the flag and the fix for: --pp outside [1, 1024]; an unknown --pp_schedule (zb:
-/// not built yet); --microbatches < 0, above --batch_size or not dividing it; --pp_virtual_stages without
+/// InvalidArgument naming the flag and the fix for: --pp outside [1, 1024]; an unknown --pp_schedule;
+/// --microbatches < 0, above --batch_size or not dividing it; --pp_virtual_stages without
 /// interleaved; more stages (--pp x --pp_virtual_stages) than the MLP's `linears` Linear layers; interleaved
 /// with a layer count that is not a multiple of the stages, or --microbatches not a multiple of --pp.
 absl::Status CheckPipelineFlags(const PipelineFlags& flags, int64_t linears, int64_t batch_size);

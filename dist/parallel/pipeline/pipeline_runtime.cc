@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "autograd/engine.h"
+#include "autograd/weight_grad_deferral.h"
 #include "base/status_macros.h"
 #include "dist/parallel/zero/memory_table.h"
 #include "tensor/ops.h"
@@ -83,6 +84,7 @@ absl::StatusOr<Tensor> PipelineRuntime::Step(const std::vector<Microbatch>& micr
   };
   std::map<std::pair<int, int>, Held> held;      // (stage, microbatch)
   std::map<std::pair<int, int>, Tensor> to_send;  // input gradients B made, until SEND_B takes them
+  std::map<std::pair<int, int>, std::vector<autograd::WeightGradWork>> deferred;  // zb: what B left for W
   std::map<int, Tensor> received;                 // tag -> the buffer a receive fills
   std::map<int, std::shared_ptr<Work>> receiving;  // tag -> the call that fills it
   std::vector<std::shared_ptr<Work>> calls;       // every call of the step, waited for at its end
@@ -145,6 +147,14 @@ absl::StatusOr<Tensor> PipelineRuntime::Step(const std::vector<Microbatch>& micr
       held[key] = std::move(h);
       last_.peak_in_flight = std::max(last_.peak_in_flight, static_cast<int>(held.size()));
       last_.computes.push_back({a, start, Tracer::NowUs()});
+    } else if (a.kind == ActionKind::kWeight) {  // zb: the weight gradients B k left, into .grad now
+      const int64_t start = Tracer::NowUs();
+      {
+        Tracer::Span span = Tracer::MaybeScope(tracer_, "W", k + 1000 * (a.stage / p));
+        for (autograd::WeightGradWork& work : deferred.at(key)) work();
+      }
+      deferred.erase(key);
+      last_.computes.push_back({a, start, Tracer::NowUs()});
     } else {  // kBackward
       Variable root;
       Tensor seed;
@@ -159,7 +169,13 @@ absl::StatusOr<Tensor> PipelineRuntime::Step(const std::vector<Microbatch>& micr
       const int64_t start = Tracer::NowUs();
       {
         Tracer::Span span = Tracer::MaybeScope(tracer_, "B", k + 1000 * (a.stage / p));
-        autograd::Backward(root, seed);
+        if (schedule_.options.kind == ScheduleKind::kZeroBubble) {  // B: the input gradient; W k comes later
+          autograd::WeightGradDeferral defer;
+          autograd::Backward(root, seed);
+          deferred[key] = defer.Take();
+        } else {
+          autograd::Backward(root, seed);
+        }
       }
       if (a.stage > 0) to_send[key] = held.at(key).input.grad();
       held.erase(key);  // the microbatch's activations on this stage are released here

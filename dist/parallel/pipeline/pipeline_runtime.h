@@ -12,6 +12,8 @@
 //         seeds it; the others: Backward(output, the gradient stage s+1 sent). The weight gradients add into
 //         .grad (the first B of a step writes them, ZeroGrad having cleared them); the input leaf's .grad is
 //         what SEND_B sends upstream. Then the microbatch's activations are released.
+//   W k   zb only: B k ran under autograd::WeightGradDeferral (input gradients only); W k adds the weight
+//         gradients it left into .grad, in microbatch order, with the same GEMMs: the same bits.
 //   the communication between two computes is one BatchSendRecv; the runtime waits for it only in front of
 //   the compute that reads what it receives, and for the rest at the end of the step (schedule.h says why
 //   one call, and why this cannot deadlock).
@@ -91,7 +93,7 @@ class PipelineRuntime {
   bool holds_last_stage() const { return rank_ == schedule_.RankOfStage(schedule_.num_stages() - 1); }
   const std::vector<std::shared_ptr<PipelineStage>>& stages() const { return stages_; }
   const StepRecord& last_step() const { return last_; }
-  /// Records each compute action as a span on `tracer` ("F"/"B", arg = microbatch + 1000 x chunk); null: off.
+  /// Records each compute action as a span on `tracer` ("F"/"B"/"W", arg = microbatch + 1000 x chunk); null: off.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
 
  private:

@@ -2,7 +2,7 @@
 //   * the reference: one process, the whole model as one stage, the batch cut into M microbatches whose
 //     gradients accumulate before one optimizer step, is bit for bit the plain loop a PyTorch user writes
 //     for gradient accumulation (model(x_k), loss_k, backward seeded with k's share, step);
-//   * GPipe and 1F1B at p = 2 and 3, and interleaved 1F1B at p = 2 with v = 2, train to exactly the
+//   * GPipe, 1F1B and ZB-H1 at p = 2 and 3, and interleaved 1F1B at p = 2 with v = 2, train to exactly the
 //     reference's bits after several steps, SGD (momentum, weight decay) and AdamW, with uneven microbatches
 //     (a batch of 11 rows in 4 or 5) and the same losses: every stage sums its microbatches' gradients in
 //     microbatch order (schedule.h), and each microbatch is the same GEMMs on the same rows;
@@ -197,19 +197,21 @@ void EverySchedule(const RankContext& ctx, const std::vector<ScheduleOptions>& s
   }
 }
 
-TEST(Pipeline, GPipeAndOneFOneBOnTwoRanksTrainToTheOneProcessBits) {
+TEST(Pipeline, EveryScheduleOnTwoRanksTrainsToTheOneProcessBits) {
   RunOnRanks(2, [](const RankContext& ctx) {
     EverySchedule(ctx, {{.kind = ScheduleKind::kGPipe, .ranks = 2, .microbatches = 4},
                         {.kind = ScheduleKind::kOneFOneB, .ranks = 2, .microbatches = 5},
                         {.kind = ScheduleKind::kOneFOneB, .ranks = 2, .microbatches = 1},
-                        {.kind = ScheduleKind::kInterleaved, .ranks = 2, .microbatches = 4, .virtual_stages = 2}});
+                        {.kind = ScheduleKind::kInterleaved, .ranks = 2, .microbatches = 4, .virtual_stages = 2},
+                        {.kind = ScheduleKind::kZeroBubble, .ranks = 2, .microbatches = 5}});
   });
 }
 
-TEST(Pipeline, GPipeAndOneFOneBOnThreeRanksTrainToTheOneProcessBits) {
+TEST(Pipeline, GPipeOneFOneBAndZeroBubbleOnThreeRanksTrainToTheOneProcessBits) {
   RunOnRanks(3, [](const RankContext& ctx) {
     EverySchedule(ctx, {{.kind = ScheduleKind::kGPipe, .ranks = 3, .microbatches = 5},
-                        {.kind = ScheduleKind::kOneFOneB, .ranks = 3, .microbatches = 4}});
+                        {.kind = ScheduleKind::kOneFOneB, .ranks = 3, .microbatches = 4},
+                        {.kind = ScheduleKind::kZeroBubble, .ranks = 3, .microbatches = 4}});
   });
 }
 

@@ -16,6 +16,7 @@ namespace {
 
 Action F(int stage, int mb) { return {ActionKind::kForward, stage, mb}; }
 Action B(int stage, int mb) { return {ActionKind::kBackward, stage, mb}; }
+Action W(int stage, int mb) { return {ActionKind::kWeight, stage, mb}; }
 
 // GPipe (all forward, all backward; picotron's AFAB): every microbatch's forward, then every backward, in
 // microbatch order. Stage s holds all m microbatches' activations at the turn.
@@ -45,6 +46,31 @@ std::vector<Action> OneFOneBOrder(int rank, int p, int m) {
 // forwards walk microbatches in groups of p through chunk 0, then the same group through chunk 1, ...;
 // backwards walk the chunks the other way. Warm-up: 2(p - r - 1) + (v - 1)p forwards (all of them when
 // m == p). Each stage still backwards its microbatches in increasing order (within a chunk, k grows).
+// ZB-H1 (Qi et al. 2023, zero bubble): 1F1B's order of F and B, with each backward split into B (the input
+// gradient, which the previous stage waits for) and W (the weight gradient, which nobody waits for). Stage s
+// holds back its first s W's (as PyTorch's zero-bubble schedules do: the last stage, which starts every gradient
+// on its way, holds back the most), so its F's and B's are not delayed, and spends them at the end, where 1F1B
+// waits for the next gradient: the bubble shrinks from (p-1)(F+B+W) to (p-1)(F+B-W), a third when the three cost
+// the same; stage s still holds at most p microbatches (p - s activations, s pending W's). W's run in
+// microbatch order, so the weight gradients sum as 1F1B's do.
+std::vector<Action> ZeroBubbleOrder(int rank, int p, int m) {
+  const int warmup = std::min(p - rank - 1, m);
+  std::vector<Action> order;
+  int next_w = 0;
+  for (int k = 0; k < warmup; ++k) order.push_back(F(rank, k));
+  for (int i = 0; i < m - warmup; ++i) {
+    order.push_back(F(rank, warmup + i));
+    order.push_back(B(rank, i));
+    if (i >= rank) order.push_back(W(rank, next_w++));
+  }
+  for (int k = m - warmup; k < m; ++k) {
+    order.push_back(B(rank, k));
+    order.push_back(W(rank, next_w++));
+  }
+  while (next_w < m) order.push_back(W(rank, next_w++));
+  return order;
+}
+
 using Units = std::vector<std::vector<Action>>;  // compute actions issued between two calls
 
 Units OneEach(const std::vector<Action>& order) {
@@ -127,7 +153,7 @@ struct Simulation {
   std::string stuck;  // where the first rank that never finished waits
 };
 
-Simulation Simulate(const PipelineSchedule& s, int forward_cost, int backward_cost) {
+Simulation Simulate(const PipelineSchedule& s, int forward_cost, int backward_cost, int weight_cost) {
   struct Call {
     std::vector<Action> ops;
     std::vector<bool> matched;
@@ -169,7 +195,9 @@ Simulation Simulate(const PipelineSchedule& s, int forward_cost, int backward_co
           if (c.done_at < 0) break;
           now[r] = std::max(now[r], c.done_at);
         }
-        const int cost = a.kind == ActionKind::kForward ? forward_cost : backward_cost;
+        const int cost = a.kind == ActionKind::kForward    ? forward_cost
+                         : a.kind == ActionKind::kBackward ? backward_cost
+                                                           : weight_cost;
         sim.timeline[r].push_back({a, now[r], now[r] + cost});
         now[r] += cost;
         ++at[r];
@@ -264,6 +292,7 @@ int PipelineSchedule::TagOf(const Action& a) const {
 
 double PipelineSchedule::FormulaBubble() const {
   const double p = options.ranks, m = options.microbatches, v = options.virtual_stages;
+  if (options.kind == ScheduleKind::kZeroBubble) return (p - 1) / (3 * m + p - 1);  // F = B = W: a third of 1F1B's
   return (p - 1) / (v * m + p - 1);
 }
 
@@ -279,11 +308,6 @@ absl::StatusOr<PipelineSchedule> MakeSchedule(const ScheduleOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--pp_virtual_stages=", o.virtual_stages, " applies to --pp_schedule=interleaved only, not ",
         ScheduleName(o.kind), ": drop it, or use --pp_schedule=interleaved"));
-  }
-  if (o.kind == ScheduleKind::kZeroBubble) {
-    return absl::UnimplementedError(
-        "--pp_schedule=zb (ZB-H1) is not built yet: it needs the autograd to split a Linear's backward into the "
-        "input gradient (B) and a deferred weight gradient (W); use --pp_schedule=1f1b or interleaved");
   }
   if (o.kind == ScheduleKind::kInterleaved) {
     if (o.ranks < 2) {
@@ -305,6 +329,7 @@ absl::StatusOr<PipelineSchedule> MakeSchedule(const ScheduleOptions& o) {
     switch (o.kind) {
       case ScheduleKind::kGPipe: units = OneEach(GPipeOrder(r, o.microbatches)); break;
       case ScheduleKind::kOneFOneB: units = OneEach(OneFOneBOrder(r, o.ranks, o.microbatches)); break;
+      case ScheduleKind::kZeroBubble: units = OneEach(ZeroBubbleOrder(r, o.ranks, o.microbatches)); break;
       default: units = InterleavedOrder(r, o.ranks, o.microbatches, o.virtual_stages); break;
     }
     s.ranks.push_back(WithCommunication(units, stages));
@@ -316,7 +341,7 @@ absl::Status ValidateSchedule(const PipelineSchedule& s) {
   const int stages = s.num_stages(), m = s.num_microbatches();
   // Per rank: each stage's F and B exactly once per microbatch, B after F, B in increasing microbatch order.
   for (int r = 0; r < s.num_ranks(); ++r) {
-    std::map<int, int> next_backward;  // stage -> the microbatch its next B must be
+    std::map<int, int> next_backward, next_weight;  // stage -> the microbatch its next B (W) must be
     std::set<std::pair<int, int>> forwarded;
     int computes = 0;
     for (const Action& a : s.ranks[r]) {
@@ -337,27 +362,35 @@ absl::Status ValidateSchedule(const PipelineSchedule& s) {
               "rank ", r, ": ", a.ToString(), " out of microbatch order (the gradient sums would differ)"));
         }
         ++computes;
+      } else if (a.kind == ActionKind::kWeight) {
+        if (a.microbatch >= next_backward[a.stage] || a.microbatch != next_weight[a.stage]++) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "rank ", r, ": ", a.ToString(), " before its B or out of microbatch order (the sums would differ)"));
+        }
+        ++computes;
       }
     }
-    if (computes != 2 * m * s.options.virtual_stages) {
+    const int per_microbatch = s.options.kind == ScheduleKind::kZeroBubble ? 3 : 2;
+    if (computes != per_microbatch * m * s.options.virtual_stages) {
       return absl::FailedPreconditionError(absl::StrCat("rank ", r, " runs ", computes, " computations, expected ",
-                                                        2 * m * s.options.virtual_stages));
+                                                        per_microbatch * m * s.options.virtual_stages));
     }
   }
-  const Simulation sim = Simulate(s, 1, 2);
+  const Simulation sim = Simulate(s, 1, 2, 1);
   if (!sim.finished) return absl::FailedPreconditionError(absl::StrCat("deadlock: ", sim.stuck));
   return absl::OkStatus();
 }
 
 std::vector<std::vector<TimedAction>> SimulatedTimeline(const PipelineSchedule& s, int forward_cost,
-                                                       int backward_cost) {
-  Simulation sim = Simulate(s, forward_cost, backward_cost);
+                                                       int backward_cost, int weight_cost) {
+  Simulation sim = Simulate(s, forward_cost, backward_cost, weight_cost);
   if (!sim.finished) return std::vector<std::vector<TimedAction>>(s.num_ranks());
   return std::move(sim.timeline);
 }
 
-std::vector<double> SimulatedBubble(const PipelineSchedule& s, int forward_cost, int backward_cost) {
-  const std::vector<std::vector<TimedAction>> timeline = SimulatedTimeline(s, forward_cost, backward_cost);
+std::vector<double> SimulatedBubble(const PipelineSchedule& s, int forward_cost, int backward_cost,
+                                    int weight_cost) {
+  const std::vector<std::vector<TimedAction>> timeline = SimulatedTimeline(s, forward_cost, backward_cost, weight_cost);
   int64_t makespan = 1;
   for (const auto& row : timeline) {
     if (!row.empty()) makespan = std::max(makespan, row.back().end);

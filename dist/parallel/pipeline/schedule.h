@@ -7,8 +7,8 @@
 // The actions of (virtual) stage s on microbatch k:
 //   F k       forward: the stage's layers on microbatch k's activation (stage 0: the inputs)
 //   B k       backward: from the activation's gradient (last stage: the loss) to the input's gradient,
-//             accumulating the weight gradients (this tree has no B/W split: W, ZB-H1's deferred weight
-//             gradient, is reserved in the IR and not generated yet)
+//             accumulating the weight gradients (zb: the input gradient only)
+//   W k       zb only: the weight gradients B k left behind (autograd/weight_grad_deferral.h), into .grad
 //   SEND_F k  the activation F k made, to stage s+1         RECV_F k   stage s-1's activation, for F k
 //   SEND_B k  the input gradient B k made, to stage s-1      RECV_B k   stage s+1's gradient, for B k
 // Stage s lives on rank s % p (Megatron's interleaved layout: rank r holds stages r, r+p, ..., r+(v-1)p).
@@ -81,19 +81,19 @@ struct PipelineSchedule {
   int PeerOf(const Action& action) const;
   /// The tag both ends of one message use: which microbatch, which stage receives it, activation or gradient.
   int TagOf(const Action& action) const;
-  /// The formula's idle fraction for this shape: (p-1)/(m+p-1), interleaved (p-1)/(v*m+p-1).
+  /// The formula's idle fraction for this shape: (p-1)/(m+p-1), interleaved (p-1)/(v*m+p-1), zb (ZB-H1 with F, B
+/// and W of one cost each: its bubble is (p-1) units of 3m) (p-1)/(3m+p-1).
   double FormulaBubble() const;
 };
 
 /// The schedule `options.kind` for p ranks, m microbatches, v virtual stages. InvalidArgument, naming the
 /// flag and the fix, for a shape the schedule cannot run: p, m or v < 1; v > 1 for anything but interleaved;
-/// interleaved with m not a multiple of p (Megatron's rule: its warm-up walks microbatches in groups of p);
-/// zb (ZB-H1 needs a backward split into B and W that this tree's autograd does not have yet: Unimplemented).
+/// interleaved with m not a multiple of p (Megatron's rule: its warm-up walks microbatches in groups of p).
 absl::StatusOr<PipelineSchedule> MakeSchedule(const ScheduleOptions& options);
 
 /// Checks what the runtime and the exactness claim rely on: every stage forwards and backwards every
-/// microbatch exactly once, backwards each stage's microbatches in increasing order, forwards before it
-/// backwards, and the ranks' calls pair up so that, run as the header says, no rank waits forever (a
+/// microbatch exactly once (zb: and W's it, after its B), backwards (and W's) each stage's microbatches in
+/// increasing order, forwards before it backwards, and the ranks' calls pair up so that, run as the header says, no rank waits forever (a
 /// simulation to completion). FailedPrecondition naming the first broken rule.
 absl::Status ValidateSchedule(const PipelineSchedule& schedule);
 
@@ -102,16 +102,18 @@ struct TimedAction {
   Action action;
   int64_t start = 0, end = 0;
 };
-/// Runs the schedule with an F taking `forward_cost` time units and a B `backward_cost`, messages free once
+/// Runs the schedule with an F taking `forward_cost` time units, a B `backward_cost` and a W (zb) `weight_cost`
+/// (for zb pass B's input half as backward_cost and its weight half as weight_cost), messages free once
 /// both ends' calls are current: each rank's compute actions with their start and end (empty rows when the
 /// schedule deadlocks; ValidateSchedule says where).
 std::vector<std::vector<TimedAction>> SimulatedTimeline(const PipelineSchedule& schedule, int forward_cost = 1,
-                                                       int backward_cost = 2);
+                                                       int backward_cost = 2, int weight_cost = 1);
 
 /// Runs the schedule in unit time steps (an F takes `forward_cost`, a B `backward_cost`, messages are free)
 /// and returns each rank's idle fraction of the makespan: the formula's world, for comparison with the
 /// measured figures. Precondition: ValidateSchedule passed.
-std::vector<double> SimulatedBubble(const PipelineSchedule& schedule, int forward_cost = 1, int backward_cost = 2);
+std::vector<double> SimulatedBubble(const PipelineSchedule& schedule, int forward_cost = 1, int backward_cost = 2,
+                                    int weight_cost = 1);
 
 /// The most microbatches whose activations rank `rank` holds at once (forwarded, not yet backwarded):
 /// GPipe m, 1F1B at most p (stage 0; stage s holds p - s).

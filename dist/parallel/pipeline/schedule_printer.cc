@@ -21,9 +21,13 @@ std::string FormatPipelineOrder(const PipelineSchedule& schedule, bool with_acti
     for (const TimedAction& t : row) width = std::max(width, t.action.ToString().size());
   }
   std::string out = absl::StrFormat(
-      "%s, p=%d, m=%d%s (F and B one slot each; \".\" idle: the bubble, formula %s = %.0f%%)\n",
+      "%s, p=%d, m=%d%s (%s one slot each; \".\" idle: the bubble, formula %s = %.0f%%)\n",
       ScheduleName(o.kind), o.ranks, o.microbatches, o.virtual_stages > 1 ? absl::StrCat(", v=", o.virtual_stages) : "",
-      o.virtual_stages > 1 ? "(p-1)/(v*m+p-1)" : "(p-1)/(m+p-1)", 100 * schedule.FormulaBubble());
+      o.kind == ScheduleKind::kZeroBubble ? "F, B and W" : "F and B",
+      o.kind == ScheduleKind::kZeroBubble ? "(p-1)/(3m+p-1)"
+      : o.virtual_stages > 1              ? "(p-1)/(v*m+p-1)"
+                                          : "(p-1)/(m+p-1)",
+      100 * schedule.FormulaBubble());
   for (int r = 0; r < schedule.num_ranks(); ++r) {
     std::vector<std::string> cells(slots, ".");
     for (const TimedAction& t : timeline[r]) cells[t.start] = t.action.ToString();
