@@ -2,7 +2,7 @@
 // four Linears: 32-24-16-12-10).
 //
 // The reference is one process at --pp=1 with --microbatches=4: each batch of 32 cut into 4 microbatches whose
-// gradients accumulate before one step. GPipe, 1F1B and interleaved 1F1B (v = 2) over 2 pipeline ranks write
+// gradients accumulate before one step. GPipe, 1F1B, ZB-H1 and interleaved 1F1B (v = 2) over 2 pipeline ranks write
 // the reference's checkpoint byte for byte (model and optimizer state, SGD and AdamW): every stage sums its
 // microbatches' gradients in microbatch order, with the same GEMMs on the same rows (docs/pipeline_parallel.md).
 // 2 replicas x 2 stages (4 ranks) write 2 replicas' checkpoint byte for byte too. The checkpoint is one
@@ -37,7 +37,7 @@ TEST(PipelineDdpMlp, EveryScheduleWritesTheOneProcessMicrobatchedCheckpointByteF
       return more;
     };
     const std::string one = Train("pp_one_" + optimizer, with({"--nproc=1"}));
-    for (const std::string schedule : {"gpipe", "1f1b"}) {
+    for (const std::string schedule : {"gpipe", "1f1b", "zb"}) {
       const std::string pp = Train("pp_" + schedule + "_" + optimizer, with({"--nproc=2", "--pp=2",
                                                                               "--pp_schedule=" + schedule}));
       EXPECT_TRUE(SameModelAndOptimizer(one, pp)) << "--pp=2 --pp_schedule=" << schedule << " against one process";
