@@ -63,7 +63,7 @@ absl::StatusOr<Tensor> PipelineParallelMlp::TrainStep(const Tensor& inputs, cons
   ASSIGN_OR_RETURN(const std::vector<Microbatch> microbatches,
                    SplitBatch(inputs, labels, runtime_->schedule().num_microbatches()));
   ASSIGN_OR_RETURN(Tensor loss, runtime_->Step(microbatches));
-  if (data_ != nullptr && data_->size() > 1) {  // the replicas' average, as DDP's default hook makes it
+  if (average_over_data_ && data_ != nullptr && data_->size() > 1) {  // the replicas' average, as DDP's hook
     std::vector<Tensor> grads;
     for (const autograd::Variable& param : Parameters()) grads.push_back(param.grad());
     RETURN_IF_ERROR(data_->AllReduceCoalesced(grads, ReduceOp::kAvg)->Wait());

@@ -71,6 +71,8 @@ class PipelineParallelMlp : public nn::Module {
   /// microbatches, then the gradients averaged over the data-parallel group. Returns the step's loss on every
   /// rank of the pipeline (broadcast from the last stage's rank). The group's error when a transfer fails.
   absl::StatusOr<Tensor> TrainStep(const Tensor& inputs, const Tensor& labels);
+  /// false: TrainStep leaves each replica's own gradients (ZeRO-1 reduce-scatters them: sharded_stage_optimizer.h).
+  void set_average_over_data(bool on) { average_over_data_ = on; }
   /// OK, or the first failure of an evaluation Forward.
   const absl::Status& status() const { return status_; }
 
@@ -112,6 +114,7 @@ class PipelineParallelMlp : public nn::Module {
   };
   std::vector<WholeParam> whole_;
   absl::Status status_;
+  bool average_over_data_ = true;
 };
 
 }  // namespace tinyddp::dist::pipeline

@@ -12,7 +12,8 @@
 //   * PipelineParallelMlp (what ddp_mlp trains): gathered into one process's model and optimizer state it
 //     is the reference's, bit for bit; its evaluation Forward gives every pipeline rank the reference's
 //     logits; cut back from a one-process checkpoint it trains on as the one process does; and 2 pipelines
-//     x 2 stages train like 2 data-parallel replicas of one stage each.
+//     x 2 stages train like 2 data-parallel replicas of one stage each, and with ZeRO-1 down the columns
+//     (ShardedStageOptimizer) to the same bits.
 #include <cstring>
 #include <map>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "dist/parallel/pipeline/pipeline_parallel_mlp.h"
 #include "dist/parallel/pipeline/pipeline_runtime.h"
 #include "dist/parallel/pipeline/schedule.h"
+#include "dist/parallel/pipeline/sharded_stage_optimizer.h"
 #include "dist/parallel/pipeline/stage_plan.h"
 #include "dist/parallel/subgroups/device_mesh.h"
 #include "dist/testing/ddp_testing.h"
@@ -240,6 +242,12 @@ TEST(Pipeline, GPipeHoldsMoreActivationBytesThanOneFOneBOnTheFirstStage) {
   });
 }
 
+nn::TensorMap WeightsOf(const nn::Module& model) {
+  nn::TensorMap map;
+  for (const auto& [name, tensor] : model.StateDict()) map[name] = tensor;
+  return map;
+}
+
 // pp = 2 over `pipeline` with `data` replicas: kSteps steps on replica `replica`'s batches, then the whole
 // model and optimizer state gathered.
 struct Gathered {
@@ -249,7 +257,7 @@ struct Gathered {
 };
 Gathered TrainPipelineMlp(std::shared_ptr<ProcessGroup> pipeline, std::shared_ptr<ProcessGroup> data, int p,
                           int replica, Opt kind, const nn::TensorMap* resume_state = nullptr,
-                          const nn::Sequential* resume_model = nullptr) {
+                          const nn::Sequential* resume_model = nullptr, bool zero = false) {
   auto full = nn::MLP(kDims, {.seed = 7});
   auto model = PipelineParallelMlp::Create(*full, pipeline, data,
                                            {.kind = ScheduleKind::kOneFOneB, .ranks = p, .microbatches = 4},
@@ -261,12 +269,30 @@ Gathered TrainPipelineMlp(std::shared_ptr<ProcessGroup> pipeline, std::shared_pt
     EXPECT_TRUE((*model)->LoadFrom(*resume_model).ok());
     EXPECT_TRUE((*model)->LoadOptimizerState(*resume_state, *optimizer).ok());
   }
+  std::unique_ptr<ShardedStageOptimizer> sharded;  // ZeRO-1 down the column: optimizer holds no state then
+  if (zero) {
+    auto made = ShardedStageOptimizer::Create(**model, data, [kind](std::vector<Variable> params) {
+      return MakeOptimizer(kind, std::move(params));
+    });
+    EXPECT_TRUE(made.ok()) << made.status();
+    sharded = *std::move(made);
+    (*model)->set_average_over_data(false);
+  }
   for (int step = 0; step < kSteps; ++step) {
     const ddp_testing::Batch batch = BatchOf(10 * replica + step);
     optimizer->ZeroGrad();
     absl::StatusOr<Tensor> loss = (*model)->TrainStep(batch.x, batch.labels);
     EXPECT_TRUE(loss.ok()) << loss.status();
-    optimizer->Step();
+    if (sharded) {
+      EXPECT_TRUE(sharded->Step().ok());
+    } else {
+      optimizer->Step();
+    }
+  }
+  if (sharded) {  // the whole stage's state, gathered down the column, then into the vessel optimizer
+    absl::StatusOr<nn::TensorMap> state = sharded->ConsolidatedStateTensors();
+    EXPECT_TRUE(state.ok()) << state.status();
+    EXPECT_TRUE(optimizer->LoadStateTensors(*state).ok());
   }
   Gathered out;
   out.model = nn::MLP(kDims, {.seed = 99});  // a vessel of other values: every parameter must be overwritten
@@ -290,12 +316,6 @@ void ExpectSameTensors(const nn::TensorMap& got, const nn::TensorMap& want, cons
   }
 }
 
-nn::TensorMap WeightsOf(const nn::Module& model) {
-  nn::TensorMap map;
-  for (const auto& [name, tensor] : model.StateDict()) map[name] = tensor;
-  return map;
-}
-
 TEST(PipelineParallelMlp, GathersTheOneProcessModelStateAndLogitsAndResumesFromThem) {
   RunOnRanks(2, [](const RankContext& ctx) {
     std::shared_ptr<ProcessGroup> group = ddp_testing::MakeGlooGroup(ctx);
@@ -316,7 +336,7 @@ TEST(PipelineParallelMlp, GathersTheOneProcessModelStateAndLogitsAndResumesFromT
   });
 }
 
-TEST(PipelineParallelMlp, TwoPipelinesOfTwoStagesTrainLikeTwoReplicasOfOneStage) {
+TEST(PipelineParallelMlp, TwoPipelinesOfTwoStagesTrainLikeTwoReplicasOfOneStageWithAndWithoutZeroOne) {
   RunOnRanks(4, [](const RankContext& ctx) {
     std::shared_ptr<ProcessGroup> world = ddp_testing::MakeGlooGroup(ctx);
     ASSERT_NE(world, nullptr);
@@ -325,6 +345,14 @@ TEST(PipelineParallelMlp, TwoPipelinesOfTwoStagesTrainLikeTwoReplicasOfOneStage)
     const Gathered two = TrainPipelineMlp(mesh->tp_group, mesh->dp_group, 2, mesh->dp_index, Opt::kAdamW);
     const Gathered one = TrainPipelineMlp(nullptr, mesh->dp_group, 1, mesh->dp_index, Opt::kAdamW);  // pp = 1
     ExpectSameTensors(two.state, one.state, "dp 2 x pp 2 against dp 2 x pp 1");
+    // ZeRO-1 down the columns: each replica steps half of its stage, and the result is the same bits.
+    for (Opt kind : {Opt::kSgd, Opt::kAdamW}) {
+      const Gathered plain = TrainPipelineMlp(mesh->tp_group, mesh->dp_group, 2, mesh->dp_index, kind);
+      const Gathered zero = TrainPipelineMlp(mesh->tp_group, mesh->dp_group, 2, mesh->dp_index, kind, nullptr, nullptr,
+                                             /*zero=*/true);
+      ExpectSameTensors(WeightsOf(*zero.model), WeightsOf(*plain.model), "zero-1 model");
+      ExpectSameTensors(zero.state, plain.state, "zero-1 optimizer state");
+    }
   });
 }
 
