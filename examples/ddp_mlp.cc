@@ -130,17 +130,20 @@ void PrintHeader(const TrainOptions& options, const Job& job, const Setup& setup
                                  options.batch_size * replicas, accumulation, options.optimizer,
                                  setup.schedule->ToString(),
                                  options.precision == "bf16" ? ", bf16 mixed precision" : "", options.ddp,
-                                 std::vector<std::string>{"", ", optimizer sharded by ZeRO-1",
+                                 std::vector<std::string>{"", setup.stage_zero ? ", each stage's optimizer sharded "
+                                                          "over its replicas by ZeRO-1" : ", optimizer sharded by ZeRO-1",
                                                           ", optimizer and gradients sharded by ZeRO-2",
                                                           ", parameters, gradients and optimizer sharded by "
                                                           "ZeRO-3"}[options.zero]));
   if (job.device.is_cpu()) progress.Print("  " + CpuIsaSummary());  // which CPU kernels run (tensor/cpu_isa.h)
   if (setup.pipeline) {  // --pp: no DDP; the table below shows the stages and the schedule
     progress.Print(absl::StrFormat(
-        "  pipeline: --pp_schedule=%s, %d microbatches of %d rows per step, gradients averaged over the %d "
-        "replica(s) after the last backward (dist/parallel/pipeline)",
+        "  pipeline: --pp_schedule=%s, %d microbatches of %d rows per step, gradients %s over the %d replica(s) "
+        "after the last backward (dist/parallel/pipeline)",
         options.pp_schedule, setup.pipeline->runtime().schedule().num_microbatches(),
-        options.batch_size / setup.pipeline->runtime().schedule().num_microbatches(), replicas));
+        options.batch_size / setup.pipeline->runtime().schedule().num_microbatches(),
+        setup.stage_zero ? "reduce-scattered (ZeRO-1: each rank steps its block, then all-gathers)" : "averaged",
+        replicas));
   }
   if (options.optimizer_in_backward) {
     progress.Print("  optimizer inside backward: one per DDP bucket, each stepped as soon as its bucket's average "
@@ -383,6 +386,7 @@ void SetLearningRate(Setup& setup, int64_t step) {
     setup.optimizer->set_lr(setup.schedule->LrAt(step));
   }
   if (setup.zero) setup.zero->SetLr(setup.optimizer->lr());
+  if (setup.stage_zero) setup.stage_zero->SetLr(setup.optimizer->lr());  // --pp --zero=1
   if (setup.fsdp) setup.fsdp->SetLr(setup.optimizer->lr());
   if (setup.fused && !setup.device_lr) setup.fused->SetLr(setup.optimizer->lr());
 }
@@ -416,7 +420,12 @@ absl::StatusOr<Tensor> TrainStep(Setup& setup, const data::Batch& batch, int64_t
   if (setup.pipeline) {  // --pp: the microbatches through this rank's stages, in the schedule's order
     setup.optimizer->ZeroGrad();
     ASSIGN_OR_RETURN(Tensor loss, setup.pipeline->TrainStep(batch.inputs, batch.labels));
-    OptimizerStep(setup, step);
+    if (setup.stage_zero) {  // --zero=1: reduce-scatter, step this rank's block, all-gather (collective)
+      dist::Tracer::Span span = dist::Tracer::MaybeScope(setup.tracer.get(), "optimizer", step);
+      RETURN_IF_ERROR(setup.stage_zero->Step());
+    } else {
+      OptimizerStep(setup, step);
+    }
     return loss;
   }
   setup.optimizer->ZeroGrad();                                         // optimizer.zero_grad()
@@ -654,7 +663,9 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
     ASSIGN_OR_RETURN(setup.rung, dist::ladder::CreateDataParallel(options.ddp, *setup.model, job.pg, ddp_options,
                                                                   setup.tracer.get()));
   }
-  if (options.zero == 1 || options.zero == 2) RETURN_IF_ERROR(ShardOptimizer(options, setup));  // attached to ddp
+  if ((options.zero == 1 || options.zero == 2) && !setup.pipeline) {
+    RETURN_IF_ERROR(ShardOptimizer(options, setup));  // attached to ddp (--pp: SplitIntoStages sharded each stage)
+  }
   if (options.optimizer_in_backward) RETURN_IF_ERROR(StepInsideBackward(options, setup));   // attached to ddp
 
   ASSIGN_OR_RETURN(report.metrics, OpenMetrics(options, job, at));
@@ -688,7 +699,7 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
       if (loss->defined()) window.Add(*loss, at.global_step);  // undefined: --join's shadow step
       if (!memory_reported && (options.zero > 0 || setup.pipeline)) {  // after the first step, once. Collective.
         memory_reported = true;
-        if (lead && setup.zero) {
+        if (lead && setup.zero && !setup.pipeline) {
           report.progress.Print(absl::StrCat("ZeRO-", options.zero, " memory per rank: ", setup.zero->Memory().ToString()));
         }
         ASSIGN_OR_RETURN(const std::string table, MemoryTable(options, job, setup));

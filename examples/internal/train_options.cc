@@ -255,9 +255,10 @@ absl::Status ValidatePipeline(const TrainOptions& o) {
   RETURN_IF_ERROR(dist::pipeline::CheckPipelineFlags(flags, static_cast<int64_t>(o.hidden.size()) + 1, o.batch_size));
   const std::vector<absl::Status> checks = {
       OnlyFor(o, "pp", true, {"full"}),
-      Check(o.zero == 0, "pp",
-            "with --zero is not built: ZeRO shards an optimizer attached to DDP's buckets, and the pipeline averages "
-            "its stages' gradients itself after the last microbatch; use --zero=0"),
+      Check(o.zero <= 1, "pp",
+            "with --zero=2 or 3 is not built (ZeRO-2 keeps a block of DDP's gradient buckets, ZeRO-3 gathers each "
+            "layer in every forward; a pipeline has neither); --zero=1 shards each stage's optimizer state over its "
+            "replicas: use --zero=1 or --zero=0"),
       Check(o.tp == 1, "pp", "with --tp (a 3-D mesh) is not built yet: use --pp or --tp"),
       Check(o.grad_accum_steps == 1, "pp",
             "accumulates its --microbatches within each step already: use --microbatches=M (M x the rows of one "

@@ -255,6 +255,13 @@ absl::Status SplitIntoStages(const TrainOptions& o, const Job& job, Setup& s) {
   RETURN_IF_ERROR(s.pipeline->LoadOptimizerState(s.optimizer->StateTensors(), *stages));  // a resumed state, sliced
   s.optimizer = std::move(stages);
   s.model.reset();  // the other stages' layers are freed: this rank holds only its own
+  if (o.zero == 1) {  // ZeRO-1 down the column: this rank keeps 1/D of its stage's state
+    auto factory = [o](std::vector<autograd::Variable> params) { return MakeOptimizer(o, std::move(params)); };
+    ASSIGN_OR_RETURN(s.stage_zero, dist::pipeline::ShardedStageOptimizer::Create(*s.pipeline, job.data, factory));
+    RETURN_IF_ERROR(s.stage_zero->LoadConsolidatedStateTensors(s.optimizer->StateTensors()));
+    RETURN_IF_ERROR(s.optimizer->LoadStateTensors({}));
+    s.pipeline->set_average_over_data(false);  // the reduce-scatter averages instead
+  }
   return absl::OkStatus();
 }
 
@@ -264,7 +271,12 @@ absl::Status GatherStages(const TrainOptions& o, const Setup& s, std::shared_ptr
   const Device device = s.pipeline->Parameters().at(0).device();
   *model = nn::MLP(s.dims, {.device = device, .seed = static_cast<uint64_t>(o.seed), .precision = precision});
   RETURN_IF_ERROR(s.pipeline->GatherInto(**model));
+  if (s.stage_zero) {  // --zero=1: the column's blocks into the stage's whole state first (collective over job.data)
+    ASSIGN_OR_RETURN(const nn::TensorMap stage_state, s.stage_zero->ConsolidatedStateTensors());
+    RETURN_IF_ERROR(s.optimizer->LoadStateTensors(stage_state));
+  }
   ASSIGN_OR_RETURN(const nn::TensorMap state, s.pipeline->GatherOptimizerState(*s.optimizer));
+  if (s.stage_zero) RETURN_IF_ERROR(s.optimizer->LoadStateTensors({}));  // the blocks hold it
   *optimizer = MakeOptimizer(o, (*model)->Parameters());
   (*optimizer)->set_lr(s.optimizer->lr());
   return (*optimizer)->LoadStateTensors(state);
@@ -318,15 +330,16 @@ absl::StatusOr<std::string> MemoryTable(const TrainOptions& o, const Job& job, c
     for (const auto& [name, state] : s.optimizer->StateTensors()) {
       if (state.numel() > 1) mine.optimizer_state += static_cast<int64_t>(state.nbytes());
     }
+    if (s.stage_zero) mine.optimizer_state += s.stage_zero->StateBytes();  // --zero=1: this rank's block
     const dist::pipeline::StepRecord& step = s.pipeline->runtime().last_step();
     mine.peak = step.peak_bytes;
     const dist::pipeline::PipelineSchedule& schedule = s.pipeline->runtime().schedule();
     return dist::zero::GatherMemoryTable(
         *job.pg, mine,
-        absl::StrFormat("memory per rank, --pp=%d --pp_schedule=%s (bytes of this rank's stages; peak: the most live "
+        absl::StrFormat("memory per rank, --pp=%d --pp_schedule=%s%s (bytes of this rank's stages; peak: the most live "
                         "tensor bytes during the first step above its start, by the allocator: the activations the "
                         "schedule holds, %s microbatches at most on a stage (rank 0 held %d), and the messages):",
-                        o.pp, o.pp_schedule, schedule.options.kind == dist::pipeline::ScheduleKind::kGPipe
+                        o.pp, o.pp_schedule, o.zero == 1 ? " --zero=1" : "", schedule.options.kind == dist::pipeline::ScheduleKind::kGPipe
                                                  ? absl::StrCat("all ", schedule.num_microbatches())
                                                  : absl::StrCat("p - s of the ", schedule.num_microbatches()),
                         step.peak_in_flight));

@@ -23,6 +23,7 @@
 #include "dist/observe/trace/trace.h"
 #include "dist/parallel/join/join.h"
 #include "dist/parallel/pipeline/pipeline_parallel_mlp.h"
+#include "dist/parallel/pipeline/sharded_stage_optimizer.h"
 #include "dist/parallel/tensor/tensor_parallel_mlp.h"
 #include "dist/parallel/zero/fully_sharded.h"
 #include "dist/parallel/zero/gradient_shards.h"
@@ -115,6 +116,8 @@ struct Setup {
   // Checkpoints gather the stages into a fresh whole model (GatherStages). No DDP: the pipeline averages its
   // gradients over job.data itself.
   std::unique_ptr<dist::pipeline::PipelineParallelMlp> pipeline;
+  // --pp --zero=1: each stage's optimizer state split over its replicas; `optimizer` then holds none.
+  std::unique_ptr<dist::pipeline::ShardedStageOptimizer> stage_zero;
   // --join: the ranks agree each step on who still has a batch; one that ran out shadows the step with
   // `placeholder` as its input (dist/parallel/join/join.h).
   std::unique_ptr<dist::join::Join> join;
@@ -149,7 +152,8 @@ nn::Module& TrainedModel(const Setup& s);
 absl::Status SplitModel(const TrainOptions& o, const Job& job, Setup& s);
 
 /// --pp: cuts s.model into this rank's stages (s.pipeline, over job.pipeline and job.data), with the optimizer's
-/// (resumed) state sliced into an optimizer over the stages (s.optimizer); s.model is dropped. Not collective.
+/// (resumed) state sliced into an optimizer over the stages (s.optimizer); s.model is dropped. With --zero=1 the
+/// state moves on into s.stage_zero, split over job.data. Not collective.
 absl::Status SplitIntoStages(const TrainOptions& o, const Job& job, Setup& s);
 /// --pp: the whole model and its optimizer (a fresh nn::MLP of s.dims and an optimizer over it holding the whole
 /// state), gathered from every stage. Collective over job.pipeline.

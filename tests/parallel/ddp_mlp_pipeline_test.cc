@@ -5,7 +5,7 @@
 // gradients accumulate before one step. GPipe, 1F1B, ZB-H1 and interleaved 1F1B (v = 2) over 2 pipeline ranks write
 // the reference's checkpoint byte for byte (model and optimizer state, SGD and AdamW): every stage sums its
 // microbatches' gradients in microbatch order, with the same GEMMs on the same rows (docs/pipeline_parallel.md).
-// 2 replicas x 2 stages (4 ranks) write 2 replicas' checkpoint byte for byte too. The checkpoint is one
+// 2 replicas x 2 stages (4 ranks) write 2 replicas' checkpoint byte for byte too, with --zero=1 as well. The checkpoint is one
 // process's, resumes at another --pp, and the run prints its mesh, its schedule and its measured bubble. Bad
 // layouts are refused with the flag and the fix.
 #include <string>
@@ -54,7 +54,10 @@ TEST(PipelineDdpMlp, EveryScheduleWritesTheOneProcessMicrobatchedCheckpointByteF
   std::vector<std::string> replicas = adamw, mesh = adamw;
   replicas.push_back("--nproc=2");
   mesh.insert(mesh.end(), {"--nproc=4", "--pp=2"});
-  EXPECT_TRUE(SameModelAndOptimizer(Train("pp_replicas", replicas), Train("pp_mesh", mesh)));
+  const std::string two_replicas = Train("pp_replicas", replicas);
+  EXPECT_TRUE(SameModelAndOptimizer(two_replicas, Train("pp_mesh", mesh)));
+  mesh.push_back("--zero=1");  // each stage's optimizer state split over its 2 replicas: the same bits
+  EXPECT_TRUE(SameModelAndOptimizer(two_replicas, Train("pp_mesh_zero1", mesh)));
 }
 
 TEST(PipelineDdpMlp, PrintsItsMeshScheduleAndBubbleAndResumesAtAnotherPp) {
@@ -86,9 +89,9 @@ TEST(PipelineDdpMlp, BadLayoutsAreRefusedNamingTheFlagAndTheFix) {
   const RunResult deep = RunDdpMlp(TinyJob("gloo", {"--pp=3"}));  // 32-24-10: two Linears
   EXPECT_EQ(deep.exit_code, 2);
   EXPECT_NE(deep.err.find("use --pp <= 2"), std::string::npos) << Explain(deep);
-  const RunResult zero = RunDdpMlp(TinyJob("gloo", {"--pp=2", "--zero=1"}));
+  const RunResult zero = RunDdpMlp(TinyJob("gloo", {"--pp=2", "--zero=2"}));
   EXPECT_EQ(zero.exit_code, 2);
-  EXPECT_NE(zero.err.find("--pp: with --zero is not built"), std::string::npos) << Explain(zero);
+  EXPECT_NE(zero.err.find("use --zero=1 or --zero=0"), std::string::npos) << Explain(zero);
   const RunResult uneven = RunDdpMlp(TinyJob("gloo", {"--pp=2", "--microbatches=5"}));
   EXPECT_EQ(uneven.exit_code, 2);
   EXPECT_NE(uneven.err.find("--microbatches=5: must divide --batch_size=32"), std::string::npos) << Explain(uneven);
