@@ -86,6 +86,12 @@ struct PipelineSchedule {
   double FormulaBubble() const;
 };
 
+/// The receive compute action `a` needs before it runs (RECV_F for an F past stage 0, RECV_B for a B before the
+/// last of `stages` stages): true and *recv set, or false.
+bool ReceiveFor(const Action& a, int stages, Action* recv);
+/// The send compute action `a` makes after it runs (SEND_F, SEND_B): true and *send set, or false.
+bool SendOf(const Action& a, int stages, Action* send);
+
 /// The schedule `options.kind` for p ranks, m microbatches, v virtual stages. InvalidArgument, naming the
 /// flag and the fix, for a shape the schedule cannot run: p, m or v < 1; v > 1 for anything but interleaved;
 /// interleaved with m not a multiple of p (Megatron's rule: its warm-up walks microbatches in groups of p).
