@@ -342,6 +342,8 @@ absl::Status Finish(const TrainOptions& options, const Job& job, const Setup& se
       const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(options.trace, svg);
       report.progress.Print(absl::StrCat("trace: ", options.trace, " (open in https://ui.perfetto.dev), timeline: ",
                                     drawn.ok() ? *drawn : std::string(drawn.status().message())));
+    } else if (report.lead) {  // --pp: each rank's F, B (and W) spans; the picture is the pipeline's, above
+      report.progress.Print(absl::StrCat("trace: ", options.trace, " (open in https://ui.perfetto.dev)"));
     }
   }
   if (report.lead && setup.graphed) {  // --cuda_graph: whether the graph path was taken, and if not, why
