@@ -82,7 +82,7 @@ autograd::Variable PipelineParallelMlp::Forward(const autograd::Variable& x) {
   const PipelineSchedule& schedule = runtime_->schedule();
   const int p = schedule.num_ranks(), stages = schedule.num_stages(), rank = runtime_->rank();
   const int64_t rows = x.shape()[0];
-  const DType dtype = precision() == nn::Precision::kBFloat16 ? DType::kBFloat16 : DType::kFloat32;
+  const DType dtype = runtime_->activation_dtype();
   autograd::Variable act = x;
   for (int s = 0; s < stages && status_.ok(); ++s) {
     if (schedule.RankOfStage(s) != rank) continue;

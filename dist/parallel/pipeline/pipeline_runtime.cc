@@ -57,8 +57,10 @@ PipelineRuntime::PipelineRuntime(PipelineSchedule schedule, std::shared_ptr<Proc
                                  std::vector<std::shared_ptr<PipelineStage>> stages, LossFn loss, int rank)
     : schedule_(std::move(schedule)), group_(std::move(group)), stages_(std::move(stages)), loss_(std::move(loss)),
       rank_(rank) {
-  // Between stages flows what a Linear (and its activation) outputs: bfloat16 under bf16 mixed precision.
-  activation_dtype_ = stages_[0]->precision() == nn::Precision::kBFloat16 ? DType::kBFloat16 : DType::kFloat32;
+  // Between stages flows what a Linear (and its activation) outputs: bfloat16 under bf16 mixed precision. The
+  // precision is the layers' (the whole model's, set by nn::MLP), not the stage wrapper's own flag.
+  const nn::Module& first_layer = *stages_[0]->Children().at(0).second;
+  activation_dtype_ = first_layer.precision() == nn::Precision::kBFloat16 ? DType::kBFloat16 : DType::kFloat32;
 }
 
 Tensor PipelineRuntime::MessageBuffer(const Action& a, int64_t rows, Device device) const {

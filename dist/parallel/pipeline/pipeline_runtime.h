@@ -93,6 +93,8 @@ class PipelineRuntime {
   bool holds_last_stage() const { return rank_ == schedule_.RankOfStage(schedule_.num_stages() - 1); }
   const std::vector<std::shared_ptr<PipelineStage>>& stages() const { return stages_; }
   const StepRecord& last_step() const { return last_; }
+  /// What flows between stages: float32, or bfloat16 under bf16 mixed precision.
+  DType activation_dtype() const { return activation_dtype_; }
   /// Records each compute action as a span on `tracer` ("F"/"B"/"W", arg = microbatch + 1000 x chunk); null: off.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
 

@@ -155,6 +155,22 @@ TEST(Pipeline, OneStageReferenceIsThePlainGradientAccumulationLoopBitForBit) {
   }
 }
 
+nn::TensorMap WeightsOf(const nn::Module& model) {
+  nn::TensorMap map;
+  for (const auto& [name, tensor] : model.StateDict()) map[name] = tensor;
+  return map;
+}
+
+void ExpectSameTensors(const nn::TensorMap& got, const nn::TensorMap& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (const auto& [key, tensor] : want) {
+    ASSERT_TRUE(got.count(key)) << what << ": " << key;
+    const std::vector<float> a = got.at(key).ToVector<float>(), b = tensor.ToVector<float>();
+    ASSERT_EQ(a.size(), b.size()) << what << ": " << key;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what << ": " << key;
+  }
+}
+
 // On every rank of a p-rank job: each schedule, each optimizer, against the reference computed in-process.
 void EverySchedule(const RankContext& ctx, const std::vector<ScheduleOptions>& shapes) {
   std::shared_ptr<ProcessGroup> group = ddp_testing::MakeGlooGroup(ctx);
@@ -217,6 +233,36 @@ TEST(Pipeline, GPipeOneFOneBAndZeroBubbleOnThreeRanksTrainToTheOneProcessBits) {
   });
 }
 
+// bf16 mixed precision: bfloat16 activations and gradients cross the stages; the bits are still one process's.
+TEST(Pipeline, BFloat16ActivationsCrossTheStagesAndTrainToTheOneProcessBits) {
+  RunOnRanks(2, [](const RankContext& ctx) {
+    std::shared_ptr<ProcessGroup> group = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(group, nullptr);
+    auto train = [&](int p, ScheduleKind kind) {
+      auto full = nn::MLP(kDims, {.seed = 7, .precision = nn::Precision::kBFloat16});
+      auto model = PipelineParallelMlp::Create(*full, p > 1 ? group : nullptr, nullptr,
+                                               {.kind = kind, .ranks = p, .microbatches = 4}, CrossEntropy());
+      EXPECT_TRUE(model.ok()) << model.status();
+      full.reset();
+      std::unique_ptr<nn::Optimizer> optimizer = MakeOptimizer(Opt::kAdamW, (*model)->Parameters());
+      optimizer->SetComputeCopies((*model)->ComputeCopies());
+      for (int step = 0; step < kSteps; ++step) {
+        const ddp_testing::Batch batch = BatchOf(step);
+        optimizer->ZeroGrad();
+        EXPECT_TRUE((*model)->TrainStep(batch.x, batch.labels).ok());
+        optimizer->Step();
+      }
+      auto whole = nn::MLP(kDims, {.seed = 99});
+      EXPECT_TRUE((*model)->GatherInto(*whole).ok());
+      return WeightsOf(*whole);
+    };
+    const nn::TensorMap one = train(1, ScheduleKind::kOneFOneB);
+    for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubble}) {
+      ExpectSameTensors(train(2, kind), one, absl::StrCat("bf16 ", ScheduleName(kind)));
+    }
+  });
+}
+
 TEST(Pipeline, GPipeHoldsMoreActivationBytesThanOneFOneBOnTheFirstStage) {
   RunOnRanks(2, [](const RankContext& ctx) {
     std::shared_ptr<ProcessGroup> group = ddp_testing::MakeGlooGroup(ctx);
@@ -242,11 +288,6 @@ TEST(Pipeline, GPipeHoldsMoreActivationBytesThanOneFOneBOnTheFirstStage) {
   });
 }
 
-nn::TensorMap WeightsOf(const nn::Module& model) {
-  nn::TensorMap map;
-  for (const auto& [name, tensor] : model.StateDict()) map[name] = tensor;
-  return map;
-}
 
 // pp = 2 over `pipeline` with `data` replicas: kSteps steps on replica `replica`'s batches, then the whole
 // model and optimizer state gathered.
@@ -306,15 +347,6 @@ Gathered TrainPipelineMlp(std::shared_ptr<ProcessGroup> pipeline, std::shared_pt
   return out;
 }
 
-void ExpectSameTensors(const nn::TensorMap& got, const nn::TensorMap& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (const auto& [key, tensor] : want) {
-    ASSERT_TRUE(got.count(key)) << what << ": " << key;
-    const std::vector<float> a = got.at(key).ToVector<float>(), b = tensor.ToVector<float>();
-    ASSERT_EQ(a.size(), b.size()) << what << ": " << key;
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what << ": " << key;
-  }
-}
 
 TEST(PipelineParallelMlp, GathersTheOneProcessModelStateAndLogitsAndResumesFromThem) {
   RunOnRanks(2, [](const RankContext& ctx) {
