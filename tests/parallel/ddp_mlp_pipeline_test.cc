@@ -82,6 +82,18 @@ TEST(PipelineDdpMlp, PrintsItsMeshScheduleAndBubbleAndResumesAtAnotherPp) {
   EXPECT_TRUE(SameModelAndOptimizer(dir + "/" + CheckpointName(kSteps), Train("pp_straight", straight)));
 }
 
+TEST(PipelineDdpMlp, AnEpochsShortLastBatchRunsOneRowPerMicrobatchAndStaysExact) {
+  // 1200 examples in batches of 32: the epoch's 38th batch has 16 rows, fewer than 32 microbatches.
+  auto run = [](const std::string& name, std::vector<std::string> flags) {
+    const std::string dir = FreshDir(name);
+    flags.insert(flags.end(), {"--hidden=24,16,12", "--epochs=1", "--microbatches=32", "--checkpoint_dir=" + dir});
+    const RunResult r = RunDdpMlp(TinyJob("gloo", flags));
+    EXPECT_EQ(r.exit_code, 0) << Explain(r);
+    return dir + "/" + CheckpointName(38);
+  };
+  EXPECT_TRUE(SameModelAndOptimizer(run("short_one", {"--nproc=1"}), run("short_pp", {"--nproc=2", "--pp=2"})));
+}
+
 TEST(PipelineDdpMlp, BadLayoutsAreRefusedNamingTheFlagAndTheFix) {
   const RunResult three = RunDdpMlp(TinyJob("gloo", {"--nproc=3", "--pp=2", "--epochs=1"}));
   EXPECT_NE(three.exit_code, 0);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "dist/parallel/pipeline/schedule_printer.h"
@@ -50,6 +51,7 @@ absl::StatusOr<std::unique_ptr<PipelineParallelMlp>> PipelineParallelMlp::Create
     while (child >= plan.stages[stage].end_child) ++stage;
     model->whole_.push_back({name, param.shape(), stage % p});
   }
+  model->loss_ = loss;
   ASSIGN_OR_RETURN(model->runtime_, PipelineRuntime::Create(std::move(schedule), std::move(pipeline),
                                                             std::move(stages), std::move(loss)));
   return model;
@@ -60,9 +62,14 @@ PipelineParallelMlp::PipelineParallelMlp(StagePlan plan, std::shared_ptr<Process
     : plan_(std::move(plan)), pipeline_(std::move(pipeline)), data_(std::move(data)) {}
 
 absl::StatusOr<Tensor> PipelineParallelMlp::TrainStep(const Tensor& inputs, const Tensor& labels) {
+  const int m = runtime_->schedule().num_microbatches();
+  PipelineRuntime* runtime = runtime_.get();
+  if (inputs.size(0) < m) {  // an epoch's last, short batch: one microbatch per row, through a schedule of its own
+    ASSIGN_OR_RETURN(runtime, ShortRuntime(static_cast<int>(inputs.size(0))));
+  }
   ASSIGN_OR_RETURN(const std::vector<Microbatch> microbatches,
-                   SplitBatch(inputs, labels, runtime_->schedule().num_microbatches()));
-  ASSIGN_OR_RETURN(Tensor loss, runtime_->Step(microbatches));
+                   SplitBatch(inputs, labels, runtime->schedule().num_microbatches()));
+  ASSIGN_OR_RETURN(Tensor loss, runtime->Step(microbatches));
   if (average_over_data_ && data_ != nullptr && data_->size() > 1) {  // the replicas' average, as DDP's hook
     std::vector<Tensor> grads;
     for (const autograd::Variable& param : Parameters()) grads.push_back(param.grad());
@@ -76,6 +83,25 @@ absl::StatusOr<Tensor> PipelineParallelMlp::TrainStep(const Tensor& inputs, cons
     RETURN_IF_ERROR(pipeline_->Broadcast(all, last)->Wait());
   }
   return all;
+}
+
+absl::StatusOr<PipelineRuntime*> PipelineParallelMlp::ShortRuntime(int rows) {
+  if (short_runtime_ == nullptr || short_runtime_->schedule().num_microbatches() != rows) {
+    ScheduleOptions options = runtime_->schedule().options;
+    options.microbatches = rows;
+    // Interleaved needs m to be a multiple of p: its 1F1B twin runs the same microbatches with the same sums.
+    if (options.kind == ScheduleKind::kInterleaved && rows % options.ranks != 0) options.kind = ScheduleKind::kOneFOneB;
+    if (options.kind != ScheduleKind::kInterleaved) options.virtual_stages = 1;
+    if (options.virtual_stages != runtime_->schedule().options.virtual_stages) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "a batch of %d rows is fewer than --microbatches=%d and cannot run interleaved: use a --batch_size whose "
+          "epochs end in a full batch", rows, runtime_->schedule().num_microbatches()));
+    }
+    ASSIGN_OR_RETURN(PipelineSchedule schedule, MakeSchedule(options));
+    ASSIGN_OR_RETURN(short_runtime_, PipelineRuntime::Create(std::move(schedule), pipeline_, runtime_->stages(),
+                                                              loss_));
+  }
+  return short_runtime_.get();
 }
 
 autograd::Variable PipelineParallelMlp::Forward(const autograd::Variable& x) {

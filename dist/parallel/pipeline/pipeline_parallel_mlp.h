@@ -68,7 +68,9 @@ class PipelineParallelMlp : public nn::Module {
   std::string ToString() const override;
 
   /// One step's forwards and backwards of `inputs` (this pipeline's batch) cut into the schedule's
-  /// microbatches, then the gradients averaged over the data-parallel group. Returns the step's loss on every
+  /// microbatches, then the gradients averaged over the data-parallel group. A batch of fewer rows than
+  /// microbatches (an epoch's last) runs one row per microbatch through the same schedule for that many, as
+  /// the one-process reference does. Returns the step's loss on every
   /// rank of the pipeline (broadcast from the last stage's rank). The group's error when a transfer fails.
   absl::StatusOr<Tensor> TrainStep(const Tensor& inputs, const Tensor& labels);
   /// false: TrainStep leaves each replica's own gradients (ZeRO-1 reduce-scatters them: sharded_stage_optimizer.h).
@@ -100,12 +102,15 @@ class PipelineParallelMlp : public nn::Module {
 
  private:
   PipelineParallelMlp(StagePlan plan, std::shared_ptr<ProcessGroup> pipeline, std::shared_ptr<ProcessGroup> data);
+  // The schedule for an epoch's short last batch of `rows` < m rows (kept for the next epoch's).
+  absl::StatusOr<PipelineRuntime*> ShortRuntime(int rows);
   // Whole-model parameter index of each of `local`'s parameters; InvalidArgument for a stranger.
   absl::StatusOr<std::vector<size_t>> WholeIndicesOf(const nn::Optimizer& local) const;
 
   StagePlan plan_;
   std::shared_ptr<ProcessGroup> pipeline_, data_;
-  std::unique_ptr<PipelineRuntime> runtime_;
+  std::unique_ptr<PipelineRuntime> runtime_, short_runtime_;
+  LossFn loss_;
   // The whole model's parameters, in one process's order: name, shape, and the pipeline rank that owns it.
   struct WholeParam {
     std::string name;
