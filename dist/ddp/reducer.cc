@@ -101,6 +101,7 @@ void Reducer::BuildBuckets(const std::vector<size_t>& order) {
     bucket.grad_bucket.dtype = bucket.dtype;
     bucket.grad_bucket.is_last = b + 1 == assignment.size();
     bucket.grad_bucket.gradients.resize(bucket.params.size());
+    for (size_t i : bucket.params) bucket.grad_bucket.parameters.push_back(params_[i]);
     if (!options_.gradient_as_bucket_view) continue;
     // One flat buffer; each parameter's gradient becomes a view into it. A gradient that already exists
     // (from an earlier bucket layout, or from before DDP) is copied in, so nothing is lost.
@@ -309,7 +310,7 @@ void Reducer::Finish(Bucket& bucket) {
     Fail(Annotate(status, absl::StrCat("all_reduce of bucket ", bucket.grad_bucket.index, " on rank ", pg_->rank())));
     return;
   }
-  if (on_bucket_reduced_ && status_.ok()) Fail(on_bucket_reduced_(bucket.grad_bucket.index));
+  if (on_bucket_reduced_ && status_.ok()) Fail(on_bucket_reduced_(bucket.grad_bucket));
 }
 
 void Reducer::Launch(Bucket& bucket) {

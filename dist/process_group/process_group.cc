@@ -102,6 +102,10 @@ absl::Status ProcessGroup::NoteFailure(const absl::Status& status, absl::string_
   return absl::Status(status.code(), message);
 }
 
+void ProcessGroup::NotifyAborting() {
+  for (const auto& o : *Snapshot()) o->Aborting();
+}
+
 int64_t ProcessGroup::NumberBackendWork(const char* op, absl::string_view signature) {
   CollectiveInfo info{.seq = sequence_number_++, .op = op, .signature = std::string(signature)};
   for (const auto& o : *Snapshot()) o->Issued(info);

@@ -134,8 +134,9 @@ class ProcessGroup {
   /// the group's timeout naming `description`. Null for groups that cannot watch GPU work.
   virtual std::shared_ptr<Work> WatchReplay(std::string description) { return nullptr; }
   /// AllReduce (or AllReduceCoalesced) of `tensors` carried by `impl` (external_all_reduce.h) instead of
-  /// the backend's kernels; its description ends "via <impl->path_name()>". Unimplemented on a backend
-  /// that carries none (Gloo). Precondition: every rank makes this call at the same position.
+  /// the backend's kernels, as one of the group's collectives; its description ends "via
+  /// <impl->path_name()>". Unimplemented on a backend that carries none (Gloo). Precondition: every rank
+  /// makes this call at the same position.
   std::shared_ptr<Work> AllReduceExternal(std::shared_ptr<ExternalAllReduce> impl, absl::Span<const Tensor> tensors,
                                           ReduceOp op);
   /// A fresh key space ("<purpose>/<n>") in the group's store for a module set up beside the group (the
@@ -180,6 +181,8 @@ class ProcessGroup {
   /// arguments), tells every observer (`reason`: "timeout", "error", "abort", ...) and returns `status`
   /// with the text they returned appended; afterwards returns `status` unchanged. Thread-safe.
   absl::Status NoteFailure(const absl::Status& status, absl::string_view reason);
+  /// For a backend about to free its resources after a failure: tells every observer (Aborting).
+  void NotifyAborting();
 
  private:
   // Numbers `call`, tells the observers, lets them refuse it, checks `args_ok`. Returns the Work to hand

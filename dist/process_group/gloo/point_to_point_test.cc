@@ -157,7 +157,7 @@ TEST(GlooPointToPoint, RecvThatNoRankAnswersTimesOutNamingThePeerAndTheTag) {
 
 TEST(GlooPointToPoint, TagsAreSeparateQueuesAndAMismatchedTagIsNeverReceived) {
   RunOnRanks(2, [](const RankContext& ctx) {
-    auto pg = Connect(ctx, std::chrono::milliseconds(2000));
+    auto pg = Connect(ctx, std::chrono::milliseconds(4000));
     ASSERT_NE(pg, nullptr);
     Tensor a = MakeTensor(Message(0, 1, 9), DType::kFloat32, Device::CPU());
     Tensor b = MakeTensor(Message(0, 2, 9), DType::kFloat32, Device::CPU());

@@ -92,15 +92,21 @@ TEST(NcclPointToPoint, RecvNobodyAnswersIsAbortedByTheWatchdogNamingThePeer) {
   RunOnRanks(2, [](const RankContext& ctx) {
     auto pg = Connect(ctx, std::chrono::seconds(3));
     ASSERT_NE(pg, nullptr);
+    // One exchange first: NCCL connects a pair on its first transfer, on the host, where no timeout reaches
+    // (process_group_nccl.h); after that a receive nobody answers waits on the GPU, where the watchdog does.
+    Tensor in = Tensor::Zeros({1000}, DType::kFloat32, Device::CUDA(pg->device_index()));
+    Tensor out = Tensor::Full({1000}, 1.0, DType::kFloat32, Device::CUDA(pg->device_index()));
+    ASSERT_TRUE(pg->BatchSendRecv({{P2POp::Kind::kSend, out, 1 - ctx.rank}, {P2POp::Kind::kRecv, in, 1 - ctx.rank}})
+                    ->Wait()
+                    .ok());
     if (ctx.rank == 1) {
       ASSERT_TRUE(ctx.store->Wait({"rank0_done"}, std::chrono::seconds(120)).ok());
       return;
     }
-    Tensor in = Tensor::Zeros({1000}, DType::kFloat32, Device::CUDA(pg->device_index()));
     auto work = pg->Recv(in, 1, 5);
     const absl::Status s = work->Wait(std::chrono::seconds(60));
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-    EXPECT_TRUE(absl::StrContains(s.message(), "Recv(float32 [1000] cuda:0) from 1 tag 5 #p0")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "Recv(float32 [1000] cuda:0) from 1 tag 5 #p1")) << s;
     ASSERT_TRUE(ctx.store->Set("rank0_done", "1").ok());
   });
 }
