@@ -211,6 +211,12 @@ absl::StatusOr<PipelineSchedule> MakeSchedule(const ScheduleOptions& o) {
           o.ranks, o.microbatches, o.ranks, o.ranks * ((o.microbatches + o.ranks - 1) / o.ranks)));
     }
   }
+  // Each message's tag names its microbatch and stage (TagOf); they must stay below the evaluation's (2^20).
+  if (static_cast<int64_t>(o.microbatches) * o.ranks * o.virtual_stages >= (1 << 19)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--microbatches=%d over %d stages: more than 2^19 messages per step, past the tags a step can name; use "
+        "fewer microbatches", o.microbatches, o.ranks * o.virtual_stages));
+  }
   PipelineSchedule s;
   s.options = o;
   const int stages = o.ranks * o.virtual_stages;
