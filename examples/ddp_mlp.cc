@@ -306,8 +306,11 @@ absl::Status ReportBubble(const TrainOptions& options, const Job& job, const Set
   for (size_t r = 0; r < idle.idle.size(); ++r) ranks.push_back(absl::StrFormat("rank %d %.1f%%", r, 100 * idle.idle[r]));
   report.progress.Print(absl::StrFormat(
       "pipeline bubble, last step (%.2f ms from the first stage's first compute to the last's last), idle: %s; "
-      "mean %.1f%%, formula %.1f%% (dist/parallel/pipeline/bubble.h)",
-      idle.window_us / 1000, absl::StrJoin(ranks, ", "), 100 * idle.mean_idle, 100 * runtime.schedule().FormulaBubble()));
+      "mean %.1f%%, formula %.1f%% (dist/parallel/pipeline/bubble.h)%s",
+      idle.window_us / 1000, absl::StrJoin(ranks, ", "), 100 * idle.mean_idle, 100 * runtime.schedule().FormulaBubble(),
+      job.device.is_cuda() ? "; on GPUs these are the host's times of queueing the work, not the kernels' (--trace "
+                             "has the kernels')"
+                           : ""));
   if (!options.trace.empty()) {
     const std::string svg = absl::StrCat(std::string(absl::StripSuffix(options.trace, ".json")), ".pipeline.svg");
     const absl::Status drawn = dist::WritePipelineSvg(
