@@ -9,11 +9,13 @@
 //   * 1F1B holds at most p - s microbatches on stage s and GPipe all M, counted by the runtime, and the
 //     allocator sees the difference on stage 0;
 //   * each rank's measured idle fraction lies in [0, 1) and the step's window covers every compute;
+//   * a stage whose neighbour died gets the group's error naming that rank, at once, instead of hanging;
 //   * PipelineParallelMlp (what ddp_mlp trains): gathered into one process's model and optimizer state it
 //     is the reference's, bit for bit; its evaluation Forward gives every pipeline rank the reference's
 //     logits; cut back from a one-process checkpoint it trains on as the one process does; and 2 pipelines
 //     x 2 stages train like 2 data-parallel replicas of one stage each, and with ZeRO-1 down the columns
 //     (ShardedStageOptimizer) to the same bits.
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -385,6 +387,25 @@ TEST(PipelineParallelMlp, TwoPipelinesOfTwoStagesTrainLikeTwoReplicasOfOneStageW
       ExpectSameTensors(WeightsOf(*zero.model), WeightsOf(*plain.model), "zero-1 model");
       ExpectSameTensors(zero.state, plain.state, "zero-1 optimizer state");
     }
+  });
+}
+
+TEST(Pipeline, AStageWhoseNeighbourDiedFailsWithItsErrorInsteadOfHanging) {
+  RunOnRanks(2, [](const RankContext& ctx) {
+    std::shared_ptr<ProcessGroup> group = ddp_testing::MakeGlooGroup(ctx);
+    ASSERT_NE(group, nullptr);
+    auto model = nn::MLP(kDims, {.seed = 7});
+    auto plan = StagePlan::Make(*model, 2);
+    std::vector<std::shared_ptr<PipelineStage>> mine = {std::make_shared<PipelineStage>(*model, plan->stages[ctx.rank])};
+    auto runtime = PipelineRuntime::Create(*MakeSchedule({.kind = ScheduleKind::kOneFOneB, .ranks = 2, .microbatches = 4}),
+                                           group, mine, CrossEntropy());
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    ASSERT_TRUE(group->Barrier()->Wait().ok());
+    if (ctx.rank == 1) std::_Exit(0);  // stage 1 is gone before the step: its sockets close
+    const ddp_testing::Batch batch = BatchOf(0);
+    const absl::StatusOr<Tensor> loss = (*runtime)->Step(*SplitBatch(batch.x, batch.labels, 4));
+    ASSERT_FALSE(loss.ok());
+    EXPECT_NE(loss.status().message().find("rank 1"), std::string::npos) << loss.status();
   });
 }
 
