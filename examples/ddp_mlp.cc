@@ -112,7 +112,10 @@ void PrintHeader(const TrainOptions& options, const Job& job, const Setup& setup
   progress.Print(absl::StrFormat(
       "ddp_mlp: MLP %s (%d parameters), %s over %s on %s, %s: %d train / %d test examples",
       absl::StrJoin(setup.dims, "-"), parameters,
-      job.tensor     ? absl::StrFormat("%d ranks as %d data-parallel replicas x %d tensor-parallel", job.pg->size(),
+      job.tensor && job.pipeline
+                     ? absl::StrFormat("%d ranks as %d data-parallel replicas x %d pipeline stages x %d tensor-parallel",
+                                       job.pg->size(), replicas, job.pipeline->size(), job.tensor->size())
+      : job.tensor   ? absl::StrFormat("%d ranks as %d data-parallel replicas x %d tensor-parallel", job.pg->size(),
                                        replicas, job.tensor->size())
       : job.pipeline ? absl::StrFormat("%d ranks as %d data-parallel replicas x %d pipeline stages", job.pg->size(),
                                        replicas, job.pipeline->size())
@@ -626,7 +629,7 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
   at.steps_per_epoch = steps_per_epoch;
 
   // --tp: the model is split over this rank's row of the mesh; DDP then sees the shards (dist/parallel/tensor).
-  if (job.tensor) RETURN_IF_ERROR(SplitModel(options, job, setup));
+  if (job.tensor && !options.pipeline()) RETURN_IF_ERROR(SplitModel(options, job, setup));
   // --pp (or --microbatches): this rank's stages of the model, over its pipeline (dist/parallel/pipeline).
   if (options.pipeline()) RETURN_IF_ERROR(SplitIntoStages(options, job, setup));
 

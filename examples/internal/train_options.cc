@@ -259,7 +259,9 @@ absl::Status ValidatePipeline(const TrainOptions& o) {
             "with --zero=2 or 3 is not built (ZeRO-2 keeps a block of DDP's gradient buckets, ZeRO-3 gathers each "
             "layer in every forward; a pipeline has neither); --zero=1 shards each stage's optimizer state over its "
             "replicas: use --zero=1 or --zero=0"),
-      Check(o.tp == 1, "pp", "with --tp (a 3-D mesh) is not built yet: use --pp or --tp"),
+      Check(o.tp == 1 || (o.zero == 0 && o.checkpoint_dir.empty() && !o.resume), "pp",
+            "with --tp (the 3-D mesh) trains without --zero and without checkpoints: gathering each stage's "
+            "tensor-parallel shards into one process's model is not built; drop --zero and --checkpoint_dir"),
       Check(o.grad_accum_steps == 1, "pp",
             "accumulates its --microbatches within each step already: use --microbatches=M (M x the rows of one "
             "microbatch per step) instead of --grad_accum_steps"),

@@ -16,6 +16,7 @@
 #include "data/synthetic.h"
 #include "dist/parallel/pipeline/pipeline_flags.h"
 #include "dist/parallel/subgroups/device_mesh.h"
+#include "dist/parallel/subgroups/new_group.h"
 #include "dist/parallel/zero/memory_table.h"
 #include "examples/internal/evaluate.h"
 #include "examples/internal/startup_checks.h"
@@ -92,24 +93,65 @@ absl::Status AgreeOnStatus(const Job& job, const absl::Status& local, const char
   return absl::OkStatus();
 }
 
-// --pp: rows of consecutive ranks are pipelines (on a machine of P GPUs, one pipeline), columns replicas.
+// --pp: rows of consecutive ranks are pipelines (on a machine of P GPUs, one pipeline), columns replicas. With
+// --tp too, the mesh is 3-D, dp x pp x tp, tp innermost (a tensor-parallel group's ranks consecutive, on one
+// machine's NVLink): rank = (replica * pp + stage) * tp + tp_index.
 absl::StatusOr<std::string> JoinPipelineMesh(const TrainOptions& o, Job& job) {
-  const int world = job.pg->size(), pp = static_cast<int>(o.pp);
-  if (world % pp != 0) {
+  const int world = job.pg->size(), pp = static_cast<int>(o.pp), tp = static_cast<int>(o.tp);
+  if (world % (pp * tp) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--pp=%d does not divide the job's %d ranks: start a multiple of %d ranks (--nproc, or --nproc_per_node "
-        "x --nnodes), each group of %d consecutive ranks one pipeline", pp, world, pp, pp));
+        "--pp=%d%s does not divide the job's %d ranks: start a multiple of %d ranks (--nproc, or --nproc_per_node "
+        "x --nnodes), each group of %d consecutive ranks one pipeline", pp,
+        tp > 1 ? absl::StrFormat(" x --tp=%d", tp) : "", world, pp * tp, pp * tp));
   }
-  ASSIGN_OR_RETURN(const dist::DeviceMesh mesh, dist::DeviceMesh::Create(*job.pg, job.pg->SubStore("mesh"), world / pp,
-                                                                         pp, {.flight_recorder = true}));
-  job.data = mesh.dp_group;
-  job.pipeline = mesh.tp_group;
-  std::string line = absl::StrFormat("mesh %d x %d (data-parallel replicas x pipeline stages): ", world / pp, pp);
+  const int dp = world / (pp * tp);
+  if (tp == 1) {
+    ASSIGN_OR_RETURN(const dist::DeviceMesh mesh, dist::DeviceMesh::Create(*job.pg, job.pg->SubStore("mesh"), dp, pp,
+                                                                           {.flight_recorder = true}));
+    job.data = mesh.dp_group;
+    job.pipeline = mesh.tp_group;
+  } else {  // 3-D: every rank creates every group (NewGroup is collective), tensor, then pipeline, then data
+    const std::shared_ptr<dist::Store> store = job.pg->SubStore("mesh3d");
+    auto rank_at = [&](int d, int s, int t) { return (d * pp + s) * tp + t; };
+    auto join = [&](std::vector<int> ranks, std::shared_ptr<dist::ProcessGroup>* mine) -> absl::Status {
+      ASSIGN_OR_RETURN(std::shared_ptr<dist::ProcessGroup> group,
+                       dist::NewGroup(*job.pg, store, ranks, {.flight_recorder = true}));
+      if (group != nullptr) *mine = std::move(group);
+      return absl::OkStatus();
+    };
+    for (int d = 0; d < dp; ++d) {
+      for (int s = 0; s < pp; ++s) {
+        std::vector<int> ranks;
+        for (int t = 0; t < tp; ++t) ranks.push_back(rank_at(d, s, t));
+        RETURN_IF_ERROR(join(ranks, &job.tensor));
+      }
+    }
+    for (int d = 0; d < dp; ++d) {
+      for (int t = 0; t < tp; ++t) {
+        std::vector<int> ranks;
+        for (int s = 0; s < pp; ++s) ranks.push_back(rank_at(d, s, t));
+        RETURN_IF_ERROR(join(ranks, &job.pipeline));
+      }
+    }
+    for (int s = 0; s < pp; ++s) {
+      for (int t = 0; t < tp; ++t) {
+        std::vector<int> ranks;
+        for (int d = 0; d < dp; ++d) ranks.push_back(rank_at(d, s, t));
+        RETURN_IF_ERROR(join(ranks, &job.data));
+      }
+    }
+  }
+  std::string line = tp == 1 ? absl::StrFormat("mesh %d x %d (data-parallel replicas x pipeline stages): ", dp, pp)
+                             : absl::StrFormat("mesh %d x %d x %d (data-parallel replicas x pipeline stages x "
+                                               "tensor-parallel ranks): ", dp, pp, tp);
   for (int r = 0; r < world; ++r) {
+    const int stage_rank = (r / tp) % pp;
     std::string stages;
-    for (int s = r % pp; s < pp * o.pp_virtual_stages; s += pp) absl::StrAppend(&stages, stages.empty() ? "" : ",", s);
-    absl::StrAppend(&line, r == 0 ? "" : "; ", absl::StrFormat("rank %d replica %d stage%s %s", r, r / pp,
-                                                               o.pp_virtual_stages > 1 ? "s" : "", stages));
+    for (int s = stage_rank; s < pp * o.pp_virtual_stages; s += pp) absl::StrAppend(&stages, stages.empty() ? "" : ",", s);
+    absl::StrAppend(&line, r == 0 ? "" : "; ",
+                    absl::StrFormat("rank %d replica %d stage%s %s", r, r / (pp * tp), o.pp_virtual_stages > 1 ? "s" : "",
+                                    stages),
+                    tp > 1 ? absl::StrFormat(" tp %d", r % tp) : "");
   }
   return line;
 }
@@ -249,7 +291,8 @@ absl::Status SplitIntoStages(const TrainOptions& o, const Job& job, Setup& s) {
                                    *s.model, job.pipeline, job.data, flags.ToScheduleOptions(),
                                    [loss_fn](const autograd::Variable& logits, const Tensor& labels) {
                                      return loss_fn(logits, labels);
-                                   }));
+                                   },
+                                   job.tensor));  // --tp: each stage split over the tensor-parallel group
   std::unique_ptr<nn::Optimizer> stages = MakeOptimizer(o, s.pipeline->Parameters());
   stages->SetComputeCopies(s.pipeline->ComputeCopies());  // none under fp32
   RETURN_IF_ERROR(s.pipeline->LoadOptimizerState(s.optimizer->StateTensors(), *stages));  // a resumed state, sliced

@@ -32,7 +32,8 @@ absl::StatusOr<std::unique_ptr<PipelineParallelMlp>> PipelineParallelMlp::Create
                                                                                   std::shared_ptr<ProcessGroup> pipeline,
                                                                                   std::shared_ptr<ProcessGroup> data,
                                                                                   const ScheduleOptions& options,
-                                                                                  LossFn loss) {
+                                                                                  LossFn loss,
+                                                                                  std::shared_ptr<ProcessGroup> tensor) {
   const int p = options.ranks;
   ASSIGN_OR_RETURN(StagePlan plan, StagePlan::Make(full, p * options.virtual_stages,
                                                    /*equal=*/options.kind == ScheduleKind::kInterleaved));
@@ -41,7 +42,16 @@ absl::StatusOr<std::unique_ptr<PipelineParallelMlp>> PipelineParallelMlp::Create
   std::unique_ptr<PipelineParallelMlp> model(new PipelineParallelMlp(plan, pipeline, std::move(data)));
   std::vector<std::shared_ptr<PipelineStage>> stages;
   for (int s = rank; s < static_cast<int>(plan.stages.size()); s += p) {
-    stages.push_back(std::make_shared<PipelineStage>(full, plan.stages[s]));
+    if (tensor != nullptr && tensor->size() > 1) {  // 3-D: the stage's layers split over the tensor-parallel group
+      std::shared_ptr<nn::Module> trailing;
+      const std::shared_ptr<nn::Sequential> layers = StageSequential(full, plan.stages[s], &trailing);
+      ASSIGN_OR_RETURN(std::shared_ptr<tensor_parallel::TensorParallelMlp> split,
+                       tensor_parallel::TensorParallelMlp::Create(*layers, tensor));
+      model->tensor_parallel_.push_back(split);
+      stages.push_back(std::make_shared<PipelineStage>(split, trailing, plan.stages[s]));
+    } else {
+      stages.push_back(std::make_shared<PipelineStage>(full, plan.stages[s]));
+    }
     for (const auto& [name, child] : stages.back()->Children()) model->RegisterModule(name, child);
   }
   for (const auto& [name, param] : full.NamedParameters()) {
@@ -70,6 +80,7 @@ absl::StatusOr<Tensor> PipelineParallelMlp::TrainStep(const Tensor& inputs, cons
   ASSIGN_OR_RETURN(const std::vector<Microbatch> microbatches,
                    SplitBatch(inputs, labels, runtime->schedule().num_microbatches()));
   ASSIGN_OR_RETURN(Tensor loss, runtime->Step(microbatches));
+  for (const auto& split : tensor_parallel_) RETURN_IF_ERROR(split->status());  // --tp: a failed all_reduce
   if (average_over_data_ && data_ != nullptr && data_->size() > 1) {  // the replicas' average, as DDP's hook
     std::vector<Tensor> grads;
     for (const autograd::Variable& param : Parameters()) grads.push_back(param.grad());

@@ -45,6 +45,7 @@
 #include "dist/parallel/pipeline/pipeline_runtime.h"
 #include "dist/parallel/pipeline/schedule.h"
 #include "dist/parallel/pipeline/stage_plan.h"
+#include "dist/parallel/tensor/tensor_parallel_mlp.h"
 #include "dist/process_group/process_group.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
@@ -55,13 +56,17 @@ namespace tinyddp::dist::pipeline {
 
 class PipelineParallelMlp : public nn::Module {
  public:
+  /// `tensor` (--pp with --tp, the 3-D mesh): each stage's layers split further over this tensor-parallel group
+  /// (dist/parallel/tensor: Create is then collective over it); its parameters are this rank's shards, and the
+  /// gathers for checkpoints are not built for it (ddp_mlp refuses --checkpoint_dir there).
   /// Collective over neither group (every rank derives the same plan). `pipeline`: the pipeline's ranks (its
   /// rank r holds stages r, r+p, ...); null when schedule.ranks == 1. `data`: the data-parallel group, null
   /// or of size 1 for none. InvalidArgument for a plan or schedule that cannot run (naming the flags).
   static absl::StatusOr<std::unique_ptr<PipelineParallelMlp>> Create(const nn::Sequential& full,
                                                                      std::shared_ptr<ProcessGroup> pipeline,
                                                                      std::shared_ptr<ProcessGroup> data,
-                                                                     const ScheduleOptions& schedule, LossFn loss);
+                                                                     const ScheduleOptions& schedule, LossFn loss,
+                                                                     std::shared_ptr<ProcessGroup> tensor = nullptr);
 
   /// Evaluation: collective over the pipeline (see the header). Train with TrainStep instead.
   autograd::Variable Forward(const autograd::Variable& x) override;
@@ -110,6 +115,7 @@ class PipelineParallelMlp : public nn::Module {
   StagePlan plan_;
   std::shared_ptr<ProcessGroup> pipeline_, data_;
   std::unique_ptr<PipelineRuntime> runtime_, short_runtime_;
+  std::vector<std::shared_ptr<tensor_parallel::TensorParallelMlp>> tensor_parallel_;  // --tp: each stage's split
   LossFn loss_;
   // The whole model's parameters, in one process's order: name, shape, and the pipeline rank that owns it.
   struct WholeParam {

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -125,6 +128,32 @@ std::string StagePlan::Describe(int ranks) const {
   return out;
 }
 
+namespace {
+// A Sequential whose children keep the names they had in the whole model.
+class NamedSequential : public nn::Sequential {
+ public:
+  void Add(const std::string& name, std::shared_ptr<nn::Module> module) { RegisterModule(name, std::move(module)); }
+};
+}  // namespace
+
+std::shared_ptr<nn::Sequential> StageSequential(const nn::Sequential& full, const StageLayers& layers,
+                                                std::shared_ptr<nn::Module>* trailing) {
+  auto seq = std::make_shared<NamedSequential>();
+  size_t end = layers.end_child;
+  *trailing = nullptr;
+  if (dynamic_cast<const nn::Linear*>(full.Children()[end - 1].second.get()) == nullptr) {
+    *trailing = full.Children()[--end].second;
+  }
+  for (size_t i = layers.first_child; i < end; ++i) seq->Add(full.Children()[i].first, full.Children()[i].second);
+  return seq;
+}
+
+PipelineStage::PipelineStage(std::shared_ptr<nn::Module> inner, std::shared_ptr<nn::Module> trailing,
+                             const StageLayers& layers)
+    : layers_(layers), inner_(std::move(inner)), trailing_(std::move(trailing)) {
+  for (const auto& [name, child] : inner_->Children()) RegisterModule(name, child);
+}
+
 PipelineStage::PipelineStage(const nn::Sequential& full, const StageLayers& layers) : layers_(layers) {
   for (size_t i = layers.first_child; i < layers.end_child; ++i) {
     RegisterModule(full.Children()[i].first, full.Children()[i].second);
@@ -133,6 +162,7 @@ PipelineStage::PipelineStage(const nn::Sequential& full, const StageLayers& laye
 
 // nn::Sequential::Forward's loop, over this stage's children: the same fusion, so the same bits.
 autograd::Variable PipelineStage::Forward(const autograd::Variable& x) {
+  if (inner_ != nullptr) return trailing_ ? trailing_->Forward(inner_->Forward(x)) : inner_->Forward(x);
   const auto& children = Children();
   autograd::Variable y = x;
   for (size_t i = 0; i < children.size(); ++i) {

@@ -55,13 +55,24 @@ class PipelineStage : public nn::Module {
  public:
   /// The children [layers.first_child, layers.end_child) of `full`, shared.
   PipelineStage(const nn::Sequential& full, const StageLayers& layers);
+  /// A stage computed by `inner` (a tensor-parallel split of StageSequential's layers, --pp with --tp), then
+  /// `trailing` (the activation after the stage's last Linear; null when it ends in a Linear). The stage's
+  /// parameters are inner's children's, under their own names.
+  PipelineStage(std::shared_ptr<nn::Module> inner, std::shared_ptr<nn::Module> trailing, const StageLayers& layers);
   autograd::Variable Forward(const autograd::Variable& x) override;
   std::string ToString() const override;
   const StageLayers& layers() const { return layers_; }
 
  private:
   StageLayers layers_;
+  std::shared_ptr<nn::Module> inner_, trailing_;  // only for a stage built around another module
 };
+
+/// The stage's layers as a Sequential under the whole model's child names ("2", "3", ...), without the
+/// activation after its last Linear, which goes to *trailing (null when there is none): the MLP shape that
+/// tensor parallelism's plan takes (dist/parallel/tensor/mlp_plan.h).
+std::shared_ptr<nn::Sequential> StageSequential(const nn::Sequential& full, const StageLayers& layers,
+                                                std::shared_ptr<nn::Module>* trailing);
 
 }  // namespace tinyddp::dist::pipeline
 
