@@ -83,7 +83,8 @@ ABSL_FLAG(int64_t, tp, kDefaults.tp,
 ABSL_FLAG(int64_t, pp, kDefaults.pp,
           "pipeline parallelism (docs/pipeline_parallel.md): the MLP's layers cut into this many stages, one per "
           "rank, microbatches flowing through them by send/recv; the ranks form a (world/pp) x pp mesh, data "
-          "parallelism runs down its columns and --batch_size is per data-parallel replica");
+          "parallelism runs down its columns and --batch_size is per data-parallel replica; with --tp the mesh is "
+          "dp x pp x tp, each stage split over its tensor-parallel group");
 ABSL_FLAG(std::string, pp_schedule, kDefaults.pp_schedule,
           "the pipeline's schedule: gpipe (all forwards, then all backwards), 1f1b (one forward, one backward: at "
           "most --pp microbatches of activations), interleaved (--pp_virtual_stages stages per rank: a smaller "

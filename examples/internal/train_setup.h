@@ -65,7 +65,8 @@ int64_t OptimizerStepsPerEpoch(const TrainOptions& o, const data::DataLoader& lo
 /// `data`, this rank's column (the ranks that hold the same shards and see different batches: DDP, ZeRO,
 /// the sampler and the evaluation run over it), and `tensor`, its row (the ranks that split each layer and
 /// see the same batch). Without --tp, `data` is `pg` and `tensor` is null. Under --pp the mesh's rows are
-/// pipelines instead: `pipeline` is this rank's row (its stages' neighbours), `data` its column.
+/// pipelines instead: `pipeline` is this rank's row (its stages' neighbours), `data` its column; with --pp and
+/// --tp the mesh is dp x pp x tp and all three are set.
 struct Job {
   std::shared_ptr<dist::ProcessGroup> pg;  // the world: agreement, checkpoints, logging
   Device device;
