@@ -260,9 +260,12 @@ absl::Status ValidatePipeline(const TrainOptions& o) {
             "with --zero=2 or 3 is not built (ZeRO-2 keeps a block of DDP's gradient buckets, ZeRO-3 gathers each "
             "layer in every forward; a pipeline has neither); --zero=1 shards each stage's optimizer state over its "
             "replicas: use --zero=1 or --zero=0"),
-      Check(o.tp == 1 || (o.zero == 0 && o.checkpoint_dir.empty() && !o.resume), "pp",
-            "with --tp (the 3-D mesh) trains without --zero and without checkpoints: gathering each stage's "
-            "tensor-parallel shards into one process's model is not built; drop --zero and --checkpoint_dir"),
+      Check(o.tp == 1 || o.zero == 0, "pp",
+            "with --tp (the 3-D mesh) and --zero is not built (ZeRO-1 would shard the tensor-parallel shards' state "
+            "down the columns): drop --zero"),
+      Check(o.tp == 1 || o.pp_virtual_stages == 1 || o.checkpoint_dir.empty(), "pp",
+            "with --tp, interleaved stages and --checkpoint_dir is not built (a checkpoint gathers one stage per "
+            "rank): drop --checkpoint_dir or --pp_virtual_stages"),
       Check(o.grad_accum_steps == 1, "pp",
             "accumulates its --microbatches within each step already: use --microbatches=M (M x the rows of one "
             "microbatch per step) instead of --grad_accum_steps"),

@@ -9,12 +9,15 @@
 // process's, resumes at another --pp, and the run prints its mesh, its schedule and its measured bubble. The 3-D
 // mesh (--pp with --tp) trains like one process within tensor parallelism's reassociation. Bad layouts are
 // refused with the flag and the fix.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nn/safetensors.h"
 #include "tests/ddp_mlp/run_ddp_mlp.h"
 
 namespace tinyddp::testing {
@@ -105,6 +108,22 @@ std::pair<double, double> EpochLosses(const std::string& out) {
   return {train, test};
 }
 
+// The largest difference between two checkpoints' models (same names and shapes).
+double MaxDifference(const std::string& a, const std::string& b) {
+  auto x = nn::LoadSafetensors(a + "/model.safetensors");
+  auto y = nn::LoadSafetensors(b + "/model.safetensors");
+  EXPECT_TRUE(x.ok() && y.ok()) << a << " / " << b;
+  if (!x.ok() || !y.ok()) return INFINITY;
+  double most = 0;
+  for (const auto& [name, tensor] : x->tensors) {
+    auto other = y->tensors.find(name);
+    if (other == y->tensors.end() || other->second.shape() != tensor.shape()) return INFINITY;
+    const std::vector<float> u = tensor.ToVector<float>(), v = other->second.ToVector<float>();
+    for (size_t i = 0; i < u.size(); ++i) most = std::max(most, std::fabs(static_cast<double>(u[i]) - v[i]));
+  }
+  return most;
+}
+
 TEST(PipelineDdpMlp, TheThreeDimensionalMeshTrainsLikeOneProcessWithinReassociation) {
   // dp 1 x pp 2 x tp 2 (4 ranks): each stage's layers split over a tensor-parallel pair. Tensor parallelism adds
   // its partial sums in another order than one GEMM (docs/tensor_parallel.md), so: equal within 2e-4 after an
@@ -127,9 +146,24 @@ TEST(PipelineDdpMlp, TheThreeDimensionalMeshTrainsLikeOneProcessWithinReassociat
   ASSERT_GT(train_one, 0);
   EXPECT_NEAR(train_mesh, train_one, 2e-4);
   EXPECT_NEAR(test_mesh, test_one, 2e-4);
-  const RunResult saving = RunDdpMlp(TinyJob("gloo", {"--nproc=4", "--pp=2", "--tp=2", "--checkpoint_dir=/tmp/x"}));
-  EXPECT_EQ(saving.exit_code, 2);
-  EXPECT_NE(saving.err.find("drop --zero and --checkpoint_dir"), std::string::npos) << Explain(saving);
+  // Its checkpoint is one process's model (each stage's shards gathered, then the stages), within the same bound,
+  // and one process resumes from it where the 3-D run would have gone.
+  const std::string one_dir = Train("mesh3d_one", {"--nproc=1", "--microbatches=4", "--optimizer=adamw", "--lr=0.01"});
+  const std::string mesh_dir = FreshDir("mesh3d");
+  std::vector<std::string> first = {"--nproc=4", "--pp=2", "--tp=2", "--max_steps=6"};
+  first.insert(first.end(), job.begin(), job.end());
+  first.push_back("--checkpoint_dir=" + mesh_dir);
+  const RunResult a = RunDdpMlp(TinyJob("gloo", first));
+  ASSERT_EQ(a.exit_code, 0) << Explain(a);
+  std::vector<std::string> second = {"--nproc=1", "--max_steps=10", "--resume"};
+  second.insert(second.end(), job.begin(), job.end());
+  second.push_back("--checkpoint_dir=" + mesh_dir);
+  const RunResult b = RunDdpMlp(TinyJob("gloo", second));
+  ASSERT_EQ(b.exit_code, 0) << Explain(b);
+  EXPECT_LT(MaxDifference(one_dir, mesh_dir + "/" + CheckpointName(kSteps)), 2e-4);
+  const RunResult zero = RunDdpMlp(TinyJob("gloo", {"--nproc=4", "--pp=2", "--tp=2", "--zero=1"}));
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("drop --zero"), std::string::npos) << Explain(zero);
 }
 
 TEST(PipelineDdpMlp, BadLayoutsAreRefusedNamingTheFlagAndTheFix) {

@@ -42,6 +42,7 @@ absl::StatusOr<std::unique_ptr<PipelineParallelMlp>> PipelineParallelMlp::Create
   std::unique_ptr<PipelineParallelMlp> model(new PipelineParallelMlp(plan, pipeline, std::move(data)));
   std::vector<std::shared_ptr<PipelineStage>> stages;
   for (int s = rank; s < static_cast<int>(plan.stages.size()); s += p) {
+    model->my_stages_.push_back(s);
     if (tensor != nullptr && tensor->size() > 1) {  // 3-D: the stage's layers split over the tensor-parallel group
       std::shared_ptr<nn::Module> trailing;
       const std::shared_ptr<nn::Sequential> layers = StageSequential(full, plan.stages[s], &trailing);
@@ -168,6 +169,14 @@ absl::Status PipelineParallelMlp::GatherInto(nn::Sequential& full) {
   if (target.size() != whole_.size()) {
     return absl::InvalidArgumentError("PipelineParallelMlp::GatherInto: not a model of the pipeline's dims");
   }
+  if (!tensor_parallel_.empty()) {  // --tp: my stage's shards gathered whole into `full` first (collective over tp)
+    RETURN_IF_ERROR(CheckOneStagePerRank("checkpoints"));
+    std::shared_ptr<nn::Module> trailing;
+    const std::shared_ptr<nn::Sequential> stage = StageSequential(full, plan_.stages[my_stages_[0]], &trailing);
+    RETURN_IF_ERROR(tensor_parallel_[0]->GatherInto(*stage));
+    by_name.clear();
+    for (const auto& [name, param] : stage->NamedParameters()) by_name[name] = param;  // the whole stage now
+  }
   for (size_t i = 0; i < whole_.size(); ++i) {
     Tensor dst = target[i].second.data();
     if (target[i].first != whole_[i].name || dst.shape() != whole_[i].shape) {
@@ -187,6 +196,11 @@ absl::Status PipelineParallelMlp::GatherInto(nn::Sequential& full) {
 }
 
 absl::Status PipelineParallelMlp::LoadFrom(const nn::Sequential& full) {
+  if (!tensor_parallel_.empty()) {  // --tp: this rank's slices of its stage
+    RETURN_IF_ERROR(CheckOneStagePerRank("a resume"));
+    std::shared_ptr<nn::Module> trailing;
+    return tensor_parallel_[0]->LoadFrom(*StageSequential(full, plan_.stages[my_stages_[0]], &trailing));
+  }
   std::map<std::string, Tensor> values;
   for (const auto& [name, param] : full.NamedParameters()) values[name] = param.data();
   for (const auto& [name, param] : NamedParameters()) {
@@ -199,6 +213,12 @@ absl::Status PipelineParallelMlp::LoadFrom(const nn::Sequential& full) {
   }
   RefreshComputeCopies();
   return absl::OkStatus();
+}
+
+absl::Status PipelineParallelMlp::CheckOneStagePerRank(const char* what) const {
+  if (tensor_parallel_.size() == 1) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(what, " of --pp with --tp and several stages per rank (interleaved) "
+                                               "are not built: use one stage per rank"));
 }
 
 absl::StatusOr<std::vector<size_t>> PipelineParallelMlp::WholeIndicesOf(const nn::Optimizer& local) const {
@@ -223,7 +243,11 @@ absl::StatusOr<nn::TensorMap> PipelineParallelMlp::GatherOptimizerState(const nn
   std::map<size_t, size_t> local_of;  // whole index -> local index
   for (size_t i = 0; i < whole_index.size(); ++i) local_of[whole_index[i]] = i;
   // The fields every stepped parameter has: the same on every rank (one optimizer kind and options).
-  const nn::TensorMap state = local.StateTensors();
+  nn::TensorMap state = local.StateTensors();
+  if (!tensor_parallel_.empty()) {  // --tp: the stage's whole state (stage numbering = local's order) first
+    RETURN_IF_ERROR(CheckOneStagePerRank("checkpoints"));
+    ASSIGN_OR_RETURN(state, tensor_parallel_[0]->GatherOptimizerState(local));
+  }
   std::vector<std::string> fields;
   for (const auto& [key, tensor] : state) {
     size_t i = 0;
@@ -265,6 +289,10 @@ absl::Status PipelineParallelMlp::LoadOptimizerState(const nn::TensorMap& full_s
       return absl::InvalidArgumentError(absl::StrCat("optimizer state: '", key, "' is not state.<index>.<field>"));
     }
     if (local_of.count(w)) mine[absl::StrCat("state.", local_of.at(w), ".", field)] = tensor;
+  }
+  if (!tensor_parallel_.empty()) {  // --tp: `mine` is the stage's whole state; the shards take their slices
+    RETURN_IF_ERROR(CheckOneStagePerRank("a resume"));
+    return tensor_parallel_[0]->LoadOptimizerState(mine, local);
   }
   return local.LoadStateTensors(mine);
 }

@@ -57,8 +57,9 @@ namespace tinyddp::dist::pipeline {
 class PipelineParallelMlp : public nn::Module {
  public:
   /// `tensor` (--pp with --tp, the 3-D mesh): each stage's layers split further over this tensor-parallel group
-  /// (dist/parallel/tensor: Create is then collective over it); its parameters are this rank's shards, and the
-  /// gathers for checkpoints are not built for it (ddp_mlp refuses --checkpoint_dir there).
+  /// (dist/parallel/tensor: Create is then collective over it); its parameters are this rank's shards. The
+  /// checkpoint gathers then gather the stage's shards first (collective over `tensor` too), for one stage per
+  /// rank (Unimplemented for interleaved).
   /// Collective over neither group (every rank derives the same plan). `pipeline`: the pipeline's ranks (its
   /// rank r holds stages r, r+p, ...); null when schedule.ranks == 1. `data`: the data-parallel group, null
   /// or of size 1 for none. InvalidArgument for a plan or schedule that cannot run (naming the flags).
@@ -109,6 +110,8 @@ class PipelineParallelMlp : public nn::Module {
   PipelineParallelMlp(StagePlan plan, std::shared_ptr<ProcessGroup> pipeline, std::shared_ptr<ProcessGroup> data);
   // The schedule for an epoch's short last batch of `rows` < m rows (kept for the next epoch's).
   absl::StatusOr<PipelineRuntime*> ShortRuntime(int rows);
+  // --tp: OK with one stage per rank; Unimplemented naming `what` otherwise.
+  absl::Status CheckOneStagePerRank(const char* what) const;
   // Whole-model parameter index of each of `local`'s parameters; InvalidArgument for a stranger.
   absl::StatusOr<std::vector<size_t>> WholeIndicesOf(const nn::Optimizer& local) const;
 
@@ -116,6 +119,7 @@ class PipelineParallelMlp : public nn::Module {
   std::shared_ptr<ProcessGroup> pipeline_, data_;
   std::unique_ptr<PipelineRuntime> runtime_, short_runtime_;
   std::vector<std::shared_ptr<tensor_parallel::TensorParallelMlp>> tensor_parallel_;  // --tp: each stage's split
+  std::vector<int> my_stages_;  // this rank's stages, by chunk
   LossFn loss_;
   // The whole model's parameters, in one process's order: name, shape, and the pipeline rank that owns it.
   struct WholeParam {
