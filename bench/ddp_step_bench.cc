@@ -117,6 +117,7 @@
 #include "tensor/ops.h"
 #include "tensor/stream.h"
 #include "tools/timeline/chrome_trace.h"
+#include "tools/timeline/traced_update.h"
 #include "tools/timeline/step_timeline.h"
 #include "tools/timeline/timeline_svg.h"
 
@@ -405,8 +406,23 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
                                                                           {.in_backward = o.optimizer_in_backward}));
       optimizer.SetComputeCopies({});  // bf16: ZeRO re-pointed the copies; the unused plain one keeps no old ones
     } else {
+      // --trace: each bucket's update its own span, timed on the stream it runs on (the reducer's inside
+      // backward), so the trace shows whether the updates overlapped backward's kernels.
+      dist::DistributedDataParallel* traced_ddp = ddp.get();
+      auto traced_factory = [&tracer, factory, traced_ddp, &o](std::vector<autograd::Variable> params)
+          -> std::unique_ptr<nn::Optimizer> {
+        int bucket = 0;  // which bucket these parameters are: the span's label
+        while (bucket + 1 < traced_ddp->reducer().num_buckets() &&
+               !traced_ddp->reducer().BucketParameters(bucket).front().Is(params.front())) {
+          ++bucket;
+        }
+        return std::make_unique<TracedUpdate>(factory(std::move(params)), tracer.get(), bucket,
+                                              o.optimizer_in_backward);
+      };
       ASSIGN_OR_RETURN(fused_optimizer,
-                       dist::FusedOptimizer::Attach(*ddp, factory, {.in_backward = o.optimizer_in_backward}));
+                       dist::FusedOptimizer::Attach(*ddp, tracer ? dist::FusedOptimizer::Factory(traced_factory)
+                                                                 : dist::FusedOptimizer::Factory(factory),
+                                                    {.in_backward = o.optimizer_in_backward}));
     }
   }
   Tensor x = Tensor::Empty({o.batch, o.dims.front()}, DType::kFloat32, device);

@@ -7,8 +7,8 @@
 //   (*pg)->AllReduce(tensor)->Wait();
 //
 // Steps: resolve the job's timeout (InitOptions, else TINYDDP_TIMEOUT, else 300 s: job_timeout.h); read
-// the WorkerEnv; connect to the job's TCPStore (rank 0 hosts it unless the launcher does; after an
-// elastic restart, the group rendezvouses under keys of its own round, "restart<N>/");
+// the WorkerEnv; connect to the job's TCPStore (ConnectToJobStore: rank 0 hosts it unless the launcher
+// does; after an elastic restart, the group rendezvouses under keys of its own round, "restart<N>/");
 // pick the backend (auto never starts more NCCL ranks than there are GPUs: it falls back to Gloo and says
 // so in one line on stderr); for NCCL bind this process to cuda:LOCAL_RANK; build the group. The returned
 // group keeps the store alive. Plain: it attaches no wing (programs attach the flight recorder, the debug
@@ -22,8 +22,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "dist/worker/env.h"
 #include "dist/process_group/process_group.h"
+#include "dist/store/tcp_store.h"
+#include "dist/worker/env.h"
 
 namespace tinyddp::dist {
 
@@ -33,10 +34,8 @@ enum class Backend { kAuto, kNccl, kGloo };
 const char* BackendName(Backend backend);
 /// Parses "auto", "nccl" or "gloo" (case-insensitive); InvalidArgument lists the choices otherwise.
 absl::StatusOr<Backend> ParseBackend(absl::string_view name);
-/// True when this binary was built with NCCL (a CUDA build).
-bool NcclAvailable();
 /// What kAuto resolves to on a machine running `ranks_on_this_machine` ranks (LOCAL_WORLD_SIZE): kNccl
-/// when NCCL is built in and there is a visible GPU for every one of those ranks (NCCL binds rank i to
+/// when NCCL is built in (a CUDA build: cuda::BuiltWithCuda) and there is a visible GPU for every one of those ranks (NCCL binds rank i to
 /// cuda:i), else kGloo. Every rank of a machine decides alike; on a job whose machines differ in GPU count,
 /// pass the backend explicitly. Other backends resolve to themselves.
 Backend ResolveBackend(Backend backend, int ranks_on_this_machine = 1);
@@ -56,6 +55,19 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const InitOptions
 
 /// The same from an explicit WorkerEnv (custom launchers, tests).
 absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const WorkerEnv& env, const InitOptions& options);
+
+/// InitProcessGroup's first step: connects to (and, for rank 0 without a launcher-hosted store,
+/// kLauncherStoreEnv, starts) the job's TCPStore at env.master_addr:env.master_port, presenting the job
+/// secret from TINYDDP_STORE_SECRET (store_secret.h). `timeout` bounds the connection and becomes the
+/// store's timeout. A job of several machines that no launcher hosts a store for (WORLD_SIZE >
+/// LOCAL_WORLD_SIZE: srun -N2, mpirun across hosts, a PyTorchJob) needs that secret: without it every rank
+/// fails at once with FailedPrecondition, saying how to make one and hand it to every node (JobStoreSecret's
+/// words). One-machine jobs run without one (rank 0 warns that its store admits anyone who reaches it).
+/// Precondition: env came from ReadWorkerEnv (ranges checked). When rank 0 hosts the server, the store
+/// lives as long as rank 0 keeps the returned object: other ranks must be done with it first (end with a
+/// StoreBarrier).
+absl::StatusOr<std::shared_ptr<TCPStore>> ConnectToJobStore(const WorkerEnv& env,
+                                                           std::chrono::milliseconds timeout = kDefaultStoreTimeout);
 
 }  // namespace tinyddp::dist
 

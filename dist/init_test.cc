@@ -57,7 +57,7 @@ TEST(InitProcessGroup, OutsideAJobSaysHowToStartOne) {
 }
 
 TEST(InitProcessGroup, NcclWithoutCudaOrGpuIsAClearError) {
-  if (NcclAvailable() && cuda::DeviceCount() > 0) GTEST_SKIP() << "this machine can run NCCL";
+  if (cuda::BuiltWithCuda() && cuda::DeviceCount() > 0) GTEST_SKIP() << "this machine can run NCCL";
   WorkerEnv env;  // a one-rank job hosting its own store on a free port
   env.master_addr = "127.0.0.1";
   env.master_port = 0;
@@ -67,11 +67,11 @@ TEST(InitProcessGroup, NcclWithoutCudaOrGpuIsAClearError) {
   ASSERT_FALSE(pg.ok());
   EXPECT_EQ(pg.status().code(), absl::StatusCode::kFailedPrecondition) << pg.status();
   EXPECT_PRED2(Contains, std::string(pg.status().message()),
-               NcclAvailable() ? "none is visible" : "built without the CUDA toolkit");
+               cuda::BuiltWithCuda() ? "none is visible" : "built without the CUDA toolkit");
 }
 
 TEST(InitProcessGroup, AutoPicksNcclOnlyWithAGpuForEveryRankOfTheMachine) {
-  const int gpus = NcclAvailable() ? cuda::DeviceCount() : 0;
+  const int gpus = cuda::DeviceCount();
   EXPECT_EQ(ResolveBackend(Backend::kAuto, 1), gpus > 0 ? Backend::kNccl : Backend::kGloo);
   EXPECT_EQ(ResolveBackend(Backend::kAuto, std::max(gpus, 1)), gpus > 0 ? Backend::kNccl : Backend::kGloo);
   EXPECT_EQ(ResolveBackend(Backend::kAuto, gpus + 1), Backend::kGloo) << "one rank would have no GPU";
@@ -102,7 +102,7 @@ std::string StderrOf(const std::function<void()>& body) {
 
 TEST(InitProcessGroup, AutoWithMoreRanksThanGpusFallsBackToGlooAndSaysSoOncePerMachine) {
   // One rank more than this machine has GPUs (at least 2): with NCCL one rank would find no cuda:LOCAL_RANK.
-  const int gpus = NcclAvailable() ? cuda::DeviceCount() : 0;
+  const int gpus = cuda::DeviceCount();
   const int world = std::max(2, gpus + 1);
   RunOnRanks(world, [gpus](const RankContext& ctx) {
     InitOptions options = Gloo();

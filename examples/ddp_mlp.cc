@@ -66,7 +66,7 @@
 #include "dist/parallel/zero/reduce_scatter_hook.h" // ZeRO-1 (--zero=1): buckets reduce-scattered
 #include "dist/parallel/zero/zero_optimizer.h"     // ZeRO-1/2: the sharded optimizer, memory, consolidated state
 #include "dist/process_group/exit_on_failure.h"    // SetLastWordsBeforeCollectiveExit: the error file
-#include "dist/worker/env.h"                       // IsWorker, RestartCount
+#include "dist/worker/env.h"                       // IsWorker, ReadWorkerEnv (restart_count)
 #include "examples/internal/durable_file.h"        // IsPermanent, kPermanentFailureExitCode: not restarted
 #include "examples/internal/evaluate.h"            // EvaluateShard, AllReduceEvalSums
 #include "examples/internal/loss_window.h"         // LossWindow: step losses on the device, non-finite check
@@ -79,7 +79,7 @@
 #include "examples/internal/train_setup.h"         // Job, Setup, BuildSetup, ResumeOnEveryRank: before training
 #include "nn/device_lr.h"                          // DeviceLr (--cuda_graph): the schedule on the device
 #include "tensor/cpu_isa.h"                        // CpuIsaSummary: which CPU kernels run
-#include "tensor/cuda_device.h"                    // CurrentDevice
+#include "tensor/cuda_device.h"                    // CurrentDevice, BuiltWithCuda
 #include "tensor/ops.h"                            // AddInto (loss accumulation on the device)
 #include "tensor/stream.h"                         // Stream: a compute stream of our own on the GPU
 #include "tools/timeline/pipeline_svg.h"           // WritePipelineSvg: --trace's picture under --pp
@@ -786,7 +786,7 @@ int RunWorker(TrainOptions options) {
   dist::AttachCollectiveFaults(**pg);  // TINYDDP_FAULT=...,point=collective, for the failure tests
   dist::AttachDebugCheck(**pg);        // TINYDDP_DISTRIBUTED_DEBUG=DETAIL: ranks compare each call first
   // An elastic restart (launch/spawn --max_restarts) resumes from the last good checkpoint by itself.
-  if (const int restart = dist::RestartCount(); restart > 0) {
+  if (const int restart = dist::ReadWorkerEnv().value_or(dist::WorkerEnv{}).restart_count; restart > 0) {
     if ((*pg)->rank() == 0) {
       std::printf("elastic restart %d (%s=%d): %s\n", restart, dist::kRestartCountEnv, restart,
                   options.checkpoint_dir.empty() ? "no --checkpoint_dir, so training starts over from step 0"
@@ -874,9 +874,9 @@ int main(int argc, char** argv) {
   }
   // --backend=nccl needs a GPU: say so once, before starting workers that would all fail.
   if (!tinyddp::dist::IsWorker() && options->backend == "nccl" &&
-      (!tinyddp::dist::NcclAvailable() || tinyddp::cuda::DeviceCount() == 0)) {
+      (!tinyddp::cuda::BuiltWithCuda() || tinyddp::cuda::DeviceCount() == 0)) {
     std::fprintf(stderr, "ddp_mlp: --backend=nccl: %s; use --backend=gloo (CPU ranks)\n",
-                 tinyddp::dist::NcclAvailable() ? "no GPU is visible" : "this build has no CUDA/NCCL");
+                 tinyddp::cuda::BuiltWithCuda() ? "no GPU is visible" : "this build has no CUDA/NCCL");
     return 2;
   }
   // Before anything large is allocated: do this host's ranks fit in its memory? Refused with the figures.

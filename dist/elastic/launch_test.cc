@@ -156,7 +156,7 @@ void ExpectWriterStops(const WrappedJob& job, const std::string& how) {
 
 int FreePort() {
   int port = 0;
-  auto s = internal::Listen(0, &port);  // closed again on return: free unless someone races us to it
+  auto s = internal::Listen("", 0, &port);  // closed again on return: free unless someone races us to it
   return port;
 }
 

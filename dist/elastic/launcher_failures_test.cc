@@ -102,7 +102,7 @@ int RunWorker(const std::string& mode, const std::string& dir) {
   if (mode == "restart" || mode == "restart_never") {
     // Round 0 (and every round with restart_never): rank 1 exits 5 after a first collective. A later
     // round rendezvouses again in the same store and must sum correctly.
-    const int round = RestartCount();
+    const int round = ReadWorkerEnv().value_or(WorkerEnv{}).restart_count;
     // In a later round rank 0 comes late, so the others look for its address in the store before it has
     // published the new one: they must not find round 0's (InitProcessGroup keeps the rounds apart).
     if (round > 0 && rank == 0) ::usleep(500000);
@@ -209,7 +209,7 @@ TEST(LauncherFailures, WhenRestartsRunOutTheJobFailsWithTheLastRoundsCause) {
 
 int FreePort() {
   int port = 0;
-  auto s = internal::Listen(0, &port);  // closed again on return: free unless someone races us to it
+  auto s = internal::Listen("", 0, &port);  // closed again on return: free unless someone races us to it
   return port;
 }
 

@@ -22,7 +22,7 @@
 #include "dist/store/internal/socket.h"
 #include "dist/elastic/launch_flags.h"
 #include "dist/testing/process_test_util.h"
-#include "dist/rendezvous.h"
+#include "dist/init.h"  // ConnectToJobStore
 #include "dist/store/store_barrier.h"
 #include "dist/store/store_secret.h"
 #include "dist/store/tcp_store.h"
@@ -212,7 +212,7 @@ TEST(Launcher, ForwardsSigintToEveryWorker) {
 
 int FreePort() {
   int port = 0;
-  auto s = internal::Listen(0, &port);  // closed again on return: free unless someone races us to it
+  auto s = internal::Listen("", 0, &port);  // closed again on return: free unless someone races us to it
   return port;
 }
 

@@ -17,7 +17,7 @@
 namespace tinyddp::dist {
 
 struct ElasticSpawnOptions {
-  SpawnOptions spawn;  // how many workers (nproc, cpu_ranks, the flag's name)
+  SpawnOptions spawn;  // how many workers (nproc, cpu_ranks)
   int max_restarts = 0;        // after a failed round (not a permanent failure: exit 73), start again this often
   bool one_gpu_each = false;   // the workers use NCCL: refuse more of them than there are GPUs
   bool ignore_worker_limits = false;  // skip the worker_limits.h check (the program's override flag)

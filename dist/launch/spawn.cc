@@ -20,7 +20,7 @@ absl::StatusOr<SpawnCount> CountSpawnWorkers(const SpawnOptions& options) {
   c.gpus = cuda::DeviceCount();
   c.nproc = options.nproc > 0 ? options.nproc : (c.gpus > 0 ? c.gpus : options.cpu_ranks);
   c.why = options.nproc > 0 ? "as the program asks" : (c.gpus > 0 ? "one per GPU" : "CPU ranks");
-  c.what = options.nproc > 0 ? absl::StrCat(options.nproc_flag, "=", c.nproc) : "";
+  c.what = options.nproc > 0 ? absl::StrCat("--nproc=", c.nproc) : "";
   if (const char* override_nproc = std::getenv("TINYDDP_NPROC")) {
     auto n = ResolveNprocPerNode(override_nproc, c.gpus, UsableCpuCount());
     if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat("TINYDDP_NPROC: ", n.status().message()));

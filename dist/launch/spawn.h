@@ -15,7 +15,6 @@
 
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -30,8 +29,6 @@ struct SpawnOptions {
   /// variable TINYDDP_NPROC (a number, or gpu/cpu/auto as in launch) overrides it.
   int nproc = 0;
   int cpu_ranks = 2;
-  /// How the program spells its worker-count flag, for messages.
-  std::string nproc_flag = "--nproc";
 };
 
 /// The most workers one program starts on one machine by itself; more is a typo (TINYDDP_NPROC=100000).

@@ -10,14 +10,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-
-extern char** environ;
+#include "dist/worker/env.h"
 
 namespace tinyddp::dist {
 
@@ -34,18 +34,6 @@ void OnSignal(int signo) {
   errno = saved_errno;
 }
 
-void WriteAll(int fd, const std::string& text) {
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // our own stdout is gone: drop the output rather than block the job
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-}
-
 // Resolves a program name the way execvp would, but in the parent: after fork() in a process that
 // may have other threads (the store server), the child may only call async-signal-safe functions.
 std::string ResolveProgram(const std::string& program) {
@@ -60,15 +48,10 @@ std::string ResolveProgram(const std::string& program) {
 
 // This process's environment with `extra` set on top, as execve wants it ("NAME=value", then a null).
 std::vector<std::string> MergedEnvironment(const std::vector<std::pair<std::string, std::string>>& extra) {
+  EnvVars vars = CurrentEnvironment();
+  for (const auto& [k, v] : extra) vars[k] = v;
   std::vector<std::string> out;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    absl::string_view entry(*e);
-    const absl::string_view name = entry.substr(0, entry.find('='));
-    if (std::none_of(extra.begin(), extra.end(), [&](const auto& kv) { return kv.first == name; })) {
-      out.emplace_back(entry);
-    }
-  }
-  for (const auto& [k, v] : extra) out.push_back(k + "=" + v);
+  for (const auto& [k, v] : vars) out.push_back(k + "=" + v);
   return out;
 }
 
@@ -117,8 +100,7 @@ Supervisor::~Supervisor() {
     if (!w.running) continue;
     ::kill(-w.exit.pid, SIGKILL);
     ::kill(w.exit.pid, SIGKILL);
-    int status = 0;
-    ::waitpid(w.exit.pid, &status, 0);  // SIGKILL cannot be caught: this returns promptly
+    ::waitpid(w.exit.pid, nullptr, 0);  // SIGKILL cannot be caught: this returns promptly
   }
   for (int fd : wake_pipe_) {
     if (fd >= 0) ::close(fd);
@@ -208,8 +190,9 @@ void Supervisor::BeginStop(const std::string& reason, int exit_code, int signo) 
   const auto grace = result_.interrupted && signo == SIGTERM ? options_.preempt_grace : options_.grace;
   kill_at_ = std::chrono::steady_clock::now() + grace;
   if (still_running > 0) {
-    WriteAll(STDERR_FILENO, absl::StrCat(options_.name, ": ", reason, "; sending ", SignalName(signo), " to the other ",
-                                         still_running, " worker(s), SIGKILL after ", grace.count() / 1000.0, "s\n"));
+    std::fputs(absl::StrCat(options_.name, ": ", reason, "; sending ", SignalName(signo), " to the other ",
+                            still_running, " worker(s), SIGKILL after ", grace.count() / 1000.0, "s\n").c_str(),
+               stderr);
   }
 }
 
@@ -219,8 +202,8 @@ void Supervisor::Signal(int signo) {
     // time limit; a repeated scancel) and still waits its own grace: the workers keep theirs to checkpoint.
     // Only a second Ctrl-C cuts it short: a person at a terminal who does not want to wait.
     if (signo != SIGINT) {
-      WriteAll(STDERR_FILENO, absl::StrCat(options_.name, ": ", SignalName(signo), " while the workers stop: "
-                                           "they keep their grace (a second Ctrl-C kills them now)\n"));
+      std::fprintf(stderr, "%s: %s while the workers stop: they keep their grace (a second Ctrl-C kills them now)\n",
+                   options_.name.c_str(), SignalName(signo).c_str());
       return;
     }
     for (Worker& w : workers_) {

@@ -58,7 +58,6 @@ class Work {
   }
 
   const std::string& description() const { return description_; }
-  std::chrono::milliseconds default_timeout() const { return default_timeout_; }
 
  private:
   const std::string description_;

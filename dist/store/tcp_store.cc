@@ -73,23 +73,24 @@ absl::StatusOr<internal::Socket> TCPStore::OpenConnection() {
   // may name this host as other machines see it (a NAT address, a host name).
   const std::string connect_host = server_ ? server_->local_address() : host_;
   const internal::SteadyTime deadline = internal::DeadlineAfter(timeout_);
-  auto backoff = std::chrono::milliseconds(10);
+  auto backoff = std::chrono::milliseconds(10);  // doubling to 1 s
   absl::Status full;  // the last "server is full" answer: more telling than a final attempt cut short
   while (true) {
-    auto s = internal::ConnectWithRetry(connect_host, port_, Left(deadline));
-    if (!s.ok()) {
-      return absl::Status(s.status().code(),
-                          absl::StrCat(s.status().message(),
-                                       "; is rank 0 (or the launcher, which hosts the store) running? "
-                                       "check MASTER_ADDR/MASTER_PORT and that the port is reachable from here"));
-    }
-    absl::Status hello = internal::ClientHandshake(s->fd(), key_, deadline);
+    absl::StatusOr<internal::Socket> s = internal::Connect(connect_host, port_, deadline);
+    absl::Status hello = s.ok() ? internal::ClientHandshake(s->fd(), key_, deadline) : s.status();
     if (hello.ok()) return s;
-    // A full server, or a connection lost before the answer (a flood of strangers' connections can evict
-    // ours): try again until the timeout. Any other answer (a wrong secret on either side, another protocol) is final.
+    // Ranks start in any order: a refused connection, a full server or a connection lost before the answer
+    // (a flood of strangers' connections can evict ours) is tried again until the timeout. Any other answer
+    // (a host name that does not resolve, a wrong secret on either side, another protocol) is final.
     if (absl::IsResourceExhausted(hello)) full = hello;
     const bool again = absl::IsResourceExhausted(hello) || absl::IsUnavailable(hello);
     if (!again || Left(deadline).count() == 0) {
+      if (!s.ok()) {
+        return absl::Status(hello.code(), absl::StrCat(
+            "could not connect to ", connect_host, ":", port_, " within ",
+            absl::FormatDuration(absl::FromChrono(timeout_)), ": ", hello.message(), "; is rank 0 (or the launcher, "
+            "which hosts the store) running? check MASTER_ADDR/MASTER_PORT and that the port is reachable from here"));
+      }
       if (!full.ok() && (absl::IsDeadlineExceeded(hello) || absl::IsUnavailable(hello))) hello = full;
       if (absl::IsDeadlineExceeded(hello)) {
         return absl::DeadlineExceededError(absl::StrCat(

@@ -135,7 +135,7 @@ TEST(TCPStoreAuth, AHandshakeRecordedByARelayFailsWhenReplayedOnANewConnection) 
   std::vector<Bytes> recorded;
   std::thread record([&] {
     Socket client = relay.Accept();
-    auto upstream = internal::ConnectWithRetry("127.0.0.1", (*server)->port(), 10s);
+    auto upstream = internal::Connect("127.0.0.1", (*server)->port(), internal::DeadlineAfter(10s));
     ASSERT_TRUE(upstream.ok());
     for (int i = 0; i < 4; ++i) {
       const Socket& from = i % 2 == 0 ? client : *upstream;

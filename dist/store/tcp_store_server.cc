@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -61,6 +62,19 @@ uint32_t FrameLength(const Bytes& in) {
 }
 
 bool OutOfDescriptors(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
+
+// The peer's numeric address and port, "127.0.0.1 port 51234", for the log of a refused client.
+std::string PeerAddress(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  char host[NI_MAXHOST], port[NI_MAXSERV];
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      ::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), port, sizeof(port),
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return "an unknown address";
+  }
+  return absl::StrCat(host, " port ", port);
+}
 
 // The response to a table call: its result after the OK, or its error.
 Bytes Respond(const absl::Status& s) { return s.ok() ? OkResponse().Take() : internal::ErrorResponse(s); }
@@ -159,7 +173,7 @@ void TCPStoreServer::LogRefusal(int fd, const absl::Status& why) {
     ++refusals_not_logged_;
     return;
   }
-  Log(absl::StrCat("refused a connection from ", internal::PeerAddress(fd), ": ", why.message(),
+  Log(absl::StrCat("refused a connection from ", PeerAddress(fd), ": ", why.message(),
                    refusals_not_logged_ > 0 ? absl::StrCat(" (and ", refusals_not_logged_, " more before it)") : ""));
   refusals_not_logged_ = 0;
   next_refusal_log_ = now + kRefusalLogInterval;

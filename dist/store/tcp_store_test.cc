@@ -47,7 +47,7 @@ std::shared_ptr<Store> Client(int port) {
 // A port nothing listens on: bind a free one, then close it.
 int ClosedPort() {
   int port = 0;
-  auto s = internal::Listen(0, &port);
+  auto s = internal::Listen("", 0, &port);
   EXPECT_TRUE(s.ok());
   return port;
 }
@@ -203,7 +203,7 @@ std::string NonLoopbackAddress() {
 }
 
 bool Reachable(const std::string& ip, int port) {
-  return internal::ConnectWithRetry(ip, port, std::chrono::milliseconds(200)).ok();
+  return internal::Connect(ip, port, internal::DeadlineAfter(std::chrono::milliseconds(200))).ok();
 }
 
 std::unique_ptr<TCPStoreServer> ServerFor(const std::string& host) {

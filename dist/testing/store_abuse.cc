@@ -63,7 +63,7 @@ std::string ReadFileText(const std::string& path) {
 
 absl::StatusOr<RawStoreConnection> RawStoreConnection::Connect(int port) {
   RawStoreConnection c;
-  ASSIGN_OR_RETURN(c.socket_, internal::ConnectWithRetry("127.0.0.1", port, std::chrono::seconds(30)));
+  ASSIGN_OR_RETURN(c.socket_, internal::Connect("127.0.0.1", port, internal::DeadlineAfter(std::chrono::seconds(30))));
   return c;
 }
 

@@ -2,7 +2,6 @@
 // user everything to fix.
 #include "dist/worker/env.h"
 
-#include <cstdlib>
 #include <optional>
 #include <vector>
 
@@ -54,12 +53,6 @@ EnvVars CurrentEnvironment() {
 bool IsWorker(const EnvVars& vars) { return vars.count("RANK") > 0 || vars.count("WORLD_SIZE") > 0; }
 
 bool IsWorker() { return IsWorker(CurrentEnvironment()); }
-
-int RestartCount() {
-  const char* text = std::getenv(kRestartCountEnv);
-  int n = 0;
-  return text != nullptr && absl::SimpleAtoi(text, &n) && n > 0 ? n : 0;
-}
 
 std::string StoreHost(const std::string& master_addr) {
   const bool bracketed = master_addr.size() > 2 && master_addr.front() == '[' && master_addr.back() == ']';

@@ -12,7 +12,7 @@
 // lists every problem and how to fix it. The worker's side only: launchers write these variables
 // (dist/launch/workers.h); other engines' variables (Slurm, Open MPI, MPICH, Kubeflow) are translated into
 // these by the programs that understand them, before they read them (docs/clusters.md says which).
-// rendezvous.h turns a WorkerEnv into the job's TCPStore; InitProcessGroup into a process group.
+// dist/init.h turns a WorkerEnv into the job's TCPStore (ConnectToJobStore), then into a process group.
 #ifndef TINYDDP_DIST_WORKER_ENV_H_
 #define TINYDDP_DIST_WORKER_ENV_H_
 
@@ -67,9 +67,6 @@ absl::Status ReadLauncherVariables(const EnvVars& vars, WorkerEnv& env);
 /// True when a launcher started this process as one rank of a job: RANK or WORLD_SIZE is set.
 bool IsWorker(const EnvVars& vars);
 bool IsWorker();
-
-/// TINYDDP_RESTART_COUNT of this process (0 when unset or not a number).
-int RestartCount();
 
 /// The store's address as sockets take it: "::1" for "[::1]", the way URLs (and torchrun's users) write an
 /// IPv6 address; anything else unchanged.

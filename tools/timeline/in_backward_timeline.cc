@@ -33,34 +33,10 @@
 #include "tools/timeline/picture_job.h"
 #include "tools/timeline/step_timeline.h"
 #include "tools/timeline/timeline_svg.h"
+#include "tools/timeline/traced_update.h"
 
 namespace tinyddp {
 namespace {
-
-// An optimizer that records its Step as a span labelled with its bucket, "optimizer" after backward and
-// "optimizer in backward" inside it (the renderer then knows backward computed on after it,
-// step_timeline.h): what draws each bucket's update as its own bar. Everything else is the wrapped one's.
-class TracedUpdate : public nn::Optimizer {
- public:
-  TracedUpdate(std::unique_ptr<nn::Optimizer> inner, dist::Tracer* tracer, int bucket, bool in_backward)
-      : nn::Optimizer(inner->params(), inner->lr(), "TracedUpdate"),
-        inner_(std::move(inner)),
-        tracer_(tracer),
-        bucket_(bucket),
-        name_(in_backward ? dist::kUpdateInBackward : "optimizer") {}
-  void Step() override {
-    dist::Tracer::Span span = tracer_->Scope(name_, bucket_);
-    inner_->Step();
-  }
-  nn::TensorMap StateTensors() const override { return inner_->StateTensors(); }
-  absl::Status LoadStateTensors(const nn::TensorMap& state) override { return inner_->LoadStateTensors(state); }
-
- private:
-  std::unique_ptr<nn::Optimizer> inner_;
-  dist::Tracer* tracer_;
-  int bucket_;
-  const char* name_;
-};
 
 // One traced run: a fresh model, DDP and fused optimizer, 3 untraced steps and `job.steps` traced ones, drawn
 // into `svg_path` (trace beside it). Collective.

@@ -24,7 +24,7 @@ namespace {
 int64_t groups_made = 0;
 
 // The key space of exactly one backend group. ProcessGroupGloo::Create and ProcessGroupNCCL::Create each
-// put their keys under "<store_prefix>/<n>/", n counting the groups of that backend this process created,
+// put their keys under "gloo/<n>/" or "nccl/<n>/", n counting the groups of that backend this process created,
 // which is the same on every rank only when every rank creates every group; a subgroup's non-members
 // create none. Each subgroup already has keys of its own ("subgroup<k>/", k counting NewGroup calls, which
 // every rank makes), so here that per-process number is dropped: "gloo/3/rank_0" -> "gloo/rank_0".

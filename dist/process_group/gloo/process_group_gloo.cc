@@ -141,7 +141,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> ProcessGroupGloo::Create(std::
   // new group after an error, a test that connects twice) must not read the first one's stale addresses.
   // Every rank creates its groups in the same order, so the n-th group has the same number everywhere.
   static std::atomic<int64_t> groups_created{0};
-  const std::string prefix = absl::StrCat(options.store_prefix, "/", groups_created.fetch_add(1));
+  const std::string prefix = absl::StrCat("gloo/", groups_created.fetch_add(1));
   auto group_store = std::make_shared<PrefixStore>(prefix, std::move(store));
   group_store->set_timeout(options.timeout);
   StoreForGloo gloo_store(std::move(group_store));

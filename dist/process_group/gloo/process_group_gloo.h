@@ -42,8 +42,6 @@ namespace tinyddp::dist {
 struct GlooOptions {
   /// Bound on every collective (Gloo's context timeout) and on the rendezvous.
   std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;
-  /// Key prefix in the store, distinct for each group sharing one store.
-  std::string store_prefix = "gloo";
   /// Where the job's store is, as this rank resolved it (init passes the engine's answer): a loopback
   /// address means a one-machine job. Empty: MASTER_ADDR's value. Under Slurm no MASTER_ADDR is set, and
   /// without this a job of several nodes would listen on 127.0.0.1.
@@ -53,8 +51,8 @@ struct GlooOptions {
 class ProcessGroupGloo : public ProcessGroup {
  public:
   /// Connects this rank to the others through `store`. Blocks until every rank has joined or the timeout
-  /// passes (DeadlineExceeded). Precondition: 0 <= rank < size, and every rank passes the same size,
-  /// store and store_prefix.
+  /// passes (DeadlineExceeded). Precondition: 0 <= rank < size, and every rank passes the same size and
+  /// store, and creates its groups in the same order (the n-th rendezvouses under "gloo/<n>/").
   static absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> Create(std::shared_ptr<Store> store, int rank,
                                                                   int size, GlooOptions options = {});
   /// Finishes the collectives already queued (each still bounded by the timeout), then closes.

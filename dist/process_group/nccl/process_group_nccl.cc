@@ -63,12 +63,16 @@ absl::StatusOr<int> ChooseDevice(int rank, int size, const NcclOptions& options)
   }
   const int count = cuda::DeviceCount();
   if (count == 0) {
-    return absl::FailedPreconditionError("ProcessGroupNCCL needs a CUDA GPU and none is visible (use the gloo backend)");
+    return absl::FailedPreconditionError(
+        "ProcessGroupNCCL needs a CUDA GPU and none is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES), or "
+        "use the gloo backend for CPU tensors");
   }
   const int device = options.device >= 0 ? options.device : cuda::CurrentDevice();
   if (device >= count) {
-    return absl::InvalidArgumentError(absl::StrCat("ProcessGroupNCCL: device cuda:", device, " does not exist (",
-                                                   count, " visible; check LOCAL_RANK and CUDA_VISIBLE_DEVICES)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ProcessGroupNCCL: device cuda:", device, " does not exist, only ", count, " GPU(s) are visible: "
+        "InitProcessGroup binds each rank to cuda:LOCAL_RANK, so start at most one rank per GPU (launch "
+        "--nproc_per_node=gpu) or check CUDA_VISIBLE_DEVICES"));
   }
   cuda::SetDevice(device);
   return device;
@@ -137,8 +141,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> ProcessGroupNCCL::Create(std::
   // Each group gets its own keys (the n-th group has the same n on every rank): a second group over the
   // same store (a new group after an abort) must never read the previous group's stale id.
   static std::atomic<int64_t> groups_created{0};
-  auto keys = std::make_shared<PrefixStore>(absl::StrCat(options.store_prefix, "/", groups_created.fetch_add(1)),
-                                            std::move(store));
+  auto keys = std::make_shared<PrefixStore>(absl::StrCat("nccl/", groups_created.fetch_add(1)), std::move(store));
   keys->set_timeout(options.timeout);
   ASSIGN_OR_RETURN(const ncclUniqueId id, ShareUniqueId(*keys, rank));
   auto nccl = std::make_unique<NcclCommunicator>();

@@ -46,15 +46,13 @@ struct NcclOptions {
   std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;
   /// The GPU this rank uses; -1: the calling thread's current device (InitProcessGroup sets cuda:LOCAL_RANK).
   int device = -1;
-  /// Key prefix in the store, distinct for each group sharing one store.
-  std::string store_prefix = "nccl";
 };
 
 class ProcessGroupNCCL : public ProcessGroup {
  public:
   /// Creates the communicator: choose the device, share rank 0's ncclUniqueId through `store`, join on a
   /// helper thread (so that setup is bounded by the timeout). Precondition: one process per GPU; every rank
-  /// passes the same size, store and store_prefix, and creates its groups in the same order.
+  /// passes the same size and store, and creates its groups in the same order (the n-th uses "nccl/<n>/").
   static absl::StatusOr<std::unique_ptr<ProcessGroupNCCL>> Create(std::shared_ptr<Store> store, int rank, int size,
                                                                   NcclOptions options = {});
   /// Waits (up to the timeout) for collectives in flight, then destroys the communicator.

@@ -15,10 +15,8 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "dist/store/internal/kv_table.h"
 
@@ -164,35 +162,26 @@ absl::StatusOr<Socket> Listen(const std::string& ip, int port, int* bound_port) 
   return s;
 }
 
-absl::StatusOr<Socket> ConnectWithRetry(const std::string& host, int port, std::chrono::milliseconds timeout) {
-  const SteadyTime deadline = DeadlineAfter(timeout);
-  auto backoff = std::chrono::milliseconds(10);
-  std::string last_error = "no attempt finished";
-  while (true) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, &::freeaddrinfo);
-    if (gai == EAI_NONAME) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("could not resolve host '", host, "': ", gai_strerror(gai), "; check MASTER_ADDR"));
-    }
-    if (gai != 0) last_error = absl::StrCat("resolving '", host, "': ", gai_strerror(gai));
-    for (addrinfo* ai = gai == 0 ? found : nullptr; ai != nullptr; ai = ai->ai_next) {
-      Socket s;
-      int err = TryConnect(ai, deadline, &s);
-      if (err == 0) return s;
-      last_error = ErrnoText(err);
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) break;
-    std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(backoff, deadline - now));
-    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(1));
+absl::StatusOr<Socket> Connect(const std::string& host, int port, SteadyTime deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, &::freeaddrinfo);
+  if (gai == EAI_NONAME) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("could not resolve host '", host, "': ", gai_strerror(gai), "; check MASTER_ADDR"));
   }
-  return absl::UnavailableError(absl::StrCat("could not connect to ", host, ":", port, " within ",
-                                             absl::FormatDuration(absl::FromChrono(timeout)), ": ", last_error));
+  if (gai != 0) return absl::UnavailableError(absl::StrCat("resolving '", host, "': ", gai_strerror(gai)));
+  std::string last_error = "no address to connect to";
+  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    Socket s;
+    const int err = TryConnect(ai, deadline, &s);
+    if (err == 0) return s;
+    last_error = ErrnoText(err);
+  }
+  return absl::UnavailableError(last_error);
 }
 
 absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline) {
@@ -228,18 +217,6 @@ absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline)
   Bytes body(len);
   RETURN_IF_ERROR(RecvAll(fd, body.data(), len, deadline));
   return body;
-}
-
-std::string PeerAddress(int fd) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  char host[NI_MAXHOST], port[NI_MAXSERV];
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
-      ::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), port, sizeof(port),
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-    return "an unknown address";
-  }
-  return absl::StrCat(host, " port ", port);
 }
 
 }  // namespace tinyddp::dist::internal

@@ -1,6 +1,6 @@
 // Socket: the few TCP operations the store needs, over POSIX sockets, each bounded by a deadline:
-// listening on an address and port, connecting with retry and exponential backoff, and length-prefixed
-// frames (a 4-byte little-endian length, then the body) so every message arrives whole.
+// listening on an address and port, connecting, and length-prefixed frames (a 4-byte little-endian
+// length, then the body) so every message arrives whole.
 #ifndef TINYDDP_DIST_STORE_INTERNAL_SOCKET_H_
 #define TINYDDP_DIST_STORE_INTERNAL_SOCKET_H_
 
@@ -42,12 +42,11 @@ class Socket {
 /// Errors: a port in use is FailedPrecondition saying so and what to do; an address this machine
 /// does not have is NotFound; a non-numeric `ip` is InvalidArgument.
 absl::StatusOr<Socket> Listen(const std::string& ip, int port, int* bound_port);
-/// Listen("", port, bound_port): every local address.
-inline absl::StatusOr<Socket> Listen(int port, int* bound_port) { return Listen("", port, bound_port); }
 
-/// Connects to host:port, retrying refused/unreachable attempts with exponential backoff
-/// (10 ms doubling to 1 s) until `timeout`. The error names host, port, timeout and the last errno.
-absl::StatusOr<Socket> ConnectWithRetry(const std::string& host, int port, std::chrono::milliseconds timeout);
+/// Connects to host:port: one attempt at each address the name resolves to, each bounded by `deadline`.
+/// A name that does not resolve is InvalidArgument; a failed attempt is Unavailable with its errno text
+/// ("connection refused"). Retrying until a timeout is the caller's (TCPStore's, with backoff).
+absl::StatusOr<Socket> Connect(const std::string& host, int port, SteadyTime deadline);
 
 /// Writes all n bytes before `deadline`. Never raises SIGPIPE (a dead peer is an error, not a signal).
 absl::Status SendAll(int fd, const void* data, size_t n, SteadyTime deadline);
@@ -57,9 +56,6 @@ absl::Status SendFrame(int fd, const Bytes& body, SteadyTime deadline);
 /// Reads one frame before `deadline` (the client's side: the server reads frames in its event loop).
 /// A declared length over `max_bytes` is ResourceExhausted, before any of the body is read.
 absl::StatusOr<Bytes> RecvFrame(int fd, uint32_t max_bytes, SteadyTime deadline);
-
-/// The peer's numeric address and port, "127.0.0.1 port 51234", for logs.
-std::string PeerAddress(int fd);
 
 /// The errno text, e.g. "connection refused".
 std::string ErrnoText(int err);
