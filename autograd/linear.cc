@@ -3,10 +3,13 @@
 // Linear's dw and db may be written straight into the parameter's .grad or its gradient destination
 // (NeedsGrad::accumulate_into, NeedsGrad::write_into), in the parameter's own dtype: float32 from
 // bfloat16 operands under mixed precision, with no cast pass.
+#include <functional>
+#include <memory>
 #include <utility>
 
 #include "autograd/functions.h"
 #include "autograd/node.h"
+#include "autograd/weight_grad_deferral.h"
 #include "base/check.h"
 #include "tensor/ops.h"
 
@@ -52,6 +55,45 @@ Tensor BiasGrad(const Tensor& g, DType dtype, const NeedsGrad& needs, size_t i) 
   return db;
 }
 
+// A deferred weight or bias gradient (weight_grad_deferral.h), run at W: into the leaf's .grad as the slot of
+// the undeferred backward would have been filled (add into a defined .grad, else write the gradient destination,
+// else a fresh tensor), then the leaf's hooks.
+void AccumulateDeferred(const std::shared_ptr<internal::VariableState>& leaf, Shape shape, DType dtype, Device device,
+                        const std::function<void(Tensor& into, float beta)>& compute) {
+  internal::VariableState& s = *leaf;
+  if (!s.requires_grad) return;
+  if (s.grad.defined()) {
+    compute(s.grad, 1.f);
+  } else if (s.grad_destination.defined()) {
+    s.grad = s.grad_destination;
+    compute(s.grad, 0.f);
+  } else {
+    Tensor fresh = Tensor::Empty(std::move(shape), dtype, device);
+    compute(fresh, 0.f);
+    s.grad = fresh;
+  }
+  const Variable handle(leaf);
+  for (size_t i = 0; i < s.hooks.size(); ++i) s.hooks[i].second(handle);
+}
+
+// Under a WeightGradDeferral: dw and db left as W work, on g (the pre-activation's gradient) and x.
+void DeferWeightGrads(WeightGradDeferral& defer, const Tensor& g, const Tensor& xd, const Variable& w,
+                      const Variable& bias, DType w_dtype, DType b_dtype, const NeedsGrad& needs) {
+  std::shared_ptr<internal::VariableState> w_state = needs[1] ? w.state() : nullptr;
+  std::shared_ptr<internal::VariableState> b_state = needs.size() > 2 && needs[2] ? bias.state() : nullptr;
+  defer.Add([g, xd, w_state, b_state, w_dtype, b_dtype] {
+    if (w_state) {
+      AccumulateDeferred(w_state, {g.size(1), xd.size(1)}, w_dtype, g.device(), [&](Tensor& into, float beta) {
+        ops::MatMulInto(into, g, xd, /*trans_a=*/true, /*trans_b=*/false, /*alpha=*/1.f, beta);
+      });
+    }
+    if (b_state) {
+      AccumulateDeferred(b_state, {g.size(1)}, b_dtype, g.device(),
+                         [&](Tensor& into, float beta) { ops::SumRowsInto(into, g, beta); });
+    }
+  });
+}
+
 // The one Linear: forward with the values `wv` and `bv` (the parameters' data, or their compute copies),
 // gradients in the parameters' dtypes.
 Variable LinearNode(const Variable& x, const Variable& w, const Variable& bias, const Tensor& wv, const Tensor& bv,
@@ -70,9 +112,14 @@ Variable LinearNode(const Variable& x, const Variable& w, const Variable& bias, 
   });
   const DType w_dtype = w.dtype(), b_dtype = bias.defined() ? bias.dtype() : w.dtype();
   const Tensor relu_out = relu ? y : Tensor();  // LinearRelu: where the output is 0, so is dy
-  BackwardFn backward = [xd, relu_out, w_dtype, b_dtype](const Tensor& dy, const NeedsGrad& needs) -> Grads {
+  BackwardFn backward = [xd, relu_out, w_dtype, b_dtype, w, bias](const Tensor& dy, const NeedsGrad& needs) -> Grads {
     const Tensor g = relu_out.defined() ? ops::ReluBackward(dy, relu_out) : dy;
     Grads grads(needs.size());
+    if (WeightGradDeferral* defer = WeightGradDeferral::Active(); defer != nullptr) {  // B now, W later
+      DeferWeightGrads(*defer, g, xd, w, bias, w_dtype, b_dtype, needs);
+      if (needs[0]) grads[0] = g;  // to "LinearInput": the input gradient is B's
+      return grads;
+    }
     if (needs[1]) grads[1] = WeightGrad(g, xd, w_dtype, needs, 1);
     if (needs.size() > 2 && needs[2]) grads[2] = BiasGrad(g, b_dtype, needs, 2);
     if (needs[0]) grads[0] = g;  // to "LinearInput"

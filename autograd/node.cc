@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "autograd/grad_mode.h"
+#include "autograd/weight_grad_deferral.h"
 #include "base/check.h"
 #include "tensor/ops.h"
 
@@ -46,7 +47,8 @@ Grads FunctionNode::Apply(const NodeInput& in) {
     const Tensor& g = grads[i];
     if (!g.defined()) {
       const bool filled_slot = i < in.leaf_slots.size() && in.leaf_slots[i].into.defined();
-      TINYDDP_CHECK_OP(filled_slot, "Backward", name(), " returned no gradient for its input ", i,
+      const bool deferred = to->is_accumulator() && WeightGradDeferral::Active() != nullptr;  // left to W
+      TINYDDP_CHECK_OP(filled_slot || deferred, "Backward", name(), " returned no gradient for its input ", i,
                        ", which requires grad; hint: a backward must fill every input whose needs_grad is set");
       continue;
     }
@@ -71,6 +73,9 @@ LeafSlot AccumulateGrad::Slot() const {
 Grads AccumulateGrad::Apply(const NodeInput& in) {
   internal::VariableState& leaf = *leaf_;
   if (!leaf.requires_grad) return {};  // frozen after the graph was recorded: nothing to accumulate
+  if (!in.grad.defined() && WeightGradDeferral::Active() != nullptr) {
+    return {};  // a Linear left this gradient as W work (weight_grad_deferral.h): W adds it and runs the hooks
+  }
   if (!in.grad.defined()) {
     // The producing op put its result into Slot() itself: added into leaf.grad, or written into the
     // gradient destination, which now becomes the gradient.

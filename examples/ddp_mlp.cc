@@ -59,6 +59,7 @@
 #include "dist/observe/flight_recorder/recorder.h"  // AttachFlightRecorder: every rank's last collectives
 #include "dist/observe/trace/trace.h"              // Tracer (--trace)
 #include "dist/observe/trace/traced_comm_hook.h"   // TracedCommHook: each bucket's collective in the trace
+#include "dist/parallel/pipeline/bubble.h"       // --pp: each rank's measured idle fraction, the picture's data
 #include "dist/parallel/zero/fully_sharded.h"     // ZeRO-3 (--zero=3): every layer sharded, gathered when used
 #include "dist/parallel/zero/gradient_shards.h"   // ZeRO-2 (--zero=2): only this rank's block of the gradients
 #include "dist/parallel/zero/memory_table.h"      // StartPeak: what each rank holds, one table (MemoryTable)
@@ -81,6 +82,7 @@
 #include "tensor/cuda_device.h"                    // CurrentDevice, BuiltWithCuda
 #include "tensor/ops.h"                            // AddInto (loss accumulation on the device)
 #include "tensor/stream.h"                         // Stream: a compute stream of our own on the GPU
+#include "tools/timeline/pipeline_svg.h"           // WritePipelineSvg: --trace's picture under --pp
 #include "tools/timeline/timeline_svg.h"           // WriteTimelineSvg: --trace's picture
 
 namespace tinyddp::examples {
@@ -103,13 +105,21 @@ struct Report {
 };
 
 void PrintHeader(const TrainOptions& options, const Job& job, const Setup& setup, Progress& progress) {
-  const int replicas = job.dp().size();  // data-parallel: the world, or under --tp its mesh's columns
+  const int replicas = job.dp().size();  // data-parallel: the world, or under --tp/--pp its mesh's columns
+  const int64_t parameters = setup.pipeline ? setup.pipeline->TotalParameters()
+                             : setup.fsdp   ? setup.fsdp->Memory().parameters
+                                            : setup.model->NumParameters();
   progress.Print(absl::StrFormat(
       "ddp_mlp: MLP %s (%d parameters), %s over %s on %s, %s: %d train / %d test examples",
-      absl::StrJoin(setup.dims, "-"), setup.fsdp ? setup.fsdp->Memory().parameters : setup.model->NumParameters(),
-      job.tensor ? absl::StrFormat("%d ranks as %d data-parallel replicas x %d tensor-parallel", job.pg->size(),
-                                   replicas, job.tensor->size())
-                 : absl::StrFormat("%d rank(s)", job.pg->size()),
+      absl::StrJoin(setup.dims, "-"), parameters,
+      job.tensor && job.pipeline
+                     ? absl::StrFormat("%d ranks as %d data-parallel replicas x %d pipeline stages x %d tensor-parallel",
+                                       job.pg->size(), replicas, job.pipeline->size(), job.tensor->size())
+      : job.tensor   ? absl::StrFormat("%d ranks as %d data-parallel replicas x %d tensor-parallel", job.pg->size(),
+                                       replicas, job.tensor->size())
+      : job.pipeline ? absl::StrFormat("%d ranks as %d data-parallel replicas x %d pipeline stages", job.pg->size(),
+                                       replicas, job.pipeline->size())
+                     : absl::StrFormat("%d rank(s)", job.pg->size()),
       job.pg->backend_name(),
       job.device.ToString(), options.dataset, setup.datasets.train->Size(), setup.datasets.test->Size()));
   const std::string accumulation =
@@ -119,15 +129,25 @@ void PrintHeader(const TrainOptions& options, const Job& job, const Setup& setup
                             options.batch_size * replicas * options.grad_accum_steps);
   progress.Print(absl::StrFormat("  %d epochs x %d steps, batch %d per %s (%d global)%s, %s, lr %s%s, --ddp=%s%s",
                                  options.epochs, setup.steps_per_epoch, options.batch_size,
-                                 job.tensor ? "replica" : "rank",
+                                 job.tensor || job.pipeline ? "replica" : "rank",
                                  options.batch_size * replicas, accumulation, options.optimizer,
                                  setup.schedule->ToString(),
                                  options.precision == "bf16" ? ", bf16 mixed precision" : "", options.ddp,
-                                 std::vector<std::string>{"", ", optimizer sharded by ZeRO-1",
+                                 std::vector<std::string>{"", setup.stage_zero ? ", each stage's optimizer sharded "
+                                                          "over its replicas by ZeRO-1" : ", optimizer sharded by ZeRO-1",
                                                           ", optimizer and gradients sharded by ZeRO-2",
                                                           ", parameters, gradients and optimizer sharded by "
                                                           "ZeRO-3"}[options.zero]));
   if (job.device.is_cpu()) progress.Print("  " + CpuIsaSummary());  // which CPU kernels run (tensor/cpu_isa.h)
+  if (setup.pipeline) {  // --pp: no DDP; the table below shows the stages and the schedule
+    progress.Print(absl::StrFormat(
+        "  pipeline: --pp_schedule=%s, %d microbatches of %d rows per step, gradients %s over the %d replica(s) "
+        "after the last backward (dist/parallel/pipeline)",
+        options.pp_schedule, setup.pipeline->runtime().schedule().num_microbatches(),
+        options.batch_size / setup.pipeline->runtime().schedule().num_microbatches(),
+        setup.stage_zero ? "reduce-scattered (ZeRO-1: each rank steps its block, then all-gathers)" : "averaged",
+        replicas));
+  }
   if (options.optimizer_in_backward) {
     progress.Print(options.zero == 0 ? "  optimizer inside backward: one per DDP bucket, each stepped as soon as its "
                                        "bucket's average has arrived (dist/accel/fused_optimizer)"
@@ -200,6 +220,7 @@ absl::StatusOr<EvalMetrics> EvaluateEpoch(const TrainOptions& options, const Job
       EvaluateShard(TrainedModel(setup), *setup.datasets.test, setup.eval_indices, job.device);
   if (setup.tracer) setup.tracer->set_enabled(true);
   ASSIGN_OR_RETURN(const EvalSums local, std::move(evaluated));
+  if (setup.pipeline) RETURN_IF_ERROR(setup.pipeline->status());  // --pp: evaluation's transfers
   ASSIGN_OR_RETURN(const EvalMetrics eval, AllReduceEvalSums(job.dp(), job.device, local));
   const double train_loss = at.epoch_loss_count > 0 ? at.epoch_loss_sum / at.epoch_loss_count : std::nan("");
   if (report.lead) {
@@ -215,11 +236,30 @@ absl::StatusOr<EvalMetrics> EvaluateEpoch(const TrainOptions& options, const Job
   return eval;
 }
 
+// --pp: the stages gathered into one process's model and optimizer state (collective over each pipeline), which
+// rank 0 writes: the files are one process's, and resume at any --pp.
+absl::Status CheckpointPipeline(const TrainOptions& options, const Job& job, const Setup& setup,
+                                const TrainingProgress& at, Report& report) {
+  std::shared_ptr<nn::Sequential> model;
+  std::unique_ptr<nn::Optimizer> optimizer;
+  RETURN_IF_ERROR(GatherStages(options, setup, &model, &optimizer));
+  absl::Status saved_ok;
+  if (report.lead) {
+    absl::StatusOr<std::string> saved = SaveTrainingCheckpoint(
+        options.checkpoint_dir, *model, *optimizer, at, options.TrajectorySettings(job.dp().size()),
+        options.keep_checkpoints);
+    if (saved.ok()) report.progress.Print(absl::StrCat("  checkpoint: ", *saved));
+    saved_ok = saved.status();
+  }
+  return AgreeOnStatus(job, saved_ok, "writing the checkpoint");
+}
+
 // Collective: rank 0 writes the checkpoint (every rank holds the same weights and optimizer state) and
 // every rank learns whether that worked.
 absl::Status CheckpointOnEveryRank(const TrainOptions& options, const Job& job, Setup& setup,
                                    const TrainingProgress& at, Report& report) {
   if (options.checkpoint_dir.empty()) return absl::OkStatus();
+  if (setup.pipeline) return CheckpointPipeline(options, job, setup, at, report);
   // ZeRO-1: every rank gathers the shards into the unsharded optimizer (collective), which is saved as
   // plain DDP's is, so the checkpoint resumes with or without ZeRO (at the number of ranks that wrote it: the
   // settings check refuses another; --init_from takes its model at any number).
@@ -257,6 +297,33 @@ absl::Status CheckpointOnEveryRank(const TrainOptions& options, const Job& job, 
   return AgreeOnStatus(job, saved_ok, "writing the checkpoint");
 }
 
+// --pp, at the end: each pipeline rank's idle fraction in the last step (measured from its compute intervals,
+// dist/parallel/pipeline/bubble.h) beside the formula, and with --trace the picture of that step (FILE.pipeline.svg).
+// Collective over each pipeline; rank 0 prints its own pipeline's.
+absl::Status ReportBubble(const TrainOptions& options, const Job& job, const Setup& setup, Report& report) {
+  dist::pipeline::PipelineRuntime& runtime = setup.pipeline->runtime();
+  ASSIGN_OR_RETURN(const auto computes, dist::pipeline::GatherComputes(job.pipeline.get(), runtime.last_step()));
+  if (!report.lead) return absl::OkStatus();
+  const dist::pipeline::StepIdle idle = dist::pipeline::IdleOf(computes);
+  std::vector<std::string> ranks;
+  for (size_t r = 0; r < idle.idle.size(); ++r) ranks.push_back(absl::StrFormat("rank %d %.1f%%", r, 100 * idle.idle[r]));
+  report.progress.Print(absl::StrFormat(
+      "pipeline bubble, last step (%.2f ms from the first stage's first compute to the last's last), idle: %s; "
+      "mean %.1f%%, formula %.1f%% (dist/parallel/pipeline/bubble.h)%s",
+      idle.window_us / 1000, absl::StrJoin(ranks, ", "), 100 * idle.mean_idle, 100 * runtime.schedule().FormulaBubble(),
+      job.device.is_cuda() ? "; on GPUs these are the host's times of queueing the work, not the kernels' (--trace "
+                             "has the kernels')"
+                           : ""));
+  if (!options.trace.empty()) {
+    const std::string svg = absl::StrCat(std::string(absl::StripSuffix(options.trace, ".json")), ".pipeline.svg");
+    const absl::Status drawn = dist::WritePipelineSvg(
+        computes, svg, absl::StrFormat("--pp=%d --pp_schedule=%s, %d microbatches: the last step, measured",
+                                       options.pp, options.pp_schedule, runtime.schedule().num_microbatches()));
+    report.progress.Print(absl::StrCat("pipeline picture: ", drawn.ok() ? svg : std::string(drawn.message())));
+  }
+  return absl::OkStatus();
+}
+
 // Outputs that need the whole run and the last line, then every rank leaves together (rank 0 may host
 // the job's store, which the others still need until then).
 absl::Status Finish(const TrainOptions& options, const Job& job, const Setup& setup, const TrainingProgress& at,
@@ -265,9 +332,10 @@ absl::Status Finish(const TrainOptions& options, const Job& job, const Setup& se
     ASSIGN_OR_RETURN(const std::string plot, report.metrics->Finish());
     report.progress.Print(absl::StrCat("metrics: ", options.metrics_out, ", plot: ", plot));
   }
+  if (setup.pipeline) RETURN_IF_ERROR(ReportBubble(options, job, setup, report));  // collective over the pipeline
   if (setup.tracer) {
     RETURN_IF_ERROR(setup.tracer->WriteChromeTrace(job.pg.get(), options.trace));  // collective: rank 0 writes
-    if (report.lead) {
+    if (report.lead && !setup.pipeline) {
       // And its picture beside it (FILE.svg): the last two steps, each all_reduce labelled with its bytes.
       dist::TraceSvgOptions svg;
       svg.bucket_bytes = AllReduceBytes(setup);
@@ -283,6 +351,8 @@ absl::Status Finish(const TrainOptions& options, const Job& job, const Setup& se
       const absl::StatusOr<std::string> drawn = dist::WriteTimelineSvg(options.trace, svg);
       report.progress.Print(absl::StrCat("trace: ", options.trace, " (open in https://ui.perfetto.dev), timeline: ",
                                     drawn.ok() ? *drawn : std::string(drawn.status().message())));
+    } else if (report.lead) {  // --pp: each rank's F, B (and W) spans; the picture is the pipeline's, above
+      report.progress.Print(absl::StrCat("trace: ", options.trace, " (open in https://ui.perfetto.dev)"));
     }
   }
   if (report.lead && setup.graphed) {  // --cuda_graph: whether the graph path was taken, and if not, why
@@ -327,6 +397,7 @@ void SetLearningRate(Setup& setup, int64_t step) {
     setup.optimizer->set_lr(setup.schedule->LrAt(step));
   }
   if (setup.zero) setup.zero->SetLr(setup.optimizer->lr());
+  if (setup.stage_zero) setup.stage_zero->SetLr(setup.optimizer->lr());  // --pp --zero=1
   if (setup.fsdp) setup.fsdp->SetLr(setup.optimizer->lr());
   if (setup.fused && !setup.device_lr) setup.fused->SetLr(setup.optimizer->lr());
 }
@@ -357,6 +428,17 @@ void OptimizerStep(Setup& setup, int64_t step) {
 // the same averaged gradients on every rank. Returns the loss, left on the device (reading it would wait
 // for the GPU).
 absl::StatusOr<Tensor> TrainStep(Setup& setup, const data::Batch& batch, int64_t step) {
+  if (setup.pipeline) {  // --pp: the microbatches through this rank's stages, in the schedule's order
+    setup.optimizer->ZeroGrad();
+    ASSIGN_OR_RETURN(Tensor loss, setup.pipeline->TrainStep(batch.inputs, batch.labels));
+    if (setup.stage_zero) {  // --zero=1: reduce-scatter, step this rank's block, all-gather (collective)
+      dist::Tracer::Span span = dist::Tracer::MaybeScope(setup.tracer.get(), "optimizer", step);
+      RETURN_IF_ERROR(setup.stage_zero->Step());
+    } else {
+      OptimizerStep(setup, step);
+    }
+    return loss;
+  }
   setup.optimizer->ZeroGrad();                                         // optimizer.zero_grad()
   const Variable logits = DdpForward(setup, Variable(batch.inputs), /*sync=*/true);  // logits = ddp(x)
   const Variable loss = setup.loss_fn(logits, batch.labels);          // loss = loss_fn(logits, y)
@@ -547,7 +629,9 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
   at.steps_per_epoch = steps_per_epoch;
 
   // --tp: the model is split over this rank's row of the mesh; DDP then sees the shards (dist/parallel/tensor).
-  if (job.tensor) RETURN_IF_ERROR(SplitModel(options, job, setup));
+  if (job.tensor && !options.pipeline()) RETURN_IF_ERROR(SplitModel(options, job, setup));
+  // --pp (or --microbatches): this rank's stages of the model, over its pipeline (dist/parallel/pipeline).
+  if (options.pipeline()) RETURN_IF_ERROR(SplitIntoStages(options, job, setup));
 
   // 3. DDP: from here on, every backward averages the gradients over the ranks.
   dist::DdpOptions ddp_options;  // PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket, grads as bucket views
@@ -563,7 +647,7 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
     setup.gradient_shards = dist::zero::GradientShards::Create(job.dp());
     ddp_options.comm_hook = setup.gradient_shards->Hook();
     ddp_options.gradient_as_bucket_view = false;
-  } else if (options.ddp == "full" && !job.tensor && std::string(job.pg->backend_name()) == "nccl") {
+  } else if (options.ddp == "full" && !job.tensor && !setup.pipeline && std::string(job.pg->backend_name()) == "nccl") {
     // On GPUs: the copy-engine hook, which sends the large buckets of two GPUs of one machine to their copy
     // engines and every other bucket to NCCL's all_reduce (a collective setup; the bucket table says which).
     ASSIGN_OR_RETURN(setup.copy_engines, dist::CopyEngineHook::Create(*job.pg));
@@ -577,8 +661,11 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
   if (!options.trace.empty()) setup.tracer = std::make_unique<dist::Tracer>(job.pg->rank(), job.device);
   // --tp --trace: each layer's compute and its all_reduces (f, g); the picture then shows those, not DDP's buckets.
   if (setup.tp) setup.tp->set_tracer(setup.tracer.get());
+  if (setup.pipeline) setup.pipeline->runtime().set_tracer(setup.tracer.get());  // each F and B as a span
   if (options.zero == 3) {
     RETURN_IF_ERROR(ShardModel(options, job, setup));  // ZeRO-3 replaces DDP: every layer sharded
+  } else if (setup.pipeline) {
+    // --pp: no DDP; the pipeline averages its stages' gradients over job.data after each step's last backward.
   } else if (options.ddp == "full") {
     // --trace: each bucket's collective recorded by wrapping the hook (forward: DdpForward records it).
     if (setup.tracer && !setup.tp) ddp_options.comm_hook = dist::TracedCommHook(ddp_options.comm_hook, setup.tracer.get());
@@ -587,7 +674,9 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
     ASSIGN_OR_RETURN(setup.rung, dist::ladder::CreateDataParallel(options.ddp, *setup.model, job.pg, ddp_options,
                                                                   setup.tracer.get()));
   }
-  if (options.zero == 1 || options.zero == 2) RETURN_IF_ERROR(ShardOptimizer(options, setup));  // attached to ddp
+  if ((options.zero == 1 || options.zero == 2) && !setup.pipeline) {
+    RETURN_IF_ERROR(ShardOptimizer(options, setup));  // attached to ddp (--pp: SplitIntoStages sharded each stage)
+  }
   if (options.optimizer_in_backward && options.zero == 0) RETURN_IF_ERROR(StepInsideBackward(options, setup));
 
   ASSIGN_OR_RETURN(report.metrics, OpenMetrics(options, job, at));
@@ -619,9 +708,9 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
       ASSIGN_OR_RETURN(const std::optional<Tensor> loss, StepOnNextBatch(options, setup, at.global_step, report));
       if (!loss) break;  // the end of the epoch
       if (loss->defined()) window.Add(*loss, at.global_step);  // undefined: --join's shadow step
-      if (!memory_reported && options.zero > 0) {  // after the first step, once: the state exists. Collective.
+      if (!memory_reported && (options.zero > 0 || setup.pipeline)) {  // after the first step, once. Collective.
         memory_reported = true;
-        if (lead && setup.zero) {
+        if (lead && setup.zero && !setup.pipeline) {
           report.progress.Print(absl::StrCat("ZeRO-", options.zero, " memory per rank: ", setup.zero->Memory().ToString()));
         }
         ASSIGN_OR_RETURN(const std::string table, MemoryTable(options, job, setup));

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
+#include "dist/parallel/pipeline/pipeline_flags.h"
 #include "dist/worker/job_timeout.h"
 #include "examples/internal/user_path.h"
 
@@ -79,6 +80,21 @@ ABSL_FLAG(int64_t, tp, kDefaults.tp,
           "tensor parallelism (docs/tensor_parallel.md): each pair of Linears split over this many ranks, the first "
           "by columns, the second by rows, one all_reduce per pair each way; the ranks form a (world/tp) x tp mesh, "
           "data parallelism (DDP, ZeRO-1/2) runs down its columns and --batch_size is per data-parallel replica");
+ABSL_FLAG(int64_t, pp, kDefaults.pp,
+          "pipeline parallelism (docs/pipeline_parallel.md): the MLP's layers cut into this many stages, one per "
+          "rank, microbatches flowing through them by send/recv; the ranks form a (world/pp) x pp mesh, data "
+          "parallelism runs down its columns and --batch_size is per data-parallel replica; with --tp the mesh is "
+          "dp x pp x tp, each stage split over its tensor-parallel group");
+ABSL_FLAG(std::string, pp_schedule, kDefaults.pp_schedule,
+          "the pipeline's schedule: gpipe (all forwards, then all backwards), 1f1b (one forward, one backward: at "
+          "most --pp microbatches of activations), interleaved (--pp_virtual_stages stages per rank: a smaller "
+          "bubble), zb (ZB-H1: each backward split into the input gradient and a weight gradient that fills the "
+          "bubble) (gpipe|1f1b|interleaved|zb)");
+ABSL_FLAG(int64_t, microbatches, kDefaults.microbatches,
+          "microbatches per step of the pipeline (they must divide --batch_size); 0 = --pp; at --pp=1 the "
+          "reference every pipeline trains to: the batch cut into this many microbatches, accumulated, one step");
+ABSL_FLAG(int64_t, pp_virtual_stages, kDefaults.pp_virtual_stages,
+          "--pp_schedule=interleaved: stages per rank (rank r holds stages r, r+pp, ...)");
 ABSL_FLAG(bool, join, kDefaults.join,
           "uneven inputs (docs/uneven_inputs.md): the data is not padded, so ranks may have different numbers of "
           "batches; a rank that runs out shadows the others' collectives (PyTorch's Join) instead of hanging them");
@@ -127,7 +143,7 @@ const std::vector<FlagGroup>& Flags() {
       {"data parallelism (DDP)",
        {"ddp", "bucket_cap_mb", "first_bucket_mb", "grad_accum_steps", "find_unused_parameters", "comm_hook", "zero",
         "optimizer_in_backward"}},
-      {"beyond data parallelism", {"tp", "join"}},
+      {"beyond data parallelism", {"tp", "pp", "pp_schedule", "microbatches", "pp_virtual_stages", "join"}},
       {"data", {"dataset", "data_dir", "synthetic_examples", "synthetic_input_size"}},
       {"output and state",
        {"log_every", "checkpoint_dir", "checkpoint_every", "keep_checkpoints", "resume", "preemption", "init_from",
@@ -181,6 +197,10 @@ absl::StatusOr<TrainOptions> FromFlags() {
   o.comm_hook = absl::GetFlag(FLAGS_comm_hook);
   o.zero = absl::GetFlag(FLAGS_zero);
   o.tp = absl::GetFlag(FLAGS_tp);
+  o.pp = absl::GetFlag(FLAGS_pp);
+  o.pp_schedule = absl::GetFlag(FLAGS_pp_schedule);
+  o.microbatches = absl::GetFlag(FLAGS_microbatches);
+  o.pp_virtual_stages = absl::GetFlag(FLAGS_pp_virtual_stages);
   o.join = absl::GetFlag(FLAGS_join);
   o.optimizer_in_backward = absl::GetFlag(FLAGS_optimizer_in_backward);
   o.dataset = absl::GetFlag(FLAGS_dataset);
@@ -221,6 +241,44 @@ absl::Status OnlyFor(const TrainOptions& o, const std::string& flag, bool set, c
   if (!set || std::find(rungs.begin(), rungs.end(), o.ddp) != rungs.end()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("--", flag, " applies to --ddp=", absl::StrJoin(rungs, " or --ddp="),
                                                  ", not to --ddp=", o.ddp, ", which has no such setting"));
+}
+
+// --pp and its friends (dist/parallel/pipeline/pipeline_flags.h checks them together), then what the pipeline
+// path does not combine with, and why.
+absl::Status ValidatePipeline(const TrainOptions& o) {
+  const dist::pipeline::PipelineFlags flags{o.pp, o.pp_schedule, o.microbatches, o.pp_virtual_stages};
+  const bool set = flags.on() || o.pp_schedule != kDefaults.pp_schedule || o.pp_virtual_stages != 1;
+  if (!set) return absl::OkStatus();
+  if (!flags.on()) {
+    return absl::InvalidArgumentError("--pp_schedule and --pp_virtual_stages apply to a pipeline: add --pp=P (or "
+                                      "--microbatches=M for the one-stage reference)");
+  }
+  RETURN_IF_ERROR(dist::pipeline::CheckPipelineFlags(flags, static_cast<int64_t>(o.hidden.size()) + 1, o.batch_size));
+  const std::vector<absl::Status> checks = {
+      OnlyFor(o, "pp", true, {"full"}),
+      Check(o.zero <= 1, "pp",
+            "with --zero=2 or 3 is not built (ZeRO-2 keeps a block of DDP's gradient buckets, ZeRO-3 gathers each "
+            "layer in every forward; a pipeline has neither); --zero=1 shards each stage's optimizer state over its "
+            "replicas: use --zero=1 or --zero=0"),
+      Check(o.tp == 1 || o.zero == 0, "pp",
+            "with --tp (the 3-D mesh) and --zero is not built (ZeRO-1 would shard the tensor-parallel shards' state "
+            "down the columns): drop --zero"),
+      Check(o.tp == 1 || o.pp_virtual_stages == 1 || o.checkpoint_dir.empty(), "pp",
+            "with --tp, interleaved stages and --checkpoint_dir is not built (a checkpoint gathers one stage per "
+            "rank): drop --checkpoint_dir or --pp_virtual_stages"),
+      Check(o.grad_accum_steps == 1, "pp",
+            "accumulates its --microbatches within each step already: use --microbatches=M (M x the rows of one "
+            "microbatch per step) instead of --grad_accum_steps"),
+      Check(!o.join && !o.optimizer_in_backward && !o.find_unused_parameters && o.comm_hook == "allreduce", "pp",
+            "runs without DDP (the pipeline averages the gradients over the data-parallel replicas once the last "
+            "microbatch's backward is done): --join, --optimizer_in_backward, --find_unused_parameters and "
+            "--comm_hook do not apply; drop them"),
+      Check(!o.cuda_graph, "pp",
+            "under a CUDA graph is not built (a step's point-to-point calls wait on the host between stages): drop "
+            "--cuda_graph"),
+  };
+  for (const absl::Status& s : checks) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
 }
 
 // The choices, ranges and cross-field checks, first problem first.
@@ -302,7 +360,7 @@ absl::Status Validate(const TrainOptions& o) {
   for (const absl::Status& s : checks) {
     RETURN_IF_ERROR(s);
   }
-  return absl::OkStatus();
+  return ValidatePipeline(o);
 }
 
 }  // namespace
@@ -326,6 +384,8 @@ std::map<std::string, std::string> TrainOptions::TrajectorySettings(int world_si
   if (grad_accum_steps != 1) s["grad_accum_steps"] = absl::StrCat(grad_accum_steps);
   if (comm_hook != "allreduce") s["comm_hook"] = comm_hook;
   if (join) s["join"] = "true";  // unpadded shards: other batches than a padded run's
+  // The microbatches change how each gradient is summed (not --pp: a checkpoint resumes at any --pp).
+  if (pipeline()) s["microbatches"] = absl::StrCat(microbatches > 0 ? microbatches : pp);
   if (dataset == "synthetic") {
     s["synthetic_examples"] = absl::StrCat(synthetic_examples);
     s["synthetic_input_size"] = absl::StrCat(synthetic_input_size);
@@ -375,7 +435,8 @@ std::string TrainUsage() {
       "  ./bazelw run //examples:ddp_mlp -- --checkpoint_dir=ckpt --resume\n"
       "  ./bazelw run //examples:ddp_mlp -- --checkpoint_dir=ckpt --checkpoint_every=200 --max_restarts=2 "
       "--timeout=60s\n"
-      "  ./bazelw run //examples:ddp_mlp -- --ddp=naive --epochs=1   # the bottom of the DDP ladder\n");
+      "  ./bazelw run //examples:ddp_mlp -- --ddp=naive --epochs=1   # the bottom of the DDP ladder\n"
+      "  ./bazelw run //examples:ddp_mlp -- --pp=2 --microbatches=8   # two pipeline stages, 1F1B\n");
 }
 
 }  // namespace tinyddp::examples

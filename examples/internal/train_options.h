@@ -52,6 +52,14 @@ struct TrainOptions {
   bool shuffle = true;
   int64_t zero = 0;  // ZeRO stage: 1 shards the optimizer state, 2 also the gradients, 3 also the parameters
   int64_t tp = 1;     // tensor-parallel ranks per data-parallel replica (dist/parallel/tensor)
+  // Pipeline parallelism (dist/parallel/pipeline): stages per data-parallel replica, the schedule, the
+  // microbatches of a step (0: --pp) and the stages per rank of the interleaved schedule.
+  int64_t pp = 1;
+  std::string pp_schedule = "1f1b";
+  int64_t microbatches = 0;
+  int64_t pp_virtual_stages = 1;
+  /// The pipeline path runs (dist/parallel/pipeline/pipeline_flags.h): --pp > 1, or --microbatches given.
+  bool pipeline() const { return pp > 1 || microbatches > 0; }
   bool join = false;  // uneven inputs: no padding, ranks that ran out shadow the others (dist/parallel/join)
   bool optimizer_in_backward = false;  // each bucket's update as its all_reduce lands (dist/accel/fused_optimizer)
 

@@ -14,7 +14,9 @@
 #include "data/distributed_sampler.h"
 #include "data/fashion_mnist.h"
 #include "data/synthetic.h"
+#include "dist/parallel/pipeline/pipeline_flags.h"
 #include "dist/parallel/subgroups/device_mesh.h"
+#include "dist/parallel/subgroups/new_group.h"
 #include "dist/parallel/zero/memory_table.h"
 #include "examples/internal/evaluate.h"
 #include "examples/internal/startup_checks.h"
@@ -91,8 +93,72 @@ absl::Status AgreeOnStatus(const Job& job, const absl::Status& local, const char
   return absl::OkStatus();
 }
 
+// --pp: rows of consecutive ranks are pipelines (on a machine of P GPUs, one pipeline), columns replicas. With
+// --tp too, the mesh is 3-D, dp x pp x tp, tp innermost (a tensor-parallel group's ranks consecutive, on one
+// machine's NVLink): rank = (replica * pp + stage) * tp + tp_index.
+absl::StatusOr<std::string> JoinPipelineMesh(const TrainOptions& o, Job& job) {
+  const int world = job.pg->size(), pp = static_cast<int>(o.pp), tp = static_cast<int>(o.tp);
+  if (world % (pp * tp) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--pp=%d%s does not divide the job's %d ranks: start a multiple of %d ranks (--nproc, or --nproc_per_node "
+        "x --nnodes), each group of %d consecutive ranks one pipeline", pp,
+        tp > 1 ? absl::StrFormat(" x --tp=%d", tp) : "", world, pp * tp, pp * tp));
+  }
+  const int dp = world / (pp * tp);
+  if (tp == 1) {
+    ASSIGN_OR_RETURN(const dist::DeviceMesh mesh, dist::DeviceMesh::Create(*job.pg, job.pg->SubStore("mesh"), dp, pp,
+                                                                           {.flight_recorder = true}));
+    job.data = mesh.dp_group;
+    job.pipeline = mesh.tp_group;
+  } else {  // 3-D: every rank creates every group (NewGroup is collective), tensor, then pipeline, then data
+    const std::shared_ptr<dist::Store> store = job.pg->SubStore("mesh3d");
+    auto rank_at = [&](int d, int s, int t) { return (d * pp + s) * tp + t; };
+    auto join = [&](std::vector<int> ranks, std::shared_ptr<dist::ProcessGroup>* mine) -> absl::Status {
+      ASSIGN_OR_RETURN(std::shared_ptr<dist::ProcessGroup> group,
+                       dist::NewGroup(*job.pg, store, ranks, {.flight_recorder = true}));
+      if (group != nullptr) *mine = std::move(group);
+      return absl::OkStatus();
+    };
+    for (int d = 0; d < dp; ++d) {
+      for (int s = 0; s < pp; ++s) {
+        std::vector<int> ranks;
+        for (int t = 0; t < tp; ++t) ranks.push_back(rank_at(d, s, t));
+        RETURN_IF_ERROR(join(ranks, &job.tensor));
+      }
+    }
+    for (int d = 0; d < dp; ++d) {
+      for (int t = 0; t < tp; ++t) {
+        std::vector<int> ranks;
+        for (int s = 0; s < pp; ++s) ranks.push_back(rank_at(d, s, t));
+        RETURN_IF_ERROR(join(ranks, &job.pipeline));
+      }
+    }
+    for (int s = 0; s < pp; ++s) {
+      for (int t = 0; t < tp; ++t) {
+        std::vector<int> ranks;
+        for (int d = 0; d < dp; ++d) ranks.push_back(rank_at(d, s, t));
+        RETURN_IF_ERROR(join(ranks, &job.data));
+      }
+    }
+  }
+  std::string line = tp == 1 ? absl::StrFormat("mesh %d x %d (data-parallel replicas x pipeline stages): ", dp, pp)
+                             : absl::StrFormat("mesh %d x %d x %d (data-parallel replicas x pipeline stages x "
+                                               "tensor-parallel ranks): ", dp, pp, tp);
+  for (int r = 0; r < world; ++r) {
+    const int stage_rank = (r / tp) % pp;
+    std::string stages;
+    for (int s = stage_rank; s < pp * o.pp_virtual_stages; s += pp) absl::StrAppend(&stages, stages.empty() ? "" : ",", s);
+    absl::StrAppend(&line, r == 0 ? "" : "; ",
+                    absl::StrFormat("rank %d replica %d stage%s %s", r, r / (pp * tp), o.pp_virtual_stages > 1 ? "s" : "",
+                                    stages),
+                    tp > 1 ? absl::StrFormat(" tp %d", r % tp) : "");
+  }
+  return line;
+}
+
 absl::StatusOr<std::string> JoinMesh(const TrainOptions& o, Job& job) {
   job.data = job.pg;
+  if (o.pp > 1) return JoinPipelineMesh(o, job);
   if (o.tp == 1) return std::string();
   const int world = job.pg->size();
   if (world % o.tp != 0) {
@@ -201,6 +267,7 @@ absl::StatusOr<TrainingProgress> ResumeOnEveryRank(const Job& job, const TrainOp
 }
 
 nn::Module& TrainedModel(const Setup& s) {
+  if (s.pipeline) return *s.pipeline;
   if (s.fsdp) return *s.fsdp;
   if (s.tp) return *s.tp;
   return *s.model;
@@ -215,6 +282,47 @@ absl::Status SplitModel(const TrainOptions& o, const Job& job, Setup& s) {
   s.full_optimizer = std::move(s.optimizer);
   s.optimizer = std::move(shards);
   return absl::OkStatus();
+}
+
+absl::Status SplitIntoStages(const TrainOptions& o, const Job& job, Setup& s) {
+  const dist::pipeline::PipelineFlags flags{o.pp, o.pp_schedule, o.microbatches, o.pp_virtual_stages};
+  nn::CrossEntropyLoss loss_fn = s.loss_fn;
+  ASSIGN_OR_RETURN(s.pipeline, dist::pipeline::PipelineParallelMlp::Create(
+                                   *s.model, job.pipeline, job.data, flags.ToScheduleOptions(),
+                                   [loss_fn](const autograd::Variable& logits, const Tensor& labels) {
+                                     return loss_fn(logits, labels);
+                                   },
+                                   job.tensor));  // --tp: each stage split over the tensor-parallel group
+  std::unique_ptr<nn::Optimizer> stages = MakeOptimizer(o, s.pipeline->Parameters());
+  stages->SetComputeCopies(s.pipeline->ComputeCopies());  // none under fp32
+  RETURN_IF_ERROR(s.pipeline->LoadOptimizerState(s.optimizer->StateTensors(), *stages));  // a resumed state, sliced
+  s.optimizer = std::move(stages);
+  s.model.reset();  // the other stages' layers are freed: this rank holds only its own
+  if (o.zero == 1) {  // ZeRO-1 down the column: this rank keeps 1/D of its stage's state
+    auto factory = [o](std::vector<autograd::Variable> params) { return MakeOptimizer(o, std::move(params)); };
+    ASSIGN_OR_RETURN(s.stage_zero, dist::pipeline::ShardedStageOptimizer::Create(*s.pipeline, job.data, factory));
+    RETURN_IF_ERROR(s.stage_zero->LoadConsolidatedStateTensors(s.optimizer->StateTensors()));
+    RETURN_IF_ERROR(s.optimizer->LoadStateTensors({}));
+    s.pipeline->set_average_over_data(false);  // the reduce-scatter averages instead
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GatherStages(const TrainOptions& o, const Setup& s, std::shared_ptr<nn::Sequential>* model,
+                          std::unique_ptr<nn::Optimizer>* optimizer) {
+  const nn::Precision precision = nn::ParsePrecision(o.precision).value();
+  const Device device = s.pipeline->Parameters().at(0).device();
+  *model = nn::MLP(s.dims, {.device = device, .seed = static_cast<uint64_t>(o.seed), .precision = precision});
+  RETURN_IF_ERROR(s.pipeline->GatherInto(**model));
+  if (s.stage_zero) {  // --zero=1: the column's blocks into the stage's whole state first (collective over job.data)
+    ASSIGN_OR_RETURN(const nn::TensorMap stage_state, s.stage_zero->ConsolidatedStateTensors());
+    RETURN_IF_ERROR(s.optimizer->LoadStateTensors(stage_state));
+  }
+  ASSIGN_OR_RETURN(const nn::TensorMap state, s.pipeline->GatherOptimizerState(*s.optimizer));
+  if (s.stage_zero) RETURN_IF_ERROR(s.optimizer->LoadStateTensors({}));  // the blocks hold it
+  *optimizer = MakeOptimizer(o, (*model)->Parameters());
+  (*optimizer)->set_lr(s.optimizer->lr());
+  return (*optimizer)->LoadStateTensors(state);
 }
 
 // --zero=1|2: the optimizer becomes ZeRO's, sharded over the ranks inside DDP (docs/zero.md). s.optimizer
@@ -260,6 +368,29 @@ absl::Status ShardModel(const TrainOptions& o, const Job& job, Setup& s) {
 
 absl::StatusOr<std::string> MemoryTable(const TrainOptions& o, const Job& job, const Setup& s) {
   dist::zero::RankMemory mine;
+  if (s.pipeline) {  // --pp: this rank's stages, and the activations its schedule held (the step's peak)
+    for (const auto& [param, copy] : s.pipeline->ComputeCopies()) mine.parameters += static_cast<int64_t>(copy.nbytes());
+    for (const autograd::Variable& param : s.pipeline->Parameters()) {
+      mine.parameters += static_cast<int64_t>(param.data().nbytes());
+      if (param.grad().defined()) mine.gradients += static_cast<int64_t>(param.grad().nbytes());
+    }
+    for (const auto& [name, state] : s.optimizer->StateTensors()) {
+      if (state.numel() > 1) mine.optimizer_state += static_cast<int64_t>(state.nbytes());
+    }
+    if (s.stage_zero) mine.optimizer_state += s.stage_zero->StateBytes();  // --zero=1: this rank's block
+    const dist::pipeline::StepRecord& step = s.pipeline->runtime().last_step();
+    mine.peak = step.peak_bytes;
+    const dist::pipeline::PipelineSchedule& schedule = s.pipeline->runtime().schedule();
+    return dist::zero::GatherMemoryTable(
+        *job.pg, mine,
+        absl::StrFormat("memory per rank, --pp=%d --pp_schedule=%s%s (bytes of this rank's stages; peak: the most live "
+                        "tensor bytes during the first step above its start, by the allocator: the activations the "
+                        "schedule holds, %s microbatches at most on a stage (rank 0 held %d), and the messages):",
+                        o.pp, o.pp_schedule, o.zero == 1 ? " --zero=1" : "", schedule.options.kind == dist::pipeline::ScheduleKind::kGPipe
+                                                 ? absl::StrCat("all ", schedule.num_microbatches())
+                                                 : absl::StrCat("p - s of the ", schedule.num_microbatches()),
+                        step.peak_in_flight));
+  }
   if (s.fsdp) {
     mine = dist::zero::HeldBy(*s.fsdp);
   } else if (s.zero) {
@@ -294,12 +425,14 @@ autograd::Variable DdpForward(Setup& s, const autograd::Variable& input, bool sy
 }
 
 absl::Status FinishBackward(Setup& s) {
+  if (s.pipeline) return absl::OkStatus();  // TrainStep returned the pipeline's status
   if (s.fsdp) return s.fsdp->status();
   if (s.tp) RETURN_IF_ERROR(s.tp->status());  // a tensor-parallel all_reduce failed
   return s.rung ? s.rung->FinishBackward() : s.ddp->status();
 }
 
 std::string DescribeDdp(const Setup& s) {
+  if (s.pipeline) return s.pipeline->Describe();  // the stages and the schedule's table; no DDP under --pp
   if (s.rung) return s.rung->Describe();
   if (s.fsdp) return s.fsdp->ShardTable();
   if (s.tp) return absl::StrCat(s.tp->Describe(s.loader->options().batch_size), s.ddp->BucketTable(),
@@ -309,6 +442,7 @@ std::string DescribeDdp(const Setup& s) {
 }
 
 std::vector<int64_t> AllReduceBytes(const Setup& s) {
+  if (s.pipeline) return {};  // --pp: its own picture (the stages' F and B), not DDP's
   if (s.rung) return s.rung->AllReduceBytes();
   if (s.fsdp) return s.fsdp->UnitBytes();  // the layers' all-gathers
   std::vector<int64_t> bytes;

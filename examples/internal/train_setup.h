@@ -22,6 +22,8 @@
 #include "dist/ladder/data_parallel.h"
 #include "dist/observe/trace/trace.h"
 #include "dist/parallel/join/join.h"
+#include "dist/parallel/pipeline/pipeline_parallel_mlp.h"
+#include "dist/parallel/pipeline/sharded_stage_optimizer.h"
 #include "dist/parallel/tensor/tensor_parallel_mlp.h"
 #include "dist/parallel/zero/fully_sharded.h"
 #include "dist/parallel/zero/gradient_shards.h"
@@ -62,12 +64,15 @@ int64_t OptimizerStepsPerEpoch(const TrainOptions& o, const data::DataLoader& lo
 /// Under --tp the world is a mesh (dist/parallel/subgroups/device_mesh.h) and two of its groups matter:
 /// `data`, this rank's column (the ranks that hold the same shards and see different batches: DDP, ZeRO,
 /// the sampler and the evaluation run over it), and `tensor`, its row (the ranks that split each layer and
-/// see the same batch). Without --tp, `data` is `pg` and `tensor` is null.
+/// see the same batch). Without --tp, `data` is `pg` and `tensor` is null. Under --pp the mesh's rows are
+/// pipelines instead: `pipeline` is this rank's row (its stages' neighbours), `data` its column; with --pp and
+/// --tp the mesh is dp x pp x tp and all three are set.
 struct Job {
   std::shared_ptr<dist::ProcessGroup> pg;  // the world: agreement, checkpoints, logging
   Device device;
-  std::shared_ptr<dist::ProcessGroup> data;    // data parallel: pg itself without --tp
+  std::shared_ptr<dist::ProcessGroup> data;    // data parallel: pg itself without --tp or --pp
   std::shared_ptr<dist::ProcessGroup> tensor;  // tensor parallel (--tp > 1), else null
+  std::shared_ptr<dist::ProcessGroup> pipeline;  // pipeline parallel (--pp > 1), else null
   dist::ProcessGroup& dp() const { return data ? *data : *pg; }
 };
 
@@ -78,7 +83,9 @@ absl::Status AgreeOnStatus(const Job& job, const absl::Status& local, const char
 /// Collective over job.pg: sets job.data and job.tensor. Without --tp, data is the world. With --tp=T the
 /// world's W ranks become a (W/T) x T mesh (DeviceMesh, rows of consecutive ranks: on machines of T GPUs a
 /// row is a machine, so the chatty tensor-parallel all_reduces stay on NVLink). InvalidArgument when T does
-/// not divide W. Returns the mesh's line for rank 0 to print ("" without --tp).
+/// not divide W. Returns the mesh's line for rank 0 to print ("" without --tp). --pp=P likewise: a (W/P) x P
+/// mesh whose rows are pipelines (job.pipeline) and columns data-parallel groups (job.data); the line then
+/// names every rank's role.
 absl::StatusOr<std::string> JoinMesh(const TrainOptions& o, Job& job);
 
 /// Everything a rank trains with: BuildSetup fills the first part, Train adds DDP once the weights are final.
@@ -105,6 +112,13 @@ struct Setup {
   // is the whole model's, a vessel like `model` (it holds state only while a checkpoint is written or read).
   std::unique_ptr<dist::tensor_parallel::TensorParallelMlp> tp;
   std::unique_ptr<nn::Optimizer> full_optimizer;
+  // --pp (or --microbatches): the model this rank trains is `pipeline`, its stages of the whole model; `model`
+  // is dropped once they are cut (this rank keeps only its stages), and `optimizer` steps the stages.
+  // Checkpoints gather the stages into a fresh whole model (GatherStages). No DDP: the pipeline averages its
+  // gradients over job.data itself.
+  std::unique_ptr<dist::pipeline::PipelineParallelMlp> pipeline;
+  // --pp --zero=1: each stage's optimizer state split over its replicas; `optimizer` then holds none.
+  std::unique_ptr<dist::pipeline::ShardedStageOptimizer> stage_zero;
   // --join: the ranks agree each step on who still has a batch; one that ran out shadows the step with
   // `placeholder` as its input (dist/parallel/join/join.h).
   std::unique_ptr<dist::join::Join> join;
@@ -137,6 +151,15 @@ nn::Module& TrainedModel(const Setup& s);
 /// --tp: splits s.model over job.tensor (s.tp), and the optimizer with it: s.optimizer becomes the shards'
 /// (with the resumed state sliced in), the whole one moves to s.full_optimizer. Collective over job.tensor.
 absl::Status SplitModel(const TrainOptions& o, const Job& job, Setup& s);
+
+/// --pp: cuts s.model into this rank's stages (s.pipeline, over job.pipeline and job.data), with the optimizer's
+/// (resumed) state sliced into an optimizer over the stages (s.optimizer); s.model is dropped. With --zero=1 the
+/// state moves on into s.stage_zero, split over job.data. Not collective.
+absl::Status SplitIntoStages(const TrainOptions& o, const Job& job, Setup& s);
+/// --pp: the whole model and its optimizer (a fresh nn::MLP of s.dims and an optimizer over it holding the whole
+/// state), gathered from every stage. Collective over job.pipeline.
+absl::Status GatherStages(const TrainOptions& o, const Setup& s, std::shared_ptr<nn::Sequential>* model,
+                          std::unique_ptr<nn::Optimizer>* optimizer);
 
 /// --zero=1|2: the optimizer becomes ZeRO's, sharded over the ranks inside DDP (docs/zero.md): attached to
 /// s.ddp, which reduce-scatters its buckets (zero::ReduceScatterHook, or under --zero=2 the hook of
