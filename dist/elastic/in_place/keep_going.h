@@ -1,0 +1,26 @@
+// KeepGoingAfterLoss: the launcher's half of in-place recovery, a JobObserver (dist/elastic/job_observer.h,
+// the seam both `launch` and ddp_mlp's own spawner attach to). Plainly the supervisor stops every worker when
+// one fails; with --min_replicas the survivors recover by themselves (replica_group.h), so it must not:
+//   * HoldStop: a failed worker holds the stop back for the rest of the job (a week, as a backstop: "never
+//     forever"); the survivors end it themselves, exiting 0 when training is done, or non-zero once fewer
+//     than --min_replicas remain;
+//   * Judge: a job in which some worker exited 0 succeeded (the survivors finished together: they had one
+//     membership), whatever happened to the replicas it lost; the line says which were lost.
+#ifndef TINYDDP_DIST_ELASTIC_IN_PLACE_KEEP_GOING_H_
+#define TINYDDP_DIST_ELASTIC_IN_PLACE_KEEP_GOING_H_
+
+#include <chrono>
+
+#include "dist/elastic/job_observer.h"
+
+namespace tinyddp::dist::in_place {
+
+class KeepGoingAfterLoss : public JobObserver {
+ public:
+  std::chrono::milliseconds HoldStop(const WorkerExit& exit, bool holding) override;
+  void Judge(JobResult& result) override;
+};
+
+}  // namespace tinyddp::dist::in_place
+
+#endif  // TINYDDP_DIST_ELASTIC_IN_PLACE_KEEP_GOING_H_
