@@ -50,6 +50,8 @@
 #include "dist/init.h"                             // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/ladder/ladder.h"                    // CreateDataParallel: --ddp=naive|flat|bucketed, the rungs
 #include "dist/elastic/spawn.h"                    // SpawnElasticWorkersIfNeeded: restarts, limits, observers
+#include "dist/elastic/in_place/keep_going.h"       // KeepGoingAfterLoss (--min_replicas): survivors not stopped
+#include "dist/elastic/in_place/min_replicas.h"     // CheckMinReplicas: what --min_replicas can keep going
 #include "dist/engines/engines.h"                  // UseClusterEngine: srun's, mpirun's, a pod's variables -> env://
 #include "dist/observe/debug_check/debug_check.h"   // AttachDebugCheck (TINYDDP_DISTRIBUTED_DEBUG=DETAIL)
 #include "dist/observe/fault/collective_fault.h"     // AttachCollectiveFaults (TINYDDP_FAULT point=collective)
@@ -68,6 +70,7 @@
 #include "dist/worker/env.h"                       // IsWorker, RestartCount
 #include "examples/internal/durable_file.h"        // IsPermanent, kPermanentFailureExitCode: not restarted
 #include "examples/internal/evaluate.h"            // EvaluateShard, AllReduceEvalSums
+#include "examples/internal/in_place_training.h"   // RunInPlaceWorker (--min_replicas): lose a rank, keep training
 #include "examples/internal/loss_window.h"         // LossWindow: step losses on the device, non-finite check
 #include "examples/internal/memory_estimate.h"     // CheckMemoryFits: refuse a run too large for this host
 #include "examples/internal/metrics_writer.h"      // MetricsWriter (--metrics_out): JSON lines + SVG plot
@@ -709,6 +712,10 @@ int RunWorker(TrainOptions options) {
     job.device = Device::CUDA(cuda::CurrentDevice());
     cuda::Stream::SetCurrent(cuda::Stream::Create(job.device.index));
   }
+  if (options.min_replicas > 0) {  // the in-place loop owns the group from here: a loss replaces it
+    pg->reset();
+    return RunInPlaceWorker(options, std::move(job));
+  }
   // --tp: the world becomes a mesh of data-parallel x tensor-parallel groups (collective; train_setup.h).
   absl::StatusOr<std::string> mesh = JoinMesh(options, job);
   if (!mesh.ok()) {
@@ -743,6 +750,8 @@ dist::ElasticSpawnOptions SpawnOptionsFor(const TrainOptions& options) {
   spawn.ignore_worker_limits = options.ignore_worker_limits;
   // After a failed run: the rank that failed first, then the flight recorder's verdict.
   spawn.job_observers = {std::make_shared<dist::Blame>("spawn"), dist::JobRecords::ForThisJob()};
+  // --min_replicas: one worker's death does not stop the others (last: its verdict is the job's).
+  if (options.min_replicas > 0) spawn.job_observers.push_back(std::make_shared<dist::in_place::KeepGoingAfterLoss>());
   return spawn;
 }
 
@@ -785,6 +794,14 @@ int main(int argc, char** argv) {
       (!tinyddp::dist::NcclAvailable() || tinyddp::cuda::DeviceCount() == 0)) {
     std::fprintf(stderr, "ddp_mlp: --backend=nccl: %s; use --backend=gloo (CPU ranks)\n",
                  tinyddp::dist::NcclAvailable() ? "no GPU is visible" : "this build has no CUDA/NCCL");
+    return 2;
+  }
+  if (absl::Status in_place = tinyddp::dist::in_place::CheckMinReplicas(
+          {.min_replicas = options->min_replicas, .replicas = options->nproc, .backend = options->backend,
+           .tp = options->tp, .zero = options->zero, .join = options->join, .cuda_graph = options->cuda_graph,
+           .grad_accum_steps = options->grad_accum_steps, .ddp = options->ddp});
+      !in_place.ok()) {
+    std::fprintf(stderr, "ddp_mlp: %s\n", std::string(in_place.message()).c_str());
     return 2;
   }
   // Before anything large is allocated: do this host's ranks fit in its memory? Refused with the figures.

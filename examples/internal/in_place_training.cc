@@ -1,0 +1,306 @@
+// TrainInPlace: see in_place_training.h.
+#include "examples/internal/in_place_training.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "autograd/engine.h"
+#include "base/fault_injection.h"
+#include "base/status_macros.h"
+#include "data/distributed_sampler.h"
+#include "dist/ddp/ddp.h"
+#include "dist/elastic/in_place/data_rule.h"
+#include "dist/elastic/in_place/live_state.h"
+#include "dist/elastic/in_place/min_replicas.h"
+#include "dist/elastic/in_place/replica_group.h"
+#include "dist/observe/blame/error_file.h"
+#include "examples/internal/evaluate.h"
+#include "nn/checkpoint.h"
+
+namespace tinyddp::examples {
+namespace {
+
+namespace in_place = dist::in_place;
+
+// Where the run stands between two steps; what AdoptLiveState carries besides the tensors.
+struct Position {
+  int64_t step = 0, epoch = 0, cursor = 0;  // cursor: samples of `epoch`'s order already trained on
+  std::vector<int64_t> ToVector() const { return {step, epoch, cursor}; }
+  static Position From(const std::vector<int64_t>& v) { return {v[0], v[1], v[2]}; }
+};
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// --trace=PREFIX: one JSON line per span of this replica (wall-clock microseconds, comparable across processes
+// of one machine): steps, and a recovery's phases.
+class SpanLog {
+ public:
+  SpanLog(const std::string& prefix, int id) {
+    if (!prefix.empty()) out_.open(absl::StrCat(prefix, ".replica", id, ".jsonl"));
+  }
+  void Add(const std::string& name, int64_t start_us, int64_t end_us, int64_t step, int64_t generation) {
+    if (!out_.is_open()) return;
+    out_ << absl::StrFormat("{\"name\":\"%s\",\"start_us\":%d,\"end_us\":%d,\"step\":%d,\"generation\":%d}\n", name,
+                            start_us, end_us, step, generation);
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+// --- In-place checkpoints: <dir>/in_place-step-N/{model,optimizer}.safetensors + progress.txt -------------
+
+absl::Status SaveInPlaceCheckpoint(const std::string& dir, const nn::Module& model, const nn::Optimizer& optimizer,
+                                   const Position& at, int replicas) {
+  const std::string final_path = absl::StrFormat("%s/in_place-step-%08d", dir, at.step);
+  const std::string tmp = final_path + ".tmp";
+  std::error_code error;
+  std::filesystem::remove_all(tmp, error);
+  std::filesystem::create_directories(tmp, error);
+  if (error) return absl::PermissionDeniedError(absl::StrCat("creating ", tmp, ": ", error.message()));
+  RETURN_IF_ERROR(nn::SaveModule(model, tmp + "/model.safetensors"));
+  RETURN_IF_ERROR(nn::SaveOptimizer(optimizer, tmp + "/optimizer.safetensors"));
+  std::ofstream(tmp + "/progress.txt") << "step " << at.step << "\nepoch " << at.epoch << "\ncursor " << at.cursor
+                                        << "\nreplicas " << replicas << "\n";
+  std::filesystem::remove_all(final_path, error);
+  std::filesystem::rename(tmp, final_path, error);  // a half-written checkpoint never carries the final name
+  if (error) return absl::PermissionDeniedError(absl::StrCat("renaming ", tmp, ": ", error.message()));
+  std::printf("  in-place checkpoint: %s\n", final_path.c_str());
+  return absl::OkStatus();
+}
+
+// The newest in-place checkpoint of `dir` loaded into `model` and `optimizer`; nullopt when there is none.
+absl::StatusOr<std::optional<Position>> LoadLatestInPlaceCheckpoint(const std::string& dir, nn::Module& model,
+                                                                    nn::Optimizer& optimizer) {
+  std::string newest;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("in_place-step-", 0) == 0 && name.find(".tmp") == std::string::npos && name > newest) newest = name;
+  }
+  if (newest.empty()) return std::optional<Position>();
+  const std::string path = absl::StrCat(dir, "/", newest);
+  RETURN_IF_ERROR(nn::LoadModule(model, path + "/model.safetensors"));
+  RETURN_IF_ERROR(nn::LoadOptimizer(optimizer, path + "/optimizer.safetensors"));
+  std::ifstream in(path + "/progress.txt");
+  std::string key;
+  Position at;
+  in >> key >> at.step >> key >> at.epoch >> key >> at.cursor;
+  if (!in) return absl::DataLossError(absl::StrCat(path, "/progress.txt: unreadable"));
+  return std::optional<Position>(at);
+}
+
+// --- The loop ----------------------------------------------------------------------------------------
+
+struct Trainer {
+  const TrainOptions& options;
+  Job& job;
+  Setup setup;
+  std::unique_ptr<in_place::ReplicaGroup> replicas;
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  dist::DdpOptions ddp_options;
+  Position at;
+  std::vector<int64_t> order;  // the epoch's order of the training set (data_rule.h)
+  int64_t order_epoch = -1;
+  std::unique_ptr<SpanLog> spans;
+
+  bool lead() const { return replicas->rank() == 0; }
+
+  const std::vector<int64_t>& EpochOrder() {
+    if (order_epoch != at.epoch) {
+      data::DistributedSampler sampler =
+          data::DistributedSampler::Create(setup.datasets.train->Size(),
+                                           {.num_replicas = 1, .rank = 0, .shuffle = options.shuffle,
+                                            .seed = static_cast<uint64_t>(options.seed), .pad = false})
+              .value();  // one replica of a valid size: cannot fail
+      sampler.SetEpoch(at.epoch);
+      order = sampler.Indices();
+      order_epoch = at.epoch;
+    }
+    return order;
+  }
+
+  // One step on this member's slice: OK(true) when it completed, OK(false) at the end of the epoch, the
+  // group's error when a collective failed (nothing was stepped: the weights are those before the step).
+  absl::StatusOr<bool> Step() {
+    const in_place::Membership& m = replicas->membership();
+    const std::vector<int64_t>& epoch_order = EpochOrder();
+    const in_place::StepSlice slice = in_place::SliceOfStep(static_cast<int64_t>(epoch_order.size()), at.cursor,
+                                                           static_cast<int>(m.members.size()), replicas->rank(),
+                                                           options.batch_size);
+    if (slice.count == 0) return false;
+    MaybeInjectFault("step", at.step);  // failure tests: this replica dies, freezes or exits here
+    const int64_t start = NowUs();
+    ASSIGN_OR_RETURN(data::Batch batch,
+                     setup.datasets.train->GetBatch(absl::MakeConstSpan(epoch_order).subspan(slice.begin, slice.count)));
+    setup.optimizer->set_lr(setup.schedule->LrAt(at.step));  // the schedule's value: not rescaled after a loss
+    setup.optimizer->ZeroGrad();
+    const autograd::Variable logits = ddp->Forward(autograd::Variable(batch.inputs));
+    const autograd::Variable loss = setup.loss_fn(logits, batch.labels);
+    autograd::Backward(loss);
+    RETURN_IF_ERROR(ddp->status());  // a bucket's all_reduce failed: its gradients are not averages
+    setup.optimizer->Step();
+    at.cursor += slice.advance;
+    ++at.step;
+    spans->Add("step", start, NowUs(), at.step - 1, m.generation);
+    if (lead() && (at.step % options.log_every == 0)) {
+      std::printf("step %d (epoch %d, %d replicas): loss %.4f (replica %d's batch)\n", at.step, at.epoch + 1,
+                  static_cast<int>(m.members.size()), loss.data().ToVector<float>()[0], replicas->id());
+      std::fflush(stdout);
+    }
+    return true;
+  }
+
+  // A step failed: DDP (and the partial gradients) go, the survivors agree and rebuild, take the source's
+  // state, and a new DDP is made. Repeats while members keep failing during it; fails when fewer than
+  // --min_replicas remain (after the source's checkpoint) or this replica was left out.
+  absl::Status Recover(const absl::Status& failure, int64_t failed_at_us) {
+    const int64_t detected = NowUs();
+    spans->Add("failed step", failed_at_us, detected, at.step, replicas->membership().generation);
+    for (;;) {
+      ddp.reset();
+      setup.optimizer->ZeroGrad();  // the failed step's partial gradients are dropped
+      const int64_t shrink_start = NowUs();
+      absl::StatusOr<in_place::Membership> m = replicas->Shrink(at.step);
+      if (!m.ok()) {
+        if (!options.checkpoint_dir.empty() && replicas->id() == replicas->membership().source &&
+            absl::IsFailedPrecondition(m.status()) && m.status().message().find("fewer") != absl::string_view::npos) {
+          RETURN_IF_ERROR(SaveInPlaceCheckpoint(options.checkpoint_dir, *setup.model, *setup.optimizer, at,
+                                                static_cast<int>(replicas->membership().members.size())));
+        }
+        return m.status();
+      }
+      const int64_t grouped = NowUs();
+      spans->Add("quorum + new group", shrink_start, grouped, at.step, m->generation);
+      std::vector<int64_t> position = at.ToVector();
+      absl::Status adopted = in_place::AdoptLiveState(*replicas, *setup.model, *setup.optimizer, position);
+      if (adopted.ok()) {
+        at = Position::From(position);
+        absl::StatusOr<std::unique_ptr<dist::DistributedDataParallel>> made =
+            dist::DistributedDataParallel::Create(*setup.model, replicas->group(), ddp_options);
+        if (made.ok()) {
+          ddp = *std::move(made);
+          spans->Add("live state + DDP", grouped, NowUs(), at.step, m->generation);
+          if (lead()) {
+            std::printf("in-place recovery: %s after \"%s\"; detected %.3f s after the failed step began, "
+                        "regrouped in %.3f s, state adopted in %.3f s; redoing step %d with %d replicas (global "
+                        "batch %d, lr unchanged)\n",
+                        m->ToString().c_str(), std::string(failure.message()).substr(0, 120).c_str(),
+                        (detected - failed_at_us) / 1e6, (grouped - shrink_start) / 1e6, (NowUs() - grouped) / 1e6,
+                        at.step, static_cast<int>(m->members.size()),
+                        static_cast<int>(m->members.size() * options.batch_size));
+            std::fflush(stdout);
+          }
+          return absl::OkStatus();
+        }
+        adopted = made.status();
+      }
+      std::fprintf(stderr, "in-place recovery: replica %d: a member failed during the recovery (%s); again\n",
+                   replicas->id(), std::string(adopted.message()).c_str());
+    }
+  }
+
+  absl::Status Run() {
+    RETURN_IF_ERROR(in_place::CheckMinReplicas({.min_replicas = options.min_replicas,
+                                                .replicas = job.pg->size(),
+                                                .backend = job.pg->backend_name(),
+                                                .tp = options.tp,
+                                                .zero = options.zero,
+                                                .join = options.join,
+                                                .cuda_graph = options.cuda_graph,
+                                                .grad_accum_steps = options.grad_accum_steps,
+                                                .ddp = options.ddp}));
+    RETURN_IF_ERROR(AgreeOnStatus(job, BuildSetup(options, job, setup), "setting up"));
+    const int64_t steps_per_epoch = OptimizerStepsPerEpoch(options, *setup.loader);
+    setup.schedule = MakeSchedule(options, steps_per_epoch);  // as the plain loop's, from the starting world
+    if (options.resume) {
+      ASSIGN_OR_RETURN(std::optional<Position> resumed,
+                       LoadLatestInPlaceCheckpoint(options.checkpoint_dir, *setup.model, *setup.optimizer));
+      if (resumed) at = *resumed;
+    }
+    ASSIGN_OR_RETURN(replicas, in_place::ReplicaGroup::Create(
+                                   job.pg, {.min_replicas = static_cast<int>(options.min_replicas),
+                                            .timeout = options.timeout,
+                                            .window = std::chrono::milliseconds(
+                                                static_cast<int64_t>(options.recovery_window * 1000))}));
+    job.pg.reset();  // from here on the replica group owns the group (a loss replaces it)
+    job.data.reset();
+    spans = std::make_unique<SpanLog>(options.trace, replicas->id());
+    ddp_options.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(options.bucket_cap_mb * dist::kMiB));
+    ddp_options.first_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(options.first_bucket_mb * dist::kMiB));
+    ASSIGN_OR_RETURN(ddp, dist::DistributedDataParallel::Create(*setup.model, replicas->group(), ddp_options));
+    if (lead()) {
+      std::printf("ddp_mlp: in-place recovery on (--min_replicas=%d): %d replicas, batch %d per replica, step %d; "
+                  "a lost replica's samples are re-sharded over the survivors (docs/fault_tolerance.md)\n",
+                  static_cast<int>(options.min_replicas), replicas->group()->size(),
+                  static_cast<int>(options.batch_size), static_cast<int>(at.step));
+      std::fflush(stdout);
+    }
+    const auto started = std::chrono::steady_clock::now();
+    while (at.epoch < options.epochs && (options.max_steps == 0 || at.step < options.max_steps)) {
+      const int64_t step_start = NowUs();
+      absl::StatusOr<bool> stepped = Step();
+      if (!stepped.ok()) {
+        RETURN_IF_ERROR(Recover(stepped.status(), step_start));
+        continue;
+      }
+      if (!*stepped) {  // the epoch's samples are used up
+        ++at.epoch;
+        at.cursor = 0;
+      }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    // The end: the lead evaluates the whole test set alone and writes the checkpoint (every member holds the
+    // same state), so a loss now cannot fail the finished run.
+    if (lead()) {
+      std::vector<int64_t> all(setup.datasets.test->Size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+      ASSIGN_OR_RETURN(const EvalSums sums, EvaluateShard(*setup.model, *setup.datasets.test, all, job.device));
+      std::printf("done: %d steps with %d replicas at the end (%s), test accuracy %.2f%%, %.1fs\n",
+                  static_cast<int>(at.step), static_cast<int>(replicas->membership().members.size()),
+                  replicas->membership().ToString().c_str(), 100 * sums.correct / std::max(1.0, sums.count), seconds);
+      if (!options.checkpoint_dir.empty()) {
+        RETURN_IF_ERROR(SaveInPlaceCheckpoint(options.checkpoint_dir, *setup.model, *setup.optimizer, at,
+                                              static_cast<int>(replicas->membership().members.size())));
+      }
+      std::fflush(stdout);
+    }
+    // Leave together (the lead's checkpoint is written before anyone exits); a member lost now changes nothing.
+    (void)replicas->group()->Barrier()->Wait();
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+absl::Status TrainInPlace(const TrainOptions& options, Job& job) {
+  Trainer trainer{options, job};
+  return trainer.Run();
+}
+
+int RunInPlaceWorker(const TrainOptions& options, Job job) {
+  const int rank = job.pg->rank();
+  const absl::Status status = TrainInPlace(options, job);
+  if (status.ok()) return 0;
+  std::fprintf(stderr, "ddp_mlp: rank %d: %s\n", rank, std::string(status.message()).c_str());
+  std::fflush(nullptr);
+  dist::RecordWorkerFailure(rank, status);
+  return 1;
+}
+
+}  // namespace tinyddp::examples
