@@ -34,10 +34,14 @@ namespace {
 namespace in_place = dist::in_place;
 
 // Where the run stands between two steps; what AdoptLiveState carries besides the tensors.
+// `planned`: the replicas the run started with, which the learning-rate schedule's length was planned for (a
+// cosine over epochs x steps per epoch at that many replicas); kept through losses and resumes, so that the
+// learning rate stays a function of the step alone.
 struct Position {
   int64_t step = 0, epoch = 0, cursor = 0;  // cursor: samples of `epoch`'s order already trained on
-  std::vector<int64_t> ToVector() const { return {step, epoch, cursor}; }
-  static Position From(const std::vector<int64_t>& v) { return {v[0], v[1], v[2]}; }
+  int64_t planned = 0;
+  std::vector<int64_t> ToVector() const { return {step, epoch, cursor, planned}; }
+  static Position From(const std::vector<int64_t>& v) { return {v[0], v[1], v[2], v[3]}; }
 };
 
 int64_t NowUs() {
@@ -76,7 +80,7 @@ absl::Status SaveInPlaceCheckpoint(const std::string& dir, const nn::Module& mod
   RETURN_IF_ERROR(nn::SaveModule(model, tmp + "/model.safetensors"));
   RETURN_IF_ERROR(nn::SaveOptimizer(optimizer, tmp + "/optimizer.safetensors"));
   std::ofstream(tmp + "/progress.txt") << "step " << at.step << "\nepoch " << at.epoch << "\ncursor " << at.cursor
-                                        << "\nreplicas " << replicas << "\n";
+                                        << "\nplanned " << at.planned << "\nreplicas " << replicas << "\n";
   std::filesystem::remove_all(final_path, error);
   std::filesystem::rename(tmp, final_path, error);  // a half-written checkpoint never carries the final name
   if (error) return absl::PermissionDeniedError(absl::StrCat("renaming ", tmp, ": ", error.message()));
@@ -100,7 +104,7 @@ absl::StatusOr<std::optional<Position>> LoadLatestInPlaceCheckpoint(const std::s
   std::ifstream in(path + "/progress.txt");
   std::string key;
   Position at;
-  in >> key >> at.step >> key >> at.epoch >> key >> at.cursor;
+  in >> key >> at.step >> key >> at.epoch >> key >> at.cursor >> key >> at.planned;
   if (!in) return absl::DataLossError(absl::StrCat(path, "/progress.txt: unreadable"));
   return std::optional<Position>(at);
 }
@@ -226,13 +230,15 @@ struct Trainer {
                                                 .grad_accum_steps = options.grad_accum_steps,
                                                 .ddp = options.ddp}));
     RETURN_IF_ERROR(AgreeOnStatus(job, BuildSetup(options, job, setup), "setting up"));
-    const int64_t steps_per_epoch = OptimizerStepsPerEpoch(options, *setup.loader);
-    setup.schedule = MakeSchedule(options, steps_per_epoch);  // as the plain loop's, from the starting world
+    at.planned = job.pg->size();
     if (options.resume) {
       ASSIGN_OR_RETURN(std::optional<Position> resumed,
                        LoadLatestInPlaceCheckpoint(options.checkpoint_dir, *setup.model, *setup.optimizer));
       if (resumed) at = *resumed;
     }
+    // The schedule as the plain loop's, over the steps an epoch has at the planned number of replicas.
+    const int64_t global_batch = at.planned * options.batch_size;
+    setup.schedule = MakeSchedule(options, (setup.datasets.train->Size() + global_batch - 1) / global_batch);
     ASSIGN_OR_RETURN(replicas, in_place::ReplicaGroup::Create(
                                    job.pg, {.min_replicas = static_cast<int>(options.min_replicas),
                                             .timeout = options.timeout,
