@@ -122,6 +122,7 @@ struct Trainer {
   std::vector<int64_t> order;  // the epoch's order of the training set (data_rule.h)
   int64_t order_epoch = -1;
   std::unique_ptr<SpanLog> spans;
+  int64_t recovering_since_us = 0;  // the failed step's start, until the first step after it completes
 
   bool lead() const { return replicas->rank() == 0; }
 
@@ -162,6 +163,11 @@ struct Trainer {
     at.cursor += slice.advance;
     ++at.step;
     spans->Add("step", start, NowUs(), at.step - 1, m.generation);
+    if (recovering_since_us != 0 && lead()) {
+      std::printf("in-place recovery: the failed step began %.3f s before this first completed step after it "
+                  "(step %d)\n", (NowUs() - recovering_since_us) / 1e6, static_cast<int>(at.step - 1));
+    }
+    recovering_since_us = 0;
     if (lead() && (at.step % options.log_every == 0)) {
       std::printf("step %d (epoch %d, %d replicas): loss %.4f (replica %d's batch)\n", at.step, at.epoch + 1,
                   static_cast<int>(m.members.size()), loss.data().ToVector<float>()[0], replicas->id());
@@ -176,6 +182,7 @@ struct Trainer {
   absl::Status Recover(const absl::Status& failure, int64_t failed_at_us) {
     const int64_t detected = NowUs();
     spans->Add("failed step", failed_at_us, detected, at.step, replicas->membership().generation);
+    if (recovering_since_us == 0) recovering_since_us = failed_at_us;  // a loss during the redo: the first one's
     for (;;) {
       ddp.reset();
       setup.optimizer->ZeroGrad();  // the failed step's partial gradients are dropped
