@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 
 namespace tinyddp::dist::in_place {
@@ -23,6 +25,18 @@ void KeepGoingAfterLoss::Judge(JobResult& result) {
   result.exit_code = 0;
   result.reason = absl::StrCat("finished by replicas ", absl::StrJoin(finished, ","), " after losing ",
                                absl::StrJoin(lost, ","), " (in-place recovery, --min_replicas)");
+}
+
+bool ProgramAsksToKeepGoing(const std::vector<std::string>& program) {
+  int64_t k = 0;
+  for (size_t i = 1; i < program.size(); ++i) {
+    if (absl::StartsWith(program[i], "--min_replicas=")) {
+      k = absl::SimpleAtoi(program[i].substr(15), &k) ? k : 0;
+    } else if (program[i] == "--min_replicas" && i + 1 < program.size()) {
+      k = absl::SimpleAtoi(program[i + 1], &k) ? k : 0;
+    }
+  }
+  return k > 0;
 }
 
 }  // namespace tinyddp::dist::in_place

@@ -10,6 +10,8 @@
 #define TINYDDP_DIST_ELASTIC_IN_PLACE_KEEP_GOING_H_
 
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "dist/elastic/job_observer.h"
 
@@ -20,6 +22,10 @@ class KeepGoingAfterLoss : public JobObserver {
   std::chrono::milliseconds HoldStop(const WorkerExit& exit, bool holding) override;
   void Judge(JobResult& result) override;
 };
+
+/// For `launch`, which does not know its program's flags: whether `program` (PROGRAM and its arguments) asks for
+/// in-place recovery, --min_replicas=K with K > 0 (as launch reads the program's own --timeout).
+bool ProgramAsksToKeepGoing(const std::vector<std::string>& program);
 
 }  // namespace tinyddp::dist::in_place
 
