@@ -26,7 +26,8 @@ echo "== $(date -u +%FT%TZ) $(hostname): $(nproc) cores; ddp_mlp at $bin"
 job=(--backend=gloo --dataset=synthetic --synthetic_examples=20000 --hidden=512,512 --batch_size=64
      --max_steps=14 --log_every=1 --timeout=30s)
 fault="rank=1,step=8,action=kill"
-printf "%-6s  %-34s  %-28s  %s\n" ranks mechanism "failure -> next step (s)" "runs"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf "%-6s  %-42s  %-24s  %s\n" ranks mechanism "failure -> next step (s)" "runs"
 for n in $ranks; do
   for mode in "in_place 2" "in_place 0.5" "restart"; do
     set -- $mode
@@ -41,6 +42,7 @@ for n in $ranks; do
       line=$(TINYDDP_FAULT=$fault python3 "$here/recovery_clock.py" --mode="$1" --log="$work/log.$n.$1.$r" -- \
              "$bin/ddp_mlp" --nproc="$n" "${job[@]}" "${extra[@]}" | tail -1)
       t=$(python3 -c 'import json,sys; v=json.loads(sys.argv[1])["recovery_s"]; print("fail" if v is None else v)' "$line")
+      echo "$line" >> "$work/runs"
       times+=("$t")
       [[ $t == fail ]] && tail -20 "$work/log.$n.$1.$r"
     done
@@ -48,8 +50,10 @@ for n in $ranks; do
     [[ $1 == in_place ]] && what="in place, --recovery_window=$2"
     sorted=$(printf "%s\n" "${times[@]}" | sort -g | tr '\n' ' ')
     median=$(printf "%s\n" "${times[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    printf "%-6s  %-34s  %-28s  %s\n" "$n" "$what" "$median (median)" "$sorted"
+    printf "%-6s  %-42s  %-24s  %s\n" "$n" "$what" "$median (median)" "$sorted"
     echo "{\"ranks\": $n, \"mechanism\": \"$1${2:+ window=$2}\", \"recovery_s\": [$(IFS=,; echo "${times[*]}")]}" >> "$work/json"
   done
 done
 cat "$work/json"
+echo "== each run, with its phases (in place: detect, regroup, state; restart: stop, start, step)"
+cat "$work/runs"
