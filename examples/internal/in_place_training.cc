@@ -284,9 +284,11 @@ struct Trainer {
       std::vector<int64_t> all(setup.datasets.test->Size());
       for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
       ASSIGN_OR_RETURN(const EvalSums sums, EvaluateShard(*setup.model, *setup.datasets.test, all, job.device));
-      std::printf("done: %d steps with %d replicas at the end (%s), test accuracy %.2f%%, %.1fs\n",
-                  static_cast<int>(at.step), static_cast<int>(replicas->membership().members.size()),
-                  replicas->membership().ToString().c_str(), 100 * sums.correct / std::max(1.0, sums.count), seconds);
+      const in_place::Membership& m = replicas->membership();
+      std::printf("done: %d steps with %d replicas at the end (replicas %s, generation %d), test accuracy %.2f%%, "
+                  "%.1fs\n",
+                  static_cast<int>(at.step), static_cast<int>(m.members.size()), absl::StrJoin(m.members, ",").c_str(),
+                  static_cast<int>(m.generation), 100 * sums.correct / std::max(1.0, sums.count), seconds);
       if (!options.checkpoint_dir.empty()) {
         RETURN_IF_ERROR(SaveInPlaceCheckpoint(options.checkpoint_dir, *setup.model, *setup.optimizer, at,
                                               static_cast<int>(replicas->membership().members.size())));

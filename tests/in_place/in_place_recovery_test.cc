@@ -107,6 +107,18 @@ TEST(InPlaceRecovery, FewerThanMinReplicasEndsTheJobNonZeroWithACheckpointOfTheL
   EXPECT_TRUE(Has(ReadFile(dir + "/in_place-step-00000006/progress.txt"), "step 6\n"));
 }
 
+TEST(InPlaceRecovery, WithMaxRestartsFewerThanKRestartsTheWorldFromTheInPlaceCheckpoint) {
+  // In place while 3 remain; the second loss leaves 2 < K: the source checkpoints step 6, and the restart (round
+  // 1, where the faults do not fire) starts 4 replicas again from it. The world restart is the fallback.
+  const std::string dir = FreshDir("fallback");
+  const RunResult r = RunDdpMlp(Job(4, dir, {"--min_replicas=3", "--max_steps=12", "--max_restarts=1"}),
+                                {{"TINYDDP_FAULT", "rank=3,step=3,action=kill;rank=1,step=6,action=kill"}});
+  ASSERT_EQ(r.exit_code, 0) << Explain(r);
+  EXPECT_TRUE(Has(r.out, "in-place checkpoint: " + dir + "/in_place-step-00000006")) << r.out;
+  EXPECT_TRUE(Has(r.out, "in-place recovery on (--min_replicas=3): 4 replicas, batch 32 per replica, step 6")) << r.out;
+  EXPECT_TRUE(Has(r.out, "done: 12 steps with 4 replicas at the end")) << r.out;
+}
+
 TEST(InPlaceRecovery, BadCountsAndUnsupportedCombinationsAreRefusedBeforeAnyWorkerStarts) {
   const struct {
     std::vector<std::string> flags;
