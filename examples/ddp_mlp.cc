@@ -679,6 +679,7 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
 // other ranks notice the closed connections and report theirs, and recorded in the launcher's error
 // file, so that the launcher can tell the rank that failed first from those that stopped because of it.
 int RunWorker(TrainOptions options) {
+  if (options.min_replicas > 0 && IsInPlaceReplacement()) return RunInPlaceReplacement(options);  // a rejoin
   dist::InitOptions init;
   init.backend = dist::ParseBackend(options.backend).value();  // checked by ParseTrainOptions
   init.timeout = options.timeout;  // --timeout: every wait of this rank, from the store to each collective
@@ -751,7 +752,11 @@ dist::ElasticSpawnOptions SpawnOptionsFor(const TrainOptions& options) {
   // After a failed run: the rank that failed first, then the flight recorder's verdict.
   spawn.job_observers = {std::make_shared<dist::Blame>("spawn"), dist::JobRecords::ForThisJob()};
   // --min_replicas: one worker's death does not stop the others (last: its verdict is the job's).
-  if (options.min_replicas > 0) spawn.job_observers.push_back(std::make_shared<dist::in_place::KeepGoingAfterLoss>());
+  // With --max_restarts, a lost replica is replaced (it rejoins in place) rather than the world restarted.
+  if (options.min_replicas > 0) {
+    spawn.job_observers.push_back(
+        std::make_shared<dist::in_place::KeepGoingAfterLoss>(static_cast<int>(options.max_restarts)));
+  }
   return spawn;
 }
 

@@ -24,7 +24,13 @@
 #include "dist/elastic/in_place/live_state.h"
 #include "dist/elastic/in_place/min_replicas.h"
 #include "dist/elastic/in_place/replica_group.h"
+#include "dist/elastic/in_place/keep_going.h"
 #include "dist/observe/blame/error_file.h"
+#include "dist/process_group/gloo/process_group_gloo.h"
+#include "dist/rendezvous.h"
+#include "dist/store/hash_store.h"
+#include "dist/store/prefix_store.h"
+#include "dist/worker/env.h"
 #include "examples/internal/evaluate.h"
 #include "nn/checkpoint.h"
 
@@ -123,6 +129,8 @@ struct Trainer {
   int64_t order_epoch = -1;
   std::unique_ptr<SpanLog> spans;
   int64_t recovering_since_us = 0;  // the failed step's start, until the first step after it completes
+  std::shared_ptr<dist::Store> join_store;  // a replacement: the job's in-place store, and the replica it replaces
+  int join_id = -1;
 
   bool lead() const { return replicas->rank() == 0; }
 
@@ -176,18 +184,30 @@ struct Trainer {
     return true;
   }
 
+  // Every member takes the source's state over the new group, then wraps the model in a new DDP.
+  absl::Status AdoptAndWrap() {
+    std::vector<int64_t> position = at.ToVector();
+    RETURN_IF_ERROR(in_place::AdoptLiveState(*replicas, *setup.model, *setup.optimizer, position));
+    at = Position::From(position);
+    ASSIGN_OR_RETURN(ddp, dist::DistributedDataParallel::Create(*setup.model, replicas->group(), ddp_options));
+    return absl::OkStatus();
+  }
+
   // A step failed: DDP (and the partial gradients) go, the survivors agree and rebuild, take the source's
   // state, and a new DDP is made. Repeats while members keep failing during it; fails when fewer than
-  // --min_replicas remain (after the source's checkpoint) or this replica was left out.
-  absl::Status Recover(const absl::Status& failure, int64_t failed_at_us) {
+  // --min_replicas remain (after the source's checkpoint) or this replica was left out. `grow`: no failure, the
+  // group grows by the announced replacements instead (rejoin), the same way after its first regroup.
+  absl::Status Recover(const absl::Status& failure, int64_t failed_at_us, bool grow = false) {
     const int64_t detected = NowUs();
-    spans->Add("failed step", failed_at_us, detected, at.step, replicas->membership().generation);
-    if (recovering_since_us == 0) recovering_since_us = failed_at_us;  // a loss during the redo: the first one's
-    for (;;) {
+    if (!grow) {
+      spans->Add("failed step", failed_at_us, detected, at.step, replicas->membership().generation);
+      if (recovering_since_us == 0) recovering_since_us = failed_at_us;  // a loss during the redo: the first one's
+    }
+    for (bool first = true;; first = false) {
       ddp.reset();
       setup.optimizer->ZeroGrad();  // the failed step's partial gradients are dropped
       const int64_t shrink_start = NowUs();
-      absl::StatusOr<in_place::Membership> m = replicas->Shrink(at.step);
+      absl::StatusOr<in_place::Membership> m = grow && first ? replicas->Grow(at.step) : replicas->Shrink(at.step);
       if (!m.ok()) {
         if (!options.checkpoint_dir.empty() && replicas->id() == replicas->membership().source &&
             absl::IsFailedPrecondition(m.status()) && m.status().message().find("fewer") != absl::string_view::npos) {
@@ -197,38 +217,44 @@ struct Trainer {
         return m.status();
       }
       const int64_t grouped = NowUs();
-      spans->Add("quorum + new group", shrink_start, grouped, at.step, m->generation);
-      std::vector<int64_t> position = at.ToVector();
-      absl::Status adopted = in_place::AdoptLiveState(*replicas, *setup.model, *setup.optimizer, position);
+      spans->Add(grow && first ? "rejoin: new group" : "quorum + new group", shrink_start, grouped, at.step,
+                 m->generation);
+      const absl::Status adopted = AdoptAndWrap();
       if (adopted.ok()) {
-        at = Position::From(position);
-        absl::StatusOr<std::unique_ptr<dist::DistributedDataParallel>> made =
-            dist::DistributedDataParallel::Create(*setup.model, replicas->group(), ddp_options);
-        if (made.ok()) {
-          ddp = *std::move(made);
-          spans->Add("live state + DDP", grouped, NowUs(), at.step, m->generation);
-          if (lead()) {
-            std::printf("in-place recovery: %s after \"%s\"; detected %.3f s after the failed step began, "
-                        "regrouped in %.3f s, state adopted in %.3f s; redoing step %d with %d replicas (global "
-                        "batch %d, lr unchanged)\n",
-                        m->ToString().c_str(), std::string(failure.message()).substr(0, 120).c_str(),
-                        (detected - failed_at_us) / 1e6, (grouped - shrink_start) / 1e6, (NowUs() - grouped) / 1e6,
-                        at.step, static_cast<int>(m->members.size()),
-                        static_cast<int>(m->members.size() * options.batch_size));
-            std::fflush(stdout);
-          }
-          return absl::OkStatus();
+        spans->Add("live state + DDP", grouped, NowUs(), at.step, m->generation);
+        if (lead() && grow && first) {
+          std::printf("rejoin: %s; regrouped in %.3f s, state sent in %.3f s; step %d with %d replicas\n",
+                      m->ToString().c_str(), (grouped - shrink_start) / 1e6, (NowUs() - grouped) / 1e6, at.step,
+                      static_cast<int>(m->members.size()));
+        } else if (lead()) {
+          std::printf("in-place recovery: %s after \"%s\"; detected %.3f s after the failed step began, "
+                      "regrouped in %.3f s, state adopted in %.3f s; redoing step %d with %d replicas (global "
+                      "batch %d, lr unchanged)\n",
+                      m->ToString().c_str(), std::string(failure.message()).substr(0, 120).c_str(),
+                      (detected - failed_at_us) / 1e6, (grouped - shrink_start) / 1e6, (NowUs() - grouped) / 1e6,
+                      at.step, static_cast<int>(m->members.size()),
+                      static_cast<int>(m->members.size() * options.batch_size));
         }
-        adopted = made.status();
+        std::fflush(stdout);
+        return absl::OkStatus();
       }
       std::fprintf(stderr, "in-place recovery: replica %d: a member failed during the recovery (%s); again\n",
                    replicas->id(), std::string(adopted.message()).c_str());
     }
   }
 
+  // With a budget for replacements (--max_restarts): the lead announces those that asked to join, and every
+  // member grows the group at the announced boundary. One store lookup a step until then.
+  absl::Status MaybeGrow() {
+    if (options.max_restarts == 0) return absl::OkStatus();
+    RETURN_IF_ERROR(replicas->AnnounceJoiners(at.step));
+    ASSIGN_OR_RETURN(const bool due, replicas->GrowthDue(at.step));
+    return due ? Recover(absl::OkStatus(), NowUs(), /*grow=*/true) : absl::OkStatus();
+  }
+
   absl::Status Run() {
     RETURN_IF_ERROR(in_place::CheckMinReplicas({.min_replicas = options.min_replicas,
-                                                .replicas = job.pg->size(),
+                                                .replicas = join_store ? 0 : job.pg->size(),
                                                 .backend = job.pg->backend_name(),
                                                 .tp = options.tp,
                                                 .zero = options.zero,
@@ -237,26 +263,36 @@ struct Trainer {
                                                 .grad_accum_steps = options.grad_accum_steps,
                                                 .ddp = options.ddp}));
     RETURN_IF_ERROR(AgreeOnStatus(job, BuildSetup(options, job, setup), "setting up"));
-    at.planned = job.pg->size();
-    if (options.resume) {
-      ASSIGN_OR_RETURN(std::optional<Position> resumed,
-                       LoadLatestInPlaceCheckpoint(options.checkpoint_dir, *setup.model, *setup.optimizer));
-      if (resumed) at = *resumed;
+    const in_place::ReplicaGroupOptions group_options = {
+        .min_replicas = static_cast<int>(options.min_replicas),
+        .timeout = options.timeout,
+        .window = std::chrono::milliseconds(static_cast<int64_t>(options.recovery_window * 1000))};
+    ddp_options.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(options.bucket_cap_mb * dist::kMiB));
+    ddp_options.first_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(options.first_bucket_mb * dist::kMiB));
+    if (join_store) {  // a replacement: the members take it in at a step boundary and hand it their state
+      at.step = -1;    // no state yet: never the source of a quorum
+      ASSIGN_OR_RETURN(replicas, in_place::ReplicaGroup::Join(join_store, join_id, group_options));
+      spans = std::make_unique<SpanLog>(options.trace, replicas->id());
+      if (absl::Status adopted = AdoptAndWrap(); !adopted.ok()) RETURN_IF_ERROR(Recover(adopted, NowUs()));
+      std::printf("rejoin: replica %d took the state of replica %d at step %d\n", replicas->id(),
+                  replicas->membership().source, static_cast<int>(at.step));
+      std::fflush(stdout);
+    } else {
+      at.planned = job.pg->size();
+      if (options.resume) {
+        ASSIGN_OR_RETURN(std::optional<Position> resumed,
+                         LoadLatestInPlaceCheckpoint(options.checkpoint_dir, *setup.model, *setup.optimizer));
+        if (resumed) at = *resumed;
+      }
+      ASSIGN_OR_RETURN(replicas, in_place::ReplicaGroup::Create(job.pg, group_options));
+      spans = std::make_unique<SpanLog>(options.trace, replicas->id());
+      ASSIGN_OR_RETURN(ddp, dist::DistributedDataParallel::Create(*setup.model, replicas->group(), ddp_options));
     }
+    job.pg.reset();  // from here on the replica group owns the group (a loss replaces it)
+    job.data.reset();
     // The schedule as the plain loop's, over the steps an epoch has at the planned number of replicas.
     const int64_t global_batch = at.planned * options.batch_size;
     setup.schedule = MakeSchedule(options, (setup.datasets.train->Size() + global_batch - 1) / global_batch);
-    ASSIGN_OR_RETURN(replicas, in_place::ReplicaGroup::Create(
-                                   job.pg, {.min_replicas = static_cast<int>(options.min_replicas),
-                                            .timeout = options.timeout,
-                                            .window = std::chrono::milliseconds(
-                                                static_cast<int64_t>(options.recovery_window * 1000))}));
-    job.pg.reset();  // from here on the replica group owns the group (a loss replaces it)
-    job.data.reset();
-    spans = std::make_unique<SpanLog>(options.trace, replicas->id());
-    ddp_options.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(options.bucket_cap_mb * dist::kMiB));
-    ddp_options.first_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(options.first_bucket_mb * dist::kMiB));
-    ASSIGN_OR_RETURN(ddp, dist::DistributedDataParallel::Create(*setup.model, replicas->group(), ddp_options));
     if (lead()) {
       std::printf("ddp_mlp: in-place recovery on (--min_replicas=%d): %d replicas, batch %d per replica, step %d; "
                   "a lost replica's samples are re-sharded over the survivors (docs/fault_tolerance.md)\n",
@@ -266,6 +302,7 @@ struct Trainer {
     }
     const auto started = std::chrono::steady_clock::now();
     while (at.epoch < options.epochs && (options.max_steps == 0 || at.step < options.max_steps)) {
+      RETURN_IF_ERROR(MaybeGrow());
       const int64_t step_start = NowUs();
       absl::StatusOr<bool> stepped = Step();
       if (!stepped.ok()) {
@@ -316,6 +353,47 @@ int RunInPlaceWorker(const TrainOptions& options, Job job) {
   std::fflush(nullptr);
   dist::RecordWorkerFailure(rank, status);
   return 1;
+}
+
+bool IsInPlaceReplacement() {
+  const char* value = std::getenv(dist::in_place::kReplacementEnv);
+  return value != nullptr && std::string(value) == "1";
+}
+
+int RunInPlaceReplacement(const TrainOptions& options) {
+  auto fail = [](int rank, const absl::Status& status) {
+    std::fprintf(stderr, "ddp_mlp: replacement of rank %d: %s\n", rank, std::string(status.message()).c_str());
+    dist::RecordWorkerFailure(rank, status);
+    return 1;
+  };
+  absl::StatusOr<dist::WorkerEnv> env = dist::ReadWorkerEnv();
+  if (!env.ok()) return fail(-1, env.status());
+  absl::StatusOr<std::shared_ptr<dist::TCPStore>> connected = dist::ConnectToJobStore(*env, options.timeout);
+  if (!connected.ok()) return fail(env->rank, connected.status());
+  // The members' in-place store: the world group's ("pg0", under the restart's prefix as InitProcessGroup
+  // puts it), SubStore "in_place/<n>", n the first whose replica 0 recorded its pid (other wings may have
+  // taken a SubStore of the world before it).
+  std::shared_ptr<dist::Store> base = *connected;
+  if (env->restart_count > 0) base = std::make_shared<dist::PrefixStore>(absl::StrCat("restart", env->restart_count), base);
+  base = std::make_shared<dist::PrefixStore>("pg0", base);
+  std::shared_ptr<dist::Store> in_place_store;
+  for (int n = 0; n < 8 && in_place_store == nullptr; ++n) {
+    auto candidate = std::make_shared<dist::PrefixStore>(absl::StrCat("in_place/", n), base);
+    if (candidate->Wait({"pid/0"}, std::chrono::milliseconds(1)).ok()) in_place_store = candidate;
+  }
+  if (in_place_store == nullptr) {
+    return fail(env->rank, absl::NotFoundError("no in-place replica group in the job's store to rejoin"));
+  }
+  // BuildSetup wants a group: a placeholder of one rank (the data, model and optimizer are built alike everywhere).
+  absl::StatusOr<std::unique_ptr<dist::ProcessGroupGloo>> alone =
+      dist::ProcessGroupGloo::Create(std::make_shared<dist::HashStore>(), 0, 1, {.timeout = options.timeout});
+  if (!alone.ok()) return fail(env->rank, alone.status());
+  Job job{std::shared_ptr<dist::ProcessGroup>(std::move(*alone)), Device::CPU()};
+  Trainer trainer{options, job};
+  trainer.join_store = in_place_store;
+  trainer.join_id = env->rank;
+  const absl::Status status = trainer.Run();
+  return status.ok() ? 0 : fail(env->rank, status);
 }
 
 }  // namespace tinyddp::examples

@@ -31,6 +31,12 @@ absl::Status TrainInPlace(const TrainOptions& options, Job& job);
 /// process's exit status: 0 when training finished, 1 otherwise.
 int RunInPlaceWorker(const TrainOptions& options, Job job);
 
+/// True in a replacement the launcher started for a lost replica (TINYDDP_IN_PLACE_REPLACEMENT, keep_going.h).
+bool IsInPlaceReplacement();
+/// A replacement's life: no world to join (the others are training), so it connects to the job's store, asks to
+/// join the replica group, takes a member's live state and trains on as that replica. Exit status as above.
+int RunInPlaceReplacement(const TrainOptions& options);
+
 }  // namespace tinyddp::examples
 
 #endif  // TINYDDP_EXAMPLES_INTERNAL_IN_PLACE_TRAINING_H_

@@ -108,15 +108,48 @@ TEST(InPlaceRecovery, FewerThanMinReplicasEndsTheJobNonZeroWithACheckpointOfTheL
 }
 
 TEST(InPlaceRecovery, WithMaxRestartsFewerThanKRestartsTheWorldFromTheInPlaceCheckpoint) {
-  // In place while 3 remain; the second loss leaves 2 < K: the source checkpoints step 6, and the restart (round
-  // 1, where the faults do not fire) starts 4 replicas again from it. The world restart is the fallback.
+  // Two replicas die before the same step: 2 < K remain. The source checkpoints step 3, the survivors leave,
+  // and the restart (round 1, where the faults do not fire) starts 4 replicas again from that checkpoint: the
+  // world restart is the fallback (the replacement started for one of them is stopped with the round).
   const std::string dir = FreshDir("fallback");
   const RunResult r = RunDdpMlp(Job(4, dir, {"--min_replicas=3", "--max_steps=12", "--max_restarts=1"}),
-                                {{"TINYDDP_FAULT", "rank=3,step=3,action=kill;rank=1,step=6,action=kill"}});
+                                {{"TINYDDP_FAULT", "rank=3,step=3,action=kill;rank=2,step=3,action=kill"}});
   ASSERT_EQ(r.exit_code, 0) << Explain(r);
-  EXPECT_TRUE(Has(r.out, "in-place checkpoint: " + dir + "/in_place-step-00000006")) << r.out;
-  EXPECT_TRUE(Has(r.out, "in-place recovery on (--min_replicas=3): 4 replicas, batch 32 per replica, step 6")) << r.out;
+  EXPECT_TRUE(Has(r.out, "in-place checkpoint: " + dir + "/in_place-step-00000003")) << r.out;
+  EXPECT_TRUE(Has(r.out, "in-place recovery on (--min_replicas=3): 4 replicas, batch 32 per replica, step 3")) << r.out;
   EXPECT_TRUE(Has(r.out, "done: 12 steps with 4 replicas at the end")) << r.out;
+}
+
+// The step at which the group grew back, from the lead's line "rejoin: generation G: replicas ... from step S".
+int64_t GrowthStep(const std::string& out) {
+  const size_t at = out.find("rejoin: generation ");
+  if (at == std::string::npos) return -1;
+  const size_t from = out.find("from step ", at);
+  return from == std::string::npos ? -1 : std::stoll(out.substr(from + 10));
+}
+
+TEST(InPlaceRecovery, AKilledReplicaIsReplacedWithinMaxRestartsAndTheRejoinIsBitIdenticalToItsReference) {
+  // Replica 2 dies before step 5; the survivors redo it with 3; the launcher starts a replacement (a budget of
+  // one, --max_restarts=1), which asks to join; the lead takes it in two steps after it saw the request, with
+  // the live state of replica 0 (no checkpoint read). When is up to the replacement's start, so the reference
+  // is built from the step the run reports: 4 replicas to step 5, 3 to the growth step, then 4 to the end.
+  const std::string dir = FreshDir("rejoin");
+  const RunResult r = RunDdpMlp(Job(4, dir, {"--min_replicas=2", "--max_steps=30", "--max_restarts=1"}),
+                                {{"TINYDDP_FAULT", "rank=2,step=5,action=kill"}});
+  ASSERT_EQ(r.exit_code, 0) << Explain(r);
+  EXPECT_TRUE(Has(r.err, "started a replacement for rank 2")) << r.err;
+  EXPECT_TRUE(Has(r.out, "rejoin: replica 2 took the state of replica 0 at step")) << r.out;
+  EXPECT_TRUE(Has(r.out, "done: 30 steps with 4 replicas at the end")) << r.out;
+  const int64_t grown = GrowthStep(r.out);
+  ASSERT_GT(grown, 5) << r.out;
+  ASSERT_LT(grown, 30) << r.out;
+  const std::string reference = FreshDir("rejoin_reference");
+  for (const auto& [nproc, steps] : std::vector<std::pair<int, int64_t>>{{4, 5}, {3, grown}, {4, 30}}) {
+    const RunResult part = RunDdpMlp(Job(nproc, reference, {"--min_replicas=1", "--resume",
+                                                            "--max_steps=" + std::to_string(steps)}));
+    ASSERT_EQ(part.exit_code, 0) << Explain(part);
+  }
+  ExpectSameState(dir, reference, 30);
 }
 
 TEST(InPlaceRecovery, BadCountsAndUnsupportedCombinationsAreRefusedBeforeAnyWorkerStarts) {

@@ -5,7 +5,11 @@
 //     forever"); the survivors end it themselves, exiting 0 when training is done, or non-zero once fewer
 //     than --min_replicas remain;
 //   * Judge: a job in which some worker exited 0 succeeded (the survivors finished together: they had one
-//     membership), whatever happened to the replicas it lost; the line says which were lost.
+//     membership), whatever happened to the replicas it lost; the line says which were lost;
+//   * rejoin, within a budget of replacements (--max_restarts): a worker killed by a signal is started again
+//     as a replacement (kReplacementEnv set, the same rank's command line and environment), which joins the
+//     survivors' group at a step boundary with their live state (dist/elastic/in_place/rejoin.cc). It runs
+//     beside the round's workers, not among them: this observer starts it, and reaps it when the round ends.
 #ifndef TINYDDP_DIST_ELASTIC_IN_PLACE_KEEP_GOING_H_
 #define TINYDDP_DIST_ELASTIC_IN_PLACE_KEEP_GOING_H_
 
@@ -17,10 +21,22 @@
 
 namespace tinyddp::dist::in_place {
 
+/// Set ("1") in a replacement's environment: it joins the replica group instead of the world (ddp_mlp).
+inline constexpr char kReplacementEnv[] = "TINYDDP_IN_PLACE_REPLACEMENT";
+
 class KeepGoingAfterLoss : public JobObserver {
  public:
+  /// `replacements`: how many lost workers may be replaced over the job (0: the job goes on smaller).
+  explicit KeepGoingAfterLoss(int replacements = 0) : replacements_left_(replacements) {}
+  void RoundStarting(int round, const std::vector<WorkerProcessSpec>& specs) override { specs_ = specs; }
   std::chrono::milliseconds HoldStop(const WorkerExit& exit, bool holding) override;
   void Judge(JobResult& result) override;
+  void Finish(bool job_succeeded) override;
+
+ private:
+  int replacements_left_ = 0;
+  std::vector<WorkerProcessSpec> specs_;
+  std::vector<int> replacement_pids_;
 };
 
 /// For `launch`, which does not know its program's flags: whether `program` (PROGRAM and its arguments) asks for

@@ -17,12 +17,16 @@ std::string ToString(const Bytes& b) { return std::string(b.begin(), b.end()); }
 
 std::string ArrivedKey(int64_t generation, int id) { return absl::StrCat("g", generation, "/arrived/", id); }
 
+}  // namespace
+
+std::string DecisionKey(int64_t generation) { return absl::StrCat("g", generation, "/decision"); }
+
 // "step;source;id,id,..."
-std::string Encode(const Membership& m) {
+std::string EncodeMembership(const Membership& m) {
   return absl::StrCat(m.step, ";", m.source, ";", absl::StrJoin(m.members, ","));
 }
 
-absl::StatusOr<Membership> Decode(int64_t generation, const std::string& text) {
+absl::StatusOr<Membership> DecodeMembership(int64_t generation, const std::string& text) {
   std::vector<std::string> parts = absl::StrSplit(text, ';');
   Membership m;
   m.generation = generation;
@@ -39,8 +43,6 @@ absl::StatusOr<Membership> Decode(int64_t generation, const std::string& text) {
   }
   return m;
 }
-
-}  // namespace
 
 int Membership::IndexOf(int id) const {
   auto it = std::find(members.begin(), members.end(), id);
@@ -67,7 +69,7 @@ absl::StatusOr<Membership> AgreeOnMembership(Store& store, int64_t generation, c
     ASSIGN_OR_RETURN(const Bytes value, store.Get(ArrivedKey(generation, member)));
     int64_t step = 0;
     if (!absl::SimpleAtoi(ToString(value), &step)) return absl::DataLossError("in-place recovery: a bad arrival");
-    proposal.members.push_back(member);
+    proposal.members.push_back(member);  // a replacement still joining arrives with step -1: never the source
     if (step > proposal.step) {  // members ascend: the first at the largest step is the lowest id there
       proposal.step = step;
       proposal.source = member;
@@ -75,8 +77,8 @@ absl::StatusOr<Membership> AgreeOnMembership(Store& store, int64_t generation, c
   }
   // The first proposal written is the decision; every survivor reads that one (quorum.h says why).
   ASSIGN_OR_RETURN(const Bytes decided,
-                   store.CompareSet(absl::StrCat("g", generation, "/decision"), Bytes(), ToBytes(Encode(proposal))));
-  ASSIGN_OR_RETURN(Membership decision, Decode(generation, ToString(decided)));
+                   store.CompareSet(DecisionKey(generation), Bytes(), ToBytes(EncodeMembership(proposal))));
+  ASSIGN_OR_RETURN(Membership decision, DecodeMembership(generation, ToString(decided)));
   if (decision.IndexOf(id) < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "excluded: replica ", id, " reached the quorum of recovery generation ", generation,

@@ -49,6 +49,12 @@ struct Membership {
 absl::StatusOr<Membership> AgreeOnMembership(Store& store, int64_t generation, const std::vector<int>& previous, int id,
                                              int64_t next_step, std::chrono::milliseconds window);
 
+/// A decision as the store holds it ("step;source;id,id,...") and back.
+std::string EncodeMembership(const Membership& m);
+absl::StatusOr<Membership> DecodeMembership(int64_t generation, const std::string& text);
+/// The key of generation `generation`'s one decision.
+std::string DecisionKey(int64_t generation);
+
 }  // namespace tinyddp::dist::in_place
 
 #endif  // TINYDDP_DIST_ELASTIC_IN_PLACE_QUORUM_H_

@@ -27,6 +27,45 @@ std::string HostName() {
 
 Bytes ToBytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
 
+// A generation's keys for its Gloo group. ProcessGroupGloo::Create puts a group's rendezvous under
+// "gloo/<n>/", n counting the Gloo groups this process made, which is the same on every rank only while every
+// rank made the same groups; a replacement has made others (rejoin.cc). Each generation builds one group under
+// keys of its own ("g<G>/"), so the count is dropped here: "gloo/<n>/key" -> "gloo/key".
+class GenerationKeys : public Store {
+ public:
+  explicit GenerationKeys(std::shared_ptr<Store> base) : base_(std::move(base)) { set_timeout(base_->timeout()); }
+  absl::Status Set(const std::string& key, const Bytes& value) override { return base_->Set(Map(key), value); }
+  absl::StatusOr<Bytes> Get(const std::string& key) override {
+    RETURN_IF_ERROR(base_->Wait({Map(key)}, timeout_));  // this view's timeout, as PrefixStore does
+    return base_->Get(Map(key));
+  }
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override { return base_->Add(Map(key), delta); }
+  absl::StatusOr<Bytes> CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override {
+    return base_->CompareSet(Map(key), expected, desired);
+  }
+  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    std::vector<std::string> mapped;
+    for (const std::string& key : keys) mapped.push_back(Map(key));
+    return base_->Wait(mapped, timeout);
+  }
+  absl::StatusOr<bool> Delete(const std::string& key) override { return base_->Delete(Map(key)); }
+  absl::StatusOr<int64_t> NumKeys() override { return base_->NumKeys(); }
+  using Store::Set;
+  using Store::Wait;
+
+ private:
+  static std::string Map(const std::string& key) {
+    const size_t first = key.find('/');
+    const size_t second = first == std::string::npos ? std::string::npos : key.find('/', first + 1);
+    if (second == std::string::npos) return key;
+    for (size_t i = first + 1; i < second; ++i) {
+      if (key[i] < '0' || key[i] > '9') return key;
+    }
+    return key.substr(0, first) + key.substr(second);
+  }
+  std::shared_ptr<Store> base_;
+};
+
 }  // namespace
 
 ReplicaGroup::ReplicaGroup(std::shared_ptr<ProcessGroup> world, std::shared_ptr<Store> store,
@@ -44,10 +83,16 @@ absl::StatusOr<std::unique_ptr<ReplicaGroup>> ReplicaGroup::Create(std::shared_p
         "in-place recovery needs the group's store (InitProcessGroup's Gloo group has one)");
   }
   auto replicas = std::unique_ptr<ReplicaGroup>(new ReplicaGroup(std::move(world), std::move(store), options));
-  RETURN_IF_ERROR(replicas->store_->Set(absl::StrCat("pid/", replicas->id_),
-                                        ToBytes(absl::StrCat(HostName(), " ", ::getpid()))));
+  RETURN_IF_ERROR(replicas->RecordPid());
   RETURN_IF_ERROR(replicas->group_->Barrier()->Wait());  // every pid is in the store before anyone may fence
   return replicas;
+}
+
+ReplicaGroup::ReplicaGroup(std::shared_ptr<Store> store, int id, ReplicaGroupOptions options)
+    : store_(std::move(store)), options_(options), id_(id) {}
+
+absl::Status ReplicaGroup::RecordPid() {
+  return store_->Set(absl::StrCat("pid/", id_), ToBytes(absl::StrCat(HostName(), " ", ::getpid())));
 }
 
 std::shared_ptr<Store> ReplicaGroup::generation_store() const {
@@ -56,10 +101,14 @@ std::shared_ptr<Store> ReplicaGroup::generation_store() const {
 
 absl::StatusOr<Membership> ReplicaGroup::Shrink(int64_t next_step) {
   group_.reset();  // the abort: our connections close, and peers still waiting on us fail now, not at --timeout
+  const std::vector<int> previous = membership_.members;
+  ASSIGN_OR_RETURN(Membership decided, AgreeOnMembership(*store_, membership_.generation + 1, previous, id_, next_step,
+                                                         options_.window));
+  return Form(std::move(decided), previous, next_step);
+}
+
+absl::StatusOr<Membership> ReplicaGroup::Form(Membership decided, std::vector<int> previous, int64_t next_step) {
   for (;;) {
-    const std::vector<int> previous = membership_.members;
-    ASSIGN_OR_RETURN(Membership decided, AgreeOnMembership(*store_, membership_.generation + 1, previous, id_,
-                                                           next_step, options_.window));
     membership_ = decided;
     std::vector<int> left_out;
     for (int member : previous) {
@@ -73,7 +122,8 @@ absl::StatusOr<Membership> ReplicaGroup::Shrink(int64_t next_step) {
     }
     // A failure test's loss during the recovery itself: this member counted in the quorum, then dies.
     MaybeInjectFault("recovery", decided.generation);
-    auto store = std::make_shared<PrefixStore>(absl::StrCat("g", decided.generation, "/gloo"), store_);
+    auto store = std::make_shared<GenerationKeys>(
+        std::make_shared<PrefixStore>(absl::StrCat("g", decided.generation, "/gloo"), store_));
     absl::StatusOr<std::unique_ptr<ProcessGroupGloo>> gloo =
         ProcessGroupGloo::Create(store, decided.IndexOf(id_), static_cast<int>(decided.members.size()),
                                  {.timeout = options_.timeout});
@@ -85,7 +135,9 @@ absl::StatusOr<Membership> ReplicaGroup::Shrink(int64_t next_step) {
     // A member died or froze while the group formed: the next generation goes on without it.
     std::fprintf(stderr, "in-place recovery: replica %d: building %s failed (%s); agreeing again\n", id_,
                  decided.ToString().c_str(), std::string(gloo.status().message()).c_str());
-    next_step = decided.step;
+    previous = decided.members;
+    ASSIGN_OR_RETURN(decided, AgreeOnMembership(*store_, decided.generation + 1, previous, id_, next_step,
+                                                options_.window));
   }
 }
 

@@ -15,6 +15,10 @@
 // runs on the same host (its pid is in the store), so a frozen replica cannot wake up later and write; on
 // another host its own launcher's lifeline ends it when the job ends.
 //
+// A replacement (started by the launcher within --max_restarts, keep_going.h) joins at a step boundary: it asks
+// through the store, the lead announces the growth two steps ahead, and at that boundary every member and the
+// replacement form the next generation's group, in which the replacement adopts the live state (rejoin.cc).
+//
 // Not thread-safe: the training loop's thread only.
 #ifndef TINYDDP_DIST_ELASTIC_IN_PLACE_REPLICA_GROUP_H_
 #define TINYDDP_DIST_ELASTIC_IN_PLACE_REPLICA_GROUP_H_
@@ -57,15 +61,41 @@ class ReplicaGroup {
   /// min_replicas remain or this replica was excluded; the store's errors.
   absl::StatusOr<Membership> Shrink(int64_t next_step);
 
+  // --- Rejoin (rejoin.cc): a replacement joins at a step boundary --------------------------------------
+
+  /// In a replacement process (the launcher started it for a lost replica `id`): asks to join through the
+  /// job's in-place store `store` and waits until the members have taken it in; then this is a member with an
+  /// empty state (AdoptLiveState gives it the source's). Errors: the store's (its timeout bounds the wait).
+  static absl::StatusOr<std::unique_ptr<ReplicaGroup>> Join(std::shared_ptr<Store> store, int id,
+                                                            ReplicaGroupOptions options);
+  /// The lead, at the boundary before step `step`: replacements that asked to join are announced to grow
+  /// the group at step + 2 (every member reaches that boundary after this write: none can finish step + 1
+  /// without the lead, which wrote first). Others: nothing.
+  absl::Status AnnounceJoiners(int64_t step);
+  /// Every member, at the boundary before step `step`: whether the group grows here (one store lookup
+  /// until an announcement is seen).
+  absl::StatusOr<bool> GrowthDue(int64_t step);
+  /// The group grows by the announced replacements (the caller released DDP first): their generation's
+  /// decision, written by the lead, and its group. Errors as Shrink's.
+  absl::StatusOr<Membership> Grow(int64_t next_step);
+
  private:
   ReplicaGroup(std::shared_ptr<ProcessGroup> world, std::shared_ptr<Store> store, ReplicaGroupOptions options);
+  ReplicaGroup(std::shared_ptr<Store> store, int id, ReplicaGroupOptions options);
+  // From a decision to a group: fences those of `previous` left out, builds the group; if a member fails
+  // while it forms, agrees again (the next generation) without it, as often as it takes.
+  absl::StatusOr<Membership> Form(Membership decided, std::vector<int> previous, int64_t next_step);
   void Fence(const std::vector<int>& left_out);
+  absl::Status RecordPid();  // "pid/<id>" = "<host> <pid>", for fencing
 
   std::shared_ptr<Store> store_;  // the job's, under "in_place/": outlives every group
   std::shared_ptr<ProcessGroup> group_;
   ReplicaGroupOptions options_;
   int id_ = 0;
   Membership membership_;
+  int64_t joins_seen_ = 0;          // the lead: join requests already announced
+  int64_t grow_at_ = -1;            // the announced growth's step in this generation (-1: none seen)
+  int64_t grow_generation_ = -1;
 };
 
 }  // namespace tinyddp::dist::in_place
