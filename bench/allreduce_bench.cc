@@ -163,6 +163,7 @@ class Paths {
                                                        dist::CopyEngineOptions{}, &why_not));
     if (ce == nullptr) return absl::FailedPreconditionError("--copy_engines: the copy engines are off: " + why_not);
     paths.copy_engines_ = std::move(ce);
+    pg.AddObserver(paths.copy_engines_);  // beside the group, as CopyEngineHook attaches it (ordering, abort)
     return paths;
 #else
     return absl::FailedPreconditionError("--copy_engines: this build has no CUDA");

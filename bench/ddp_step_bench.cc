@@ -13,7 +13,10 @@
 //          --fused_optimizer=true|false (DDP only, default true: one SGD per bucket stepped at the end of
 //          backward as each bucket's average arrives, dist/accel/fused_optimizer)
 //          --optimizer_in_backward (with the fused optimizer: each bucket's update already during backward, on
-//          a stream of its own right after the bucket's all_reduce, beside the rest of backward; --zero=0, no --tp)
+//          a stream of its own right after the bucket's all_reduce, beside the rest of backward; with --zero=1|2
+//          each bucket's shard as its reduce-scatter lands, the all-gathers at the end; not --zero=3, --tp)
+//          --gemm_sm_count=N (GPU: cuBLASLt plans every GEMM for N SMs, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET;
+//          0, the default, all of them: leaves SMs to the in-backward updates' stream)
 //          --zero=0|1|2|3 (--ddp=full only, default 0; docs/zero.md. 1: ZeRO-1, each bucket reduce-scattered,
 //          each rank steps its 1/N of the SGD (its momentum only), the parameters all-gathered, all inside
 //          backward; needs the fused optimizer. 2: ZeRO-2, the same keeping only this rank's block of each
@@ -88,6 +91,7 @@
 #include "dist/accel/fused_optimizer/fused_optimizer.h"
 #include "dist/accel/graph/graphed_step.h"
 #include "dist/accel/copy_engine/copy_engine_hook.h"
+#include "dist/ddp/bf16_compress_hook.h"
 #include "dist/ddp/comm_hooks.h"
 #include "dist/ddp/ddp.h"
 #include "dist/ddp/reducer.h"
@@ -134,6 +138,7 @@ struct Options {
   bool bf16_hook = false;
   bool fused_optimizer = true;
   bool optimizer_in_backward = false;
+  int gemm_sm_count = 0;
   int zero = 0;
   int tp = 0;  // 0: the plain MLP; N >= 1: TensorParallelMlp over rows of N ranks
   bool cuda_graph = false;
@@ -177,6 +182,7 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.fused_optimizer = !has || v == "true";
     } else if (kv[0] == "--optimizer_in_backward" && (!has || v == "true" || v == "false")) {
       o.optimizer_in_backward = !has || v == "true";
+    } else if (kv[0] == "--gemm_sm_count" && has && absl::SimpleAtoi(v, &o.gemm_sm_count) && o.gemm_sm_count >= 0) {
     } else if (kv[0] == "--cuda_graph" && (!has || v == "true" || v == "false")) {
       o.cuda_graph = !has || v == "true";
     } else if (kv[0] == "--cuda_graph_dot" && has && !v.empty()) {
@@ -219,11 +225,11 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
                                       "or --sweep_buckets");
   }
   if (o.zero == 1 && !o.bucket_view) return absl::InvalidArgumentError("--zero=1 needs flat buckets (--bucket_view)");
-  if (o.optimizer_in_backward && (o.no_ddp || o.ddp != "full" || !o.fused_optimizer || o.zero != 0 || o.tp > 0)) {
+  if (o.optimizer_in_backward && (o.no_ddp || o.ddp != "full" || !o.fused_optimizer || o.zero == 3 || o.tp > 0)) {
     return absl::InvalidArgumentError(
-        "--optimizer_in_backward steps the fused optimizer of --ddp=full during backward: it needs DDP's buckets and "
-        "the fused optimizer, and is not built for --zero (whose step all-gathers, a collective that must not run at "
-        "rank-dependent times) or --tp");
+        "--optimizer_in_backward steps the fused optimizer (or ZeRO-1/2's shards) of --ddp=full during backward: it "
+        "needs DDP's buckets and the fused optimizer, and is not built for --zero=3 (each layer already steps inside "
+        "its own backward op) or --tp (its optimizer steps shards of a split model)");
   }
   if (o.zero == 2) o.bucket_view = false;  // ZeRO-2 stages coalesced buckets and keeps no flat ones
   return o;
@@ -395,7 +401,9 @@ absl::StatusOr<Measured> Measure(const Options& o, const std::shared_ptr<dist::P
     if (o.zero == 3) {
       ASSIGN_OR_RETURN(fsdp, dist::zero::FullyShardedDataParallel::Create(model, pg, factory));
     } else if (o.zero) {
-      ASSIGN_OR_RETURN(zero, dist::zero::ZeroRedundancyOptimizer::Attach(*ddp, factory, shards));
+      ASSIGN_OR_RETURN(zero, dist::zero::ZeroRedundancyOptimizer::Attach(*ddp, factory, shards,
+                                                                          {.in_backward = o.optimizer_in_backward}));
+      optimizer.SetComputeCopies({});  // bf16: ZeRO re-pointed the copies; the unused plain one keeps no old ones
     } else {
       ASSIGN_OR_RETURN(fused_optimizer,
                        dist::FusedOptimizer::Attach(*ddp, factory, {.in_backward = o.optimizer_in_backward}));
@@ -722,6 +730,7 @@ int Run(const Options& o) {
                           {"bucket_view", o.bucket_view},
                           {"fused_optimizer", fused},
                           {"optimizer_in_backward", o.optimizer_in_backward},
+                          {"gemm_sm_count", o.gemm_sm_count},
                           {"buckets_updated_in_backward", m->updated_in_backward},
                           {"zero", o.zero},
                           {"tp", o.tp},
@@ -773,5 +782,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  tinyddp::cuda::SetGemmSmCountTarget(options->gemm_sm_count);  // before the first product is planned
   return tinyddp::Run(*options);
 }

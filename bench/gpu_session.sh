@@ -27,6 +27,8 @@
 #   inbackward  the optimizer inside backward (docs/ddp.md): the DDP step on one GPU under --cuda_graph with and
 #           without --optimizer_in_backward (tiny, medium, large x fp32, bf16), beside PyTorch's captured
 #           step (bf16 autocast in one torch.cuda.graph)                              -> OUT/inbackward.log
+#   ncu     Nsight Compute's per-kernel figures (grid, block, occupancy limits, SM and DRAM throughput) of
+#           the eager in-backward step, medium and large bf16                 -> OUT/ncu_<w>.csv
 #   graphs  the step as one CUDA graph (--cuda_graph) beside eager, tinyddp and PyTorch, one GPU
 #           (tiny, medium, large x fp32, bf16), then DDP on every GPU               -> OUT/graphs.log
 #   ladder  the DDP ladder (--ddp=naive|flat|bucketed|full) on the medium MLP with SVG timelines, and the
@@ -112,6 +114,24 @@ for step in "${steps[@]}"; do
         done
         torch_ok && run inbackward python3 "$repo/bench/reference/torch_ddp_step.py" --no_ddp --dims="${dims[$w]}" \
           --batch="${batch[$w]}" --precision=bf16 --cuda_graph
+      done
+      # Fewer SMs for the GEMMs, the rest left to the updates' stream (bf16, graph; 132 SMs on an H100).
+      for w in medium large; do
+        for sms in 124 112 96; do
+          run inbackward "$bin/ddp_step_bench" --nproc=1 --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=bf16 \
+            --cuda_graph --gemm_sm_count=$sms
+          run inbackward "$bin/ddp_step_bench" --nproc=1 --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=bf16 \
+            --cuda_graph --gemm_sm_count=$sms --optimizer_in_backward
+        done
+      done ;;
+    ncu)  # what the kernels of one eager in-backward step do: grid, block, registers, occupancy limits, time
+      has ddp_step_bench || continue
+      command -v ncu >/dev/null || { echo "no ncu on this machine" | tee -a "$out/ncu.log"; continue; }
+      for w in medium large; do
+        ncu --clock-control none --csv --launch-skip 400 --launch-count 60 \
+          --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread,launch__shared_mem_per_block,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__occupancy_limit_warps,launch__waves_per_multiprocessor,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+          "$bin/ddp_step_bench" --nproc=1 --dims="${dims[$w]}" --batch="${batch[$w]}" --precision=bf16 --warmup=20 --steps=5 \
+          --optimizer_in_backward >"$out/ncu_$w.csv" 2>>"$out/ncu.log"
       done ;;
     ddp)
       has ddp_step_bench || continue

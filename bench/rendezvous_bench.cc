@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -54,7 +55,9 @@
 
 ABSL_FLAG(std::string, ranks, "1024,2048,4096,8192", "comma-separated numbers of simulated ranks");
 ABSL_FLAG(int, processes, 4, "client processes the ranks are spread over");
-ABSL_FLAG(int, inflight, 512, "ranks of one client process connecting (not yet authenticated) at once");
+ABSL_FLAG(int, inflight, 0,
+          "ranks of one client process connecting (not yet authenticated) at once; 0: the listen backlog\n"
+          "          (net.core.somaxconn) shared by the client processes, at most 1024, so no SYN is dropped");
 ABSL_FLAG(int, strangers, 0, "silent connections opened to the server before the ranks start");
 ABSL_FLAG(int, timeout_s, 300, "bound on every rank's connect and blocking calls, in seconds");
 
@@ -449,13 +452,25 @@ Result Rendezvous(int ranks, int processes, int inflight, int strangers, std::ch
   return result;
 }
 
+// net.core.somaxconn: how many connections the kernel queues for one listener (4096 if unreadable).
+int ListenBacklog() {
+  std::ifstream in("/proc/sys/net/core/somaxconn");
+  int backlog = 0;
+  return (in >> backlog) && backlog > 0 ? backlog : 4096;
+}
+
 int Main() {
   rlimit limit{};
   ::getrlimit(RLIMIT_NOFILE, &limit);
   limit.rlim_cur = limit.rlim_max;  // the server process and the client processes inherit it
   ::setrlimit(RLIMIT_NOFILE, &limit);
   (void)internal::DeriveStoreKey(kSecret);  // once, before the clock starts: the client processes inherit it
-  const int processes = absl::GetFlag(FLAGS_processes), inflight = absl::GetFlag(FLAGS_inflight);
+  const int processes = absl::GetFlag(FLAGS_processes);
+  int inflight = absl::GetFlag(FLAGS_inflight);
+  // More connects in flight than the listen backlog holds (net.core.somaxconn caps listen()'s 65535)
+  // makes the kernel drop SYNs, and each dropped one costs its client a 1 s retransmission timeout:
+  // a rendezvous that looks slow because the clients queued wrongly, not because the server is slow.
+  if (inflight <= 0) inflight = std::clamp(ListenBacklog() / std::max(processes, 1), 16, 1024);
   const int strangers = absl::GetFlag(FLAGS_strangers);
   const std::chrono::milliseconds timeout = std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
   std::printf("rendezvous through one TCPStoreServer (event loop; authenticated; loopback), %d client processes, "

@@ -12,7 +12,7 @@
 # hard one to 1,048,576 if lower) and says which rank counts it skips.
 set -uo pipefail
 dir=$(cd "${1:?usage: rendezvous_session.sh BUNDLE_DIR [RANKS] [PROCESSES]}" && pwd)
-ranks=${2:-1024,2048,4096,8192,16384,32768,65536,98304}
+ranks=${2:-1024,2048,4096,8192,16384,19456,32768,65536,98304}
 procs=${3:-12}
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=$dir/lib:${LD_LIBRARY_PATH:-}
@@ -26,8 +26,8 @@ ulimit -Sn "$(ulimit -Hn)"
 echo "fd limit now soft $(ulimit -Sn) hard $(ulimit -Hn)"
 python3 -c 'import torch; print("PyTorch", torch.__version__)' || echo "no PyTorch: its rows are skipped"
 
-echo "== tinyddp: bench/rendezvous_bench --ranks=$ranks --processes=$procs --inflight=1024"
-"$dir/bin/rendezvous_bench" --ranks="$ranks" --processes="$procs" --inflight=1024
+echo "== tinyddp: bench/rendezvous_bench --ranks=$ranks --processes=$procs"
+"$dir/bin/rendezvous_bench" --ranks="$ranks" --processes="$procs"
 echo "== PyTorch libuv TCPStore: bench/rendezvous_torch.py --ranks=$ranks --processes=$procs"
 python3 "$here/rendezvous_torch.py" --ranks="$ranks" --processes="$procs"
 echo "== tinyddp under 1,000 strangers' connects: --ranks=4096 --strangers=1000"

@@ -45,7 +45,7 @@
 #include "data/fashion_mnist.h"                    // LoadFashionMnist (checked before workers start)
 #include "dist/accel/copy_engine/copy_engine_hook.h"  // CopyEngineHook: two GPUs' large buckets on the copy engines
 #include "dist/accel/graph/graphed_step.h"         // GraphedStep (--cuda_graph): the step as one CUDA graph
-#include "dist/ddp/comm_hooks.h"                   // Bf16CompressHook (--comm_hook=bf16)
+#include "dist/ddp/bf16_compress_hook.h"            // Bf16CompressHook (--comm_hook=bf16)
 #include "dist/ddp/ddp.h"                          // DistributedDataParallel, DdpOptions: --ddp=full
 #include "dist/init.h"                             // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/ladder/ladder.h"                    // CreateDataParallel: --ddp=naive|flat|bucketed, the rungs
@@ -132,8 +132,11 @@ void PrintHeader(const TrainOptions& options, const Job& job, const Setup& setup
                                                           "ZeRO-3"}[options.zero]));
   if (job.device.is_cpu()) progress.Print("  " + CpuIsaSummary());  // which CPU kernels run (tensor/cpu_isa.h)
   if (options.optimizer_in_backward) {
-    progress.Print("  optimizer inside backward: one per DDP bucket, each stepped as soon as its bucket's average "
-                   "has arrived (dist/accel/fused_optimizer)");
+    progress.Print(options.zero == 0 ? "  optimizer inside backward: one per DDP bucket, each stepped as soon as its "
+                                       "bucket's average has arrived (dist/accel/fused_optimizer)"
+                                     : "  optimizer inside backward: each bucket's shard stepped as soon as its "
+                                       "reduce-scatter has landed, the all-gathers at the end of backward "
+                                       "(dist/parallel/zero)");
   }
 }
 
@@ -588,7 +591,7 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
                                                                   setup.tracer.get()));
   }
   if (options.zero == 1 || options.zero == 2) RETURN_IF_ERROR(ShardOptimizer(options, setup));  // attached to ddp
-  if (options.optimizer_in_backward) RETURN_IF_ERROR(StepInsideBackward(options, setup));   // attached to ddp
+  if (options.optimizer_in_backward && options.zero == 0) RETURN_IF_ERROR(StepInsideBackward(options, setup));
 
   ASSIGN_OR_RETURN(report.metrics, OpenMetrics(options, job, at));
   if (lead) PrintHeader(options, job, setup, report.progress);

@@ -21,6 +21,12 @@ int CurrentDevice();
 std::string DeviceDescription(int device);
 /// Total memory of GPU `device` in bytes (what cudaGetDeviceProperties reports); 0 without such a device.
 int64_t DeviceTotalMemory(int device);
+/// How many SMs cuBLASLt plans each later product for (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET); 0, the
+/// default, means all of them. A bench knob (`ddp_step_bench --gemm_sm_count`): fewer SMs for the GEMMs leaves
+/// some to kernels on another stream (the optimizer inside backward). Products already planned keep theirs,
+/// so set it before the first one.
+void SetGemmSmCountTarget(int sms);
+int GemmSmCountTarget();
 /// Blocks until every stream on the current device is idle. For tests and teardown only: the
 /// training step never calls it (see docs/design.md, "Streams").
 void DeviceSynchronize();

@@ -3,8 +3,8 @@
 // bucket's flat gradient buffer and the process group, starts a collective, and returns a CommFuture
 // that the reducer completes at the end of backward. Besides, a hook names the path each bucket takes
 // ("NCCL all_reduce", "copy engines"), for DDP's bucket table and the trace. Built-ins, as
-// torch.distributed.algorithms.ddp_comm_hooks.default_hooks: a plain all_reduce (DDP's default) and bf16
-// compression. Wings attach here too (docs/design.md): a hook that sends large buckets of two GPUs to the
+// torch.distributed.algorithms.ddp_comm_hooks.default_hooks: a plain all_reduce (DDP's default), here, and bf16
+// compression (bf16_compress_hook.h). Wings attach here too (docs/design.md): a hook that sends large buckets of two GPUs to the
 // copy engines, one that wraps any hook to record it in a trace.
 //
 // Where things run: a hook is called inside backward, on the training thread, the moment its bucket is
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "autograd/variable.h"
 #include "dist/process_group/process_group.h"
 #include "dist/process_group/work.h"
 #include "tensor/tensor.h"
@@ -44,6 +45,9 @@ struct GradBucket {
   /// layout the separate tensors autograd made (set when the bucket is launched). The hook must leave the
   /// averaged gradients in them (in `buffer`, when defined) by the time its CommFuture completes.
   std::vector<Tensor> gradients;
+  /// The parameters whose gradients these are, in bucket order (GradBucket.parameters()): what an optimizer
+  /// wrapper steps when the bucket's average has arrived (the bucket-reduced callback, reducer.h).
+  std::vector<autograd::Variable> parameters;
   /// True for the last bucket of the backward.
   bool is_last = false;
 };
@@ -93,13 +97,6 @@ CommHook AllReduceHook();
 CommFuture AllReduceBucket(ProcessGroup& pg, GradBucket& bucket);
 /// "NCCL all_reduce", "Gloo all_reduce": the group's own all_reduce.
 const char* AllReducePath(const ProcessGroup& pg);
-
-/// bf16 compression (torch's bf16_compress_hook): casts the float32 bucket to bfloat16 (half the bytes on
-/// the wire), averages that over ranks, and casts the result back into the bucket. Gradients lose
-/// precision (8 bits of mantissa) but stay identical on every rank. Each returned hook keeps one bf16
-/// scratch buffer per bucket, allocated on first use and reused, so steady-state steps allocate nothing.
-/// Path: "NCCL all_reduce, bf16" (or Gloo's).
-CommHook Bf16CompressHook();
 
 }  // namespace tinyddp::dist
 

@@ -189,7 +189,7 @@ autograd::Variable DistributedDataParallel::Forward(const autograd::Variable& in
   return output;
 }
 
-void DistributedDataParallel::SetBucketReducedCallback(std::function<absl::Status(int bucket)> callback,
+void DistributedDataParallel::SetBucketReducedCallback(std::function<absl::Status(const GradBucket& bucket)> callback,
                                                        Reducer::CallbackTiming timing) {
   TINYDDP_CHECK_OP(!(callback && has_bucket_reduced_callback_), "DistributedDataParallel::SetBucketReducedCallback",
                    "a callback is already set (one optimizer wrapper at a time); hint: remove it first (empty)");

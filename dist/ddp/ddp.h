@@ -98,9 +98,10 @@ class DistributedDataParallel {
   /// The seam for optimizer wrappers outside dist/ddp (the fused optimizer; ZeRO-1/2: wings, see
   /// docs/design.md): `callback` runs once per bucket of each synchronised backward, in launch
   /// order, right after that bucket's reduction has arrived, at the end of backward or already during it
-  /// (`timing`, Reducer::CallbackTiming). An error it returns becomes status() and no further callback runs.
+  /// (`timing`, Reducer::CallbackTiming), with the bucket (its index, parameters and flat buffer). An error
+  /// it returns becomes status() and no further callback runs.
   /// One callback at a time: setting a second one without removing the first (empty) stops the program.
-  void SetBucketReducedCallback(std::function<absl::Status(int bucket)> callback,
+  void SetBucketReducedCallback(std::function<absl::Status(const GradBucket& bucket)> callback,
                                 Reducer::CallbackTiming timing = Reducer::CallbackTiming::kAfterBackward);
   /// True while an optimizer wrapper is attached there (its backward then updates the parameters).
   bool has_bucket_reduced_callback() const { return has_bucket_reduced_callback_; }

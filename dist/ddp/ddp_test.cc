@@ -3,6 +3,7 @@
 // rebuild follows rank 0's observed order, no_sync accumulation, unused parameters (the error and
 // find_unused_parameters), the bf16 hook, and the parameter check at construction. The N-rank training
 // equivalence lives in tests/ddp_equivalence/.
+#include "dist/ddp/bf16_compress_hook.h"
 #include "dist/ddp/ddp.h"
 
 #include <algorithm>

@@ -101,6 +101,7 @@ void Reducer::BuildBuckets(const std::vector<size_t>& order) {
     bucket.grad_bucket.dtype = bucket.dtype;
     bucket.grad_bucket.is_last = b + 1 == assignment.size();
     bucket.grad_bucket.gradients.resize(bucket.params.size());
+    for (size_t i : bucket.params) bucket.grad_bucket.parameters.push_back(params_[i]);
     if (!options_.gradient_as_bucket_view) continue;
     // One flat buffer; each parameter's gradient becomes a view into it. A gradient that already exists
     // (from an earlier bucket layout, or from before DDP) is copied in, so nothing is lost.
@@ -281,7 +282,10 @@ void Reducer::FinishLaunchedBuckets() {
       // what the compute stream has queued so far (that op included) and for the collective, and runs the
       // callback's kernels (the bucket's optimizer update) there, beside the rest of backward.
       if (finish_stream_.handle() == nullptr) {
-        finish_stream_ = cuda::Stream::Create(device_.index);
+        // The most urgent priority (CUDA clamps the number to the device's range): when GEMM blocks of
+        // backward retire, the block scheduler starts the update's blocks first, so the updates do not
+        // wait for every later GEMM of backward to have been scheduled.
+        finish_stream_ = cuda::Stream::Create(device_.index, /*priority=*/-1000);
         finish_stream_done_ = std::make_unique<cuda::Event>();
       }
       finish_stream_done_->Record(cuda::Stream::Current(device_.index));
@@ -306,7 +310,7 @@ void Reducer::Finish(Bucket& bucket) {
     Fail(Annotate(status, absl::StrCat("all_reduce of bucket ", bucket.grad_bucket.index, " on rank ", pg_->rank())));
     return;
   }
-  if (on_bucket_reduced_ && status_.ok()) Fail(on_bucket_reduced_(bucket.grad_bucket.index));
+  if (on_bucket_reduced_ && status_.ok()) Fail(on_bucket_reduced_(bucket.grad_bucket));
 }
 
 void Reducer::Launch(Bucket& bucket) {

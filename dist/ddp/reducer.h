@@ -117,14 +117,15 @@ class Reducer {
     /// and for the collective, so its kernels run beside the rest of backward (the compute stream waits for
     /// that stream at the end of backward). On a CPU, the first hook at which the collective has finished
     /// (Work::IsCompleted). The rest at the end of backward. Its timing may differ across ranks: such a
-    /// callback must not issue collectives.
+    /// callback must not issue collectives, except for the last bucket's, always run at the end of backward.
     kInBackward,
   };
   /// Called once per bucket of each synchronised backward, when `timing` says, right after that bucket's
-  /// average has arrived (the current stream is ordered after its collective). Optimizer wrappers step
-  /// there (the fused optimizer, ZeRO: wings). An error it returns becomes status(),
-  /// and no further callback runs. Empty: nothing.
-  void SetBucketReducedCallback(std::function<absl::Status(int bucket)> callback,
+  /// average has arrived (the current stream is ordered after its collective), with the bucket as the comm
+  /// hook saw it (index, parameters, buffer: all a wrapper needs, so none holds the reducer). Optimizer
+  /// wrappers step there (the fused optimizer, ZeRO: wings). An error it returns becomes status(), and no
+  /// further callback runs. Empty: nothing.
+  void SetBucketReducedCallback(std::function<absl::Status(const GradBucket& bucket)> callback,
                                 CallbackTiming timing = CallbackTiming::kAfterBackward) {
     on_bucket_reduced_ = std::move(callback);
     callback_timing_ = timing;
@@ -240,7 +241,7 @@ class Reducer {
   absl::Status status_;  // the first communication error (status())
   void Fail(absl::Status status);
   int64_t layout_generation_ = 0;
-  std::function<absl::Status(int)> on_bucket_reduced_;
+  std::function<absl::Status(const GradBucket&)> on_bucket_reduced_;
   CallbackTiming callback_timing_ = CallbackTiming::kAfterBackward;
   cuda::Stream finish_stream_;   // kInBackward on a GPU: where buckets finish during backward (made once)
   std::unique_ptr<cuda::Event> finish_stream_done_;

@@ -24,6 +24,7 @@
 #include "dist/elastic/lifeline.h"
 #include "dist/elastic/rounds.h"
 #include "dist/elastic/worker_limits.h"
+#include "dist/elastic/worker_output.h"
 #include "dist/launch/supervisor.h"
 #include "dist/launch/workers.h"
 #include "dist/store/store_secret.h"
@@ -156,19 +157,22 @@ absl::StatusOr<RoundVerdict> AgreeOnRound(Store& store, const LaunchOptions& o, 
 // stopped for it, and nothing more can be agreed on.
 JobResult RunRound(const LaunchOptions& o, int round, std::vector<WorkerProcessSpec> specs, Store* store,
                    const std::vector<JobObserver*>& observers, Lifeline& lifeline, bool* store_lost) {
-  SupervisorOptions options{.prefix_output = o.prefix_output,
-                            .grace = std::chrono::seconds(o.grace_seconds),
+  SupervisorOptions options{.grace = std::chrono::seconds(o.grace_seconds),
                             .preempt_grace = std::chrono::seconds(o.preempt_grace_seconds)};
   AttachObservers(observers, round, specs, options);
   Supervisor supervisor(std::move(options));
-  if (absl::Status s = supervisor.Start(specs); !s.ok()) {
-    Say(std::string(s.message()));
+  PrefixedOutput output;  // --prefix_output: the workers write into its pipes (worker_output.h)
+  absl::Status started = o.prefix_output ? output.Attach(specs) : absl::OkStatus();
+  if (started.ok()) started = supervisor.Start(specs);
+  if (!started.ok()) {
+    Say(std::string(started.message()));
     JobResult failed;
     failed.exit_code = 2;
-    failed.reason = std::string(s.message());
+    failed.reason = std::string(started.message());
     failed.interrupted = true;  // cannot start: restarting would fail the same way
     return failed;
   }
+  if (o.prefix_output) output.Start();
   lifeline.Watch(supervisor.pids());
   std::atomic<bool> watching{true};
   std::atomic<bool> lost{false};
@@ -196,6 +200,7 @@ JobResult RunRound(const LaunchOptions& o, int round, std::vector<WorkerProcessS
     });
   }
   JobResult result = supervisor.Wait();
+  output.Finish();  // the workers' last lines before anything is said about the round
   JudgeRound(observers, result);
   watching = false;
   if (watcher.joinable()) watcher.join();

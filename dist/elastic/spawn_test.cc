@@ -1,6 +1,7 @@
 // SpawnElasticWorkersIfNeeded with real processes: the test re-executes itself as a program that calls it
-// (--as_program=MODE DIR), exactly as examples/ddp_mlp does in main(), and checks what its workers saw: the
-// core's behaviour (dist/launch/spawn_test.cc) plus the restart loop's and the variables' check.
+// (--as_program=MODE DIR), exactly as examples/ddp_mlp does in main(), and checks what this wing adds to
+// the core's pieces (dist/launch/spawn_test.cc tests those): its rounds, the restart loop, the variables'
+// check.
 #include "dist/elastic/spawn.h"
 
 #include <sys/wait.h>
@@ -47,7 +48,10 @@ int RunSpawner(const std::string& mode, const std::string& dir, std::vector<std:
   return WIFEXITED(*status) ? WEXITSTATUS(*status) : -WTERMSIG(*status);
 }
 
-TEST(SpawnElasticWorkersIfNeeded, StartsItsOwnRanksWithTheSameArguments) {
+// How many workers and their variables come from the core's pieces (CountSpawnWorkers, StartSpawnedJob:
+// dist/launch/spawn_test.cc tests them, TINYDDP_NPROC included); here, that a round of this wing starts
+// them all with the program's arguments, and its own announcement.
+TEST(SpawnElasticWorkersIfNeeded, StartsItsOwnRanksWithTheSameArgumentsAndSaysHowManyAndWhy) {
   const std::string dir = t::MakeTempDir();
   ASSERT_EQ(RunSpawner("ok", dir), 0) << t::ReadFile(dir + "/err");
   for (int r = 0; r < 3; ++r) {
@@ -56,6 +60,9 @@ TEST(SpawnElasticWorkersIfNeeded, StartsItsOwnRanksWithTheSameArguments) {
     EXPECT_EQ(seen.rfind(absl::StrCat(r, " 3 "), 0), 0u) << seen;
     EXPECT_EQ(seen.substr(seen.size() - 10), " extra-arg") << "arguments are passed on: " << seen;
   }
+  const std::string err = t::ReadFile(dir + "/err");
+  EXPECT_NE(err.find("starting 3 worker(s) (as the program asks"), std::string::npos) << err;
+  EXPECT_NE(err.find("store at 127.0.0.1:"), std::string::npos) << err;
 }
 
 TEST(SpawnElasticWorkersIfNeeded, ExitsWithTheFailingRanksStatus) {
@@ -64,23 +71,6 @@ TEST(SpawnElasticWorkersIfNeeded, ExitsWithTheFailingRanksStatus) {
   const std::string err = t::ReadFile(dir + "/err");
   EXPECT_NE(err.find("rank 2 (local rank 2"), std::string::npos) << err;
   EXPECT_NE(err.find("exit code 5"), std::string::npos) << err;
-}
-
-TEST(SpawnElasticWorkersIfNeeded, HonoursTinyddpNproc) {
-  const std::string dir = t::MakeTempDir();
-  ASSERT_EQ(RunSpawner("ok", dir, {{"TINYDDP_NPROC", "2"}}), 0) << t::ReadFile(dir + "/err");
-  EXPECT_FALSE(t::ReadFile(dir + "/1").empty());
-  EXPECT_TRUE(t::ReadFile(dir + "/2").empty()) << "TINYDDP_NPROC=2 must start ranks 0 and 1 only";
-  const std::string err = t::ReadFile(dir + "/err");
-  EXPECT_NE(err.find("starting 2 worker(s) (TINYDDP_NPROC=2"), std::string::npos) << "says why 2: " << err;
-}
-
-TEST(SpawnElasticWorkersIfNeeded, SaysHowManyWorkersItStartsAndWhy) {
-  const std::string dir = t::MakeTempDir();
-  ASSERT_EQ(RunSpawner("ok", dir), 0) << t::ReadFile(dir + "/err");
-  const std::string err = t::ReadFile(dir + "/err");
-  EXPECT_NE(err.find("starting 3 worker(s) (as the program asks"), std::string::npos) << err;
-  EXPECT_NE(err.find("store at 127.0.0.1:"), std::string::npos) << err;
 }
 
 TEST(SpawnElasticWorkersIfNeeded, DoesNotRestartAPermanentFailure) {

@@ -360,8 +360,13 @@ absl::StatusOr<WorkerEnv> ReadEngineEnv(const EnvVars& vars) {
         "SLURM_PROCID, OMPI_COMM_WORLD_RANK (Open MPI), PMI_RANK (MPICH) or PET_NODE_RANK (Kubeflow) is set; "
         "start it with `launch --nproc_per_node=N PROGRAM`, srun, mpirun or mpiexec");
   }
-  VarReader r(vars);
   const EnvSource source = DetectSource(vars);
+  // Plain env:// (a launcher's workers, ranks started by hand): nothing to translate, the core reads it.
+  // A pod's (PET_* beside RANK/WORLD_SIZE) is read below: its variables must agree with Kubeflow's.
+  if (source == EnvSource::kEnvVars && IsWorker(vars) && !vars.count("PET_NODE_RANK") && !vars.count("PET_NNODES")) {
+    return ReadWorkerEnv(vars);
+  }
+  VarReader r(vars);
   const Reading reading = Read(source, r);
   if (source != EnvSource::kEnvVars) CheckEnvVarsAgree(r, reading);
   CheckConsistency(r, reading);
@@ -383,12 +388,7 @@ absl::StatusOr<WorkerEnv> ReadEngineEnv(const EnvVars& vars) {
         absl::StrCat(header, absl::StrJoin(r.problems, "\n  - "), "\nFix: ", EngineOf(source).fix, "."));
   }
   WorkerEnv env = reading.env;
-  env.launcher_hosts_store = vars.count(kLauncherStoreEnv) && vars.at(kLauncherStoreEnv) == "1";
-  auto restart = vars.find(kRestartCountEnv);
-  if (restart != vars.end() && !absl::SimpleAtoi(restart->second, &env.restart_count)) {
-    return absl::InvalidArgumentError(absl::StrCat(kRestartCountEnv, "=", restart->second,
-                                                   " is not a number; it is set by the launcher (0, 1, ...)"));
-  }
+  RETURN_IF_ERROR(ReadLauncherVariables(vars, env));
   return env;
 }
 

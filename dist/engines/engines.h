@@ -28,11 +28,12 @@
 // an engine's own (exported in a job script) must agree with it: a contradiction is an error naming both
 // variables and the fix, never a silent choice.
 //
-// RANK and WORLD_SIZE without LOCAL_*: one process per machine (local rank 0 of 1, node rank RANK), as
-// PyTorchJob and Volcano start a pod, unless MASTER_ADDR is a loopback address: only this machine can
-// reach that store, so every rank is here (local rank RANK of WORLD_SIZE).
-//
-// Missing or inconsistent variables give one error that lists every problem and how to fix it.
+// Plain env:// (RANK or WORLD_SIZE, no PET_*: our launcher's workers, torchrun's, ranks started by hand)
+// needs no translation: the core's ReadWorkerEnv reads it, as it reads what this wing writes. For the
+// engines' own variables, the core's rules carry over: without a local rank, one process per machine
+// unless the store is on loopback; missing or inconsistent variables give one error that lists every
+// problem (in the engine's names) and how to fix it; the launcher's variables are read as the core reads
+// them (ReadLauncherVariables).
 #ifndef TINYDDP_DIST_ENGINES_ENGINES_H_
 #define TINYDDP_DIST_ENGINES_ENGINES_H_
 

@@ -37,74 +37,26 @@ EnvVars SrunTask() {
           {"SLURMD_NODENAME", "gpu02"},      {"SLURM_GTIDS", "2,3"}};
 }
 
-TEST(ReadEngineEnv, ReadsEveryVariableTheLauncherSets) {
+// Plain env:// is the core's (dist/worker/env_test.cc tests its reading); this wing only hands it over.
+TEST(ReadEngineEnv, LeavesPlainEnvVarsToTheCoreReaderAndReadsTheLaunchersVariablesAsItDoes) {
   EnvVars vars = Launched();
   vars[kLauncherStoreEnv] = "1";
-  auto env = ReadEngineEnv(vars);
-  ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->rank, 5);
-  EXPECT_EQ(env->world_size, 8);
-  EXPECT_EQ(env->local_rank, 1);
-  EXPECT_EQ(env->local_world_size, 4);
-  EXPECT_EQ(env->group_rank, 1);
-  EXPECT_EQ(env->master_addr, "10.1.2.3");
-  EXPECT_EQ(env->master_port, 29511);
-  EXPECT_TRUE(env->launcher_hosts_store);
-  EXPECT_EQ(env->source, EnvSourceName(EnvSource::kEnvVars));
-  EXPECT_EQ(env->DebugString(), "rank 5/8 (local 1/4, node 1) store 10.1.2.3:29511 hosted by the launcher [env://]");
-}
-
-TEST(ReadEngineEnv, HandStartedRanksWithALoopbackStoreAreAllOnThisMachine) {
-  for (const char* loopback : {"localhost", "127.0.0.1", "::1"}) {
-    auto env = ReadEngineEnv({{"RANK", "2"}, {"WORLD_SIZE", "3"}, {"MASTER_ADDR", loopback}, {"MASTER_PORT", "1234"}});
-    ASSERT_TRUE(env.ok()) << env.status();
-    EXPECT_EQ(env->local_rank, 2) << loopback;
-    EXPECT_EQ(env->local_world_size, 3) << loopback;
-    EXPECT_EQ(env->group_rank, 0) << loopback;
-    EXPECT_FALSE(env->launcher_hosts_store);
-  }
-}
-
-TEST(ReadEngineEnv, HandStartedRanksWithARemoteStoreAreOneProcessPerMachine) {
-  auto env = ReadEngineEnv({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "1234"}});
-  ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->local_rank, 0) << "cuda:0 on the second machine, not cuda:1";
-  EXPECT_EQ(env->local_world_size, 1);
-  EXPECT_EQ(env->group_rank, 1);
-}
-
-TEST(ReadEngineEnv, ListsEveryMissingVariableAtOnce) {
-  auto env = ReadEngineEnv({{"RANK", "0"}, {"LOCAL_RANK", "0"}});
-  ASSERT_TRUE(absl::IsInvalidArgument(env.status())) << env.status();
-  const std::string m(env.status().message());
-  for (const char* missing : {"WORLD_SIZE is missing", "MASTER_ADDR is missing", "MASTER_PORT is missing",
-                              "LOCAL_WORLD_SIZE is missing"}) {
-    EXPECT_TRUE(Contains(m, missing)) << "expected '" << missing << "' in:\n" << m;
-  }
-  EXPECT_FALSE(Contains(m, "RANK is missing")) << m;
-  EXPECT_TRUE(Contains(m, "launch --nproc_per_node")) << "the error must say how to fix it:\n" << m;
-}
-
-TEST(ReadEngineEnv, RejectsMalformedAndInconsistentValues) {
-  EnvVars vars = Launched();
-  vars["MASTER_PORT"] = "29x";
-  auto env = ReadEngineEnv(vars);
-  ASSERT_FALSE(env.ok());
-  EXPECT_TRUE(Contains(std::string(env.status().message()), "MASTER_PORT='29x' is not an integer")) << env.status();
-
-  vars = Launched();
+  vars[kRestartCountEnv] = "2";
+  auto ours = ReadEngineEnv(vars);
+  auto core = ReadWorkerEnv(vars);
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  ASSERT_TRUE(core.ok()) << core.status();
+  EXPECT_EQ(ours->DebugString(), core->DebugString());
+  EXPECT_EQ(ours->restart_count, 2);
   vars["RANK"] = "8";
-  vars["LOCAL_RANK"] = "4";
-  env = ReadEngineEnv(vars);
+  EXPECT_EQ(ReadEngineEnv(vars).status(), ReadWorkerEnv(vars).status());
+  // An engine's rank reads the launcher's variables the same way (ReadLauncherVariables).
+  EnvVars srun = SrunTask();
+  srun[kRestartCountEnv] = "two";
+  auto env = ReadEngineEnv(srun);
   ASSERT_FALSE(env.ok());
-  EXPECT_TRUE(Contains(std::string(env.status().message()), "RANK=8 must be in [0, WORLD_SIZE=8)")) << env.status();
-  EXPECT_TRUE(Contains(std::string(env.status().message()), "LOCAL_RANK=4")) << env.status();
-
-  vars = Launched();
-  vars["MASTER_PORT"] = "0";
-  env = ReadEngineEnv(vars);
-  ASSERT_FALSE(env.ok());
-  EXPECT_TRUE(Contains(std::string(env.status().message()), "MASTER_PORT=0")) << env.status();
+  EXPECT_TRUE(Contains(std::string(env.status().message()), "TINYDDP_RESTART_COUNT=two is not a number"))
+      << env.status();
 }
 
 // ---- Slurm ---------------------------------------------------------------------------------------------
@@ -388,18 +340,6 @@ TEST(ReadEngineEnv, KubeflowTrainerPodsWithOnlyPetVariablesAreRanks) {
 }
 
 // ---- Precedence ----------------------------------------------------------------------------------------
-
-TEST(ReadEngineEnv, ReadsTheRestartRoundAndRefusesGarbage) {
-  EnvVars vars = Launched();
-  EXPECT_EQ(ReadEngineEnv(vars)->restart_count, 0) << "a first start";
-  vars[kRestartCountEnv] = "2";
-  EXPECT_EQ(ReadEngineEnv(vars)->restart_count, 2);
-  vars[kRestartCountEnv] = "two";
-  auto env = ReadEngineEnv(vars);
-  ASSERT_FALSE(env.ok());
-  EXPECT_TRUE(Contains(std::string(env.status().message()), "TINYDDP_RESTART_COUNT=two is not a number"))
-      << env.status();
-}
 
 TEST(IsEngineRank, IsFalseWithoutAnyEnginesRankVariables) {
   EXPECT_FALSE(IsEngineRank(EnvVars{{"HOME", "/root"}, {"SLURM_JOB_ID", "5"}}));

@@ -120,11 +120,6 @@ Supervisor::~Supervisor() {
     int status = 0;
     ::waitpid(w.exit.pid, &status, 0);  // SIGKILL cannot be caught: this returns promptly
   }
-  for (Worker& w : workers_) {
-    for (int fd : w.out) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
   for (int fd : wake_pipe_) {
     if (fd >= 0) ::close(fd);
   }
@@ -153,12 +148,6 @@ absl::Status Supervisor::Start(const std::vector<WorkerProcessSpec>& specs) {
     std::vector<std::string> env_strings = MergedEnvironment(w.spec.env);
     std::vector<char*> argv = CStrings(argv_strings);
     std::vector<char*> envp = CStrings(env_strings);
-    int pipes[2][2] = {{-1, -1}, {-1, -1}};
-    if (options_.prefix_output) {
-      for (auto& p : pipes) {
-        if (::pipe2(p, O_CLOEXEC) != 0) return absl::InternalError("pipe2 failed for a worker's output");
-      }
-    }
     int exec_error[2];  // the child reports a failed execve here; a successful one closes it (CLOEXEC)
     if (::pipe2(exec_error, O_CLOEXEC) != 0) return absl::InternalError("pipe2 failed");
     const pid_t pid = ::fork();
@@ -166,25 +155,14 @@ absl::Status Supervisor::Start(const std::vector<WorkerProcessSpec>& specs) {
       ::setpgid(0, 0);
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(126);  // the supervisor died before prctl took effect
-      if (options_.prefix_output) {
-        ::dup2(pipes[0][1], STDOUT_FILENO);
-        ::dup2(pipes[1][1], STDERR_FILENO);
-      }
+      if (spec.stdout_fd >= 0) ::dup2(spec.stdout_fd, STDOUT_FILENO);
+      if (spec.stderr_fd >= 0) ::dup2(spec.stderr_fd, STDERR_FILENO);
       ::execve(program.c_str(), argv.data(), envp.data());
       const int err = errno;
       (void)!::write(exec_error[1], &err, sizeof(err));
       ::_exit(127);
     }
     ::close(exec_error[1]);
-    for (auto& p : pipes) {
-      if (p[1] >= 0) ::close(p[1]);
-    }
-    w.out[0] = pipes[0][0];
-    w.out[1] = pipes[1][0];
-    for (int fd : w.out) {
-      // Non-blocking: a grandchild that inherited the pipe must not be able to stall the watch loop.
-      if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
-    }
     if (pid < 0) {
       ::close(exec_error[0]);
       return absl::ResourceExhaustedError(absl::StrCat("fork failed for rank ", spec.rank, ": ", std::strerror(errno)));
@@ -204,30 +182,6 @@ absl::Status Supervisor::Start(const std::vector<WorkerProcessSpec>& specs) {
     }
   }
   return absl::OkStatus();
-}
-
-void Supervisor::ReadOutput(Worker& w, int stream, bool flush) {
-  char buf[65536];
-  const ssize_t n = ::read(w.out[stream], buf, sizeof(buf));
-  if (n > 0) w.pending[stream].append(buf, static_cast<size_t>(n));
-  const bool eof = n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN);
-  const std::string prefix = absl::StrCat("[rank ", w.spec.rank, "] ");
-  std::string lines;
-  size_t start = 0, newline;
-  while ((newline = w.pending[stream].find('\n', start)) != std::string::npos) {
-    lines += prefix + w.pending[stream].substr(start, newline - start + 1);
-    start = newline + 1;
-  }
-  w.pending[stream].erase(0, start);
-  if ((eof || flush) && !w.pending[stream].empty()) {
-    lines += prefix + w.pending[stream] + "\n";
-    w.pending[stream].clear();
-  }
-  WriteAll(stream == 0 ? STDOUT_FILENO : STDERR_FILENO, lines);
-  if (eof) {
-    ::close(w.out[stream]);
-    w.out[stream] = -1;
-  }
 }
 
 bool Supervisor::ReapOne(Worker& w) {
@@ -316,34 +270,17 @@ JobResult Supervisor::Wait() {
   ::sigaction(SIGPIPE, &ignore, &old_pipe);
 
   using Clock = std::chrono::steady_clock;
-  std::optional<Clock::time_point> drain_until;  // output left in pipes after every worker exited
-  while (true) {
-    bool any_running = false, any_pipe = false;
-    for (const Worker& w : workers_) {
-      any_running |= w.running;
-      any_pipe |= w.out[0] >= 0 || w.out[1] >= 0;
-    }
-    const auto now = Clock::now();
-    if (!any_running && !drain_until) drain_until = now + std::chrono::seconds(2);
-    if (!any_running && (!any_pipe || now >= *drain_until)) break;
-
+  while (std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; })) {
     // Poll at least once a second: a backstop should a SIGCHLD ever be missed.
+    const auto now = Clock::now();
     auto wait = std::chrono::milliseconds(1000);
-    for (const auto& deadline : {kill_at_, stopping_ ? std::nullopt : hold_until_, drain_until}) {
+    for (const auto& deadline : {kill_at_, stopping_ ? std::nullopt : hold_until_}) {
       if (deadline) wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - now));
     }
-    std::vector<pollfd> fds = {{wake_pipe_[0], POLLIN, 0}};
-    std::vector<std::pair<Worker*, int>> owners = {{nullptr, 0}};
-    for (Worker& w : workers_) {
-      for (int s = 0; s < 2; ++s) {
-        if (w.out[s] < 0) continue;
-        fds.push_back({w.out[s], POLLIN, 0});
-        owners.emplace_back(&w, s);
-      }
-    }
-    ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(wait.count(), 0)));
+    pollfd wake = {wake_pipe_[0], POLLIN, 0};
+    ::poll(&wake, 1, static_cast<int>(std::max<int64_t>(wait.count(), 0)));
 
-    if (fds[0].revents & POLLIN) {
+    if (wake.revents & POLLIN) {
       unsigned char bytes[64];
       ssize_t n;
       while ((n = ::read(wake_pipe_[0], bytes, sizeof(bytes))) > 0) {
@@ -360,9 +297,6 @@ JobResult Supervisor::Wait() {
     if (request) {
       result_.stop_requested = true;
       if (!stopping_) BeginStop(*request, 1, SIGTERM);
-    }
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents != 0) ReadOutput(*owners[i].first, owners[i].second, false);
     }
     // Reap every worker that has exited before acting on any: one that died at the same moment as
     // another must not count as stopped by the stop the other's exit begins.
@@ -384,15 +318,7 @@ JobResult Supervisor::Wait() {
       kill_at_.reset();
     }
   }
-  for (Worker& w : workers_) {
-    for (int s = 0; s < 2; ++s) {
-      if (w.out[s] < 0) continue;
-      ReadOutput(w, s, true);  // whatever is left, even without a final newline
-      if (w.out[s] >= 0) ::close(w.out[s]);
-      w.out[s] = -1;
-    }
-    result_.exits.push_back(w.exit);
-  }
+  for (const Worker& w : workers_) result_.exits.push_back(w.exit);
   if (!result_.interrupted) {
     // Plain, the first failure seen while the job ran is its cause; a judge may rewrite it after Wait().
     if (const std::optional<WorkerExit>& first = result_.first_failure) {

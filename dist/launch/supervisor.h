@@ -14,9 +14,10 @@
 //     SIGPIPE is ignored;
 //   - every worker runs in its own process group (signals reach its children too) and dies with
 //     this process (PR_SET_PDEATHSIG);
-//   - with prefix_output, each line a worker prints is prefixed with "[rank N] ".
+//   - a worker's output goes where this process's goes, or to the descriptors its spec names (a program
+//     that prefixes each line with "[rank N] " reads them through pipes of its own).
 //
-// The watch loop is one poll() over the workers' output pipes and a self-pipe fed by signal handlers.
+// The watch loop is one poll() on a self-pipe fed by signal handlers (SIGCHLD among them).
 #ifndef TINYDDP_DIST_LAUNCH_SUPERVISOR_H_
 #define TINYDDP_DIST_LAUNCH_SUPERVISOR_H_
 
@@ -40,12 +41,13 @@ struct WorkerProcessSpec {
   int local_rank = 0;  // rank on this machine
   std::vector<std::string> argv;  // argv[0] is the program: a path, or a name looked up in PATH
   std::vector<std::pair<std::string, std::string>> env;  // set on top of this process's environment
+  int stdout_fd = -1;  // -1: the worker writes to this process's stdout; else to this descriptor
+  int stderr_fd = -1;  // the same for stderr
 };
 
 struct WorkerExit;
 
 struct SupervisorOptions {
-  bool prefix_output = false;  // "[rank N] " before every line of the workers' stdout and stderr
   std::chrono::milliseconds grace = std::chrono::seconds(5);  // SIGTERM to SIGKILL
   std::chrono::milliseconds preempt_grace = std::chrono::seconds(30);  // the same when a signal stopped the job
   std::string name = "launch";  // prefix of this supervisor's own messages on stderr
@@ -115,13 +117,10 @@ class Supervisor {
   struct Worker {
     WorkerProcessSpec spec;
     bool running = false;
-    int out[2] = {-1, -1};   // read ends of the worker's stdout / stderr pipes (prefix_output only)
-    std::string pending[2];  // a partial last line, until its newline arrives
     WorkerExit exit;
   };
   void Signal(int signo);
   void BeginStop(const std::string& reason, int exit_code, int signo);
-  void ReadOutput(Worker& w, int stream, bool flush);
   bool ReapOne(Worker& w);
   void OnWorkerFailed(Worker& w);
 

@@ -5,7 +5,8 @@
 // For collective #seq on one rank: Issued, then Admit (which may refuse it), on the issuing thread before
 // the call runs; Started (not always: a backend may only see the end) and Ended, on whichever thread the
 // backend learns them (Gloo's worker, NCCL's watchdog); Failed at most once per group, before the Works of
-// the failure wake their waiters with the text it returned appended.
+// the failure wake their waiters with the text it returned appended; Aborting when a backend is about to
+// free what its collectives use, after those Works failed.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_COLLECTIVE_OBSERVER_H_
 #define TINYDDP_DIST_PROCESS_GROUP_COLLECTIVE_OBSERVER_H_
 
@@ -17,11 +18,17 @@
 
 namespace tinyddp::dist {
 
-/// What a rank issued. Every field but `description` reads the same on every rank (no device index).
+/// Point-to-point calls (Send, Recv, BatchSendRecv) involve two ranks, so they are numbered apart from the
+/// collectives: observers see seq = kPointToPointSeqBase + the call's own number ("#p3"), never a
+/// collective's. An observer that matches calls across ranks by seq skips them.
+inline constexpr int64_t kPointToPointSeqBase = int64_t{1} << 40;
+inline bool IsPointToPoint(int64_t seq) { return seq >= kPointToPointSeqBase; }
+
+/// What a rank issued. Of a collective, every field but `description` reads the same on every rank.
 struct CollectiveInfo {
-  int64_t seq = 0;          // the group's sequence number
-  std::string op;           // "AllReduce", "Broadcast", ..., "Replay"
-  std::string signature;    // "float32 [1000], AVG"
+  int64_t seq = 0;          // the group's sequence number (point-to-point: see kPointToPointSeqBase)
+  std::string op;           // "AllReduce", "Broadcast", ..., "Replay", "Send", "Recv", "BatchSendRecv"
+  std::string signature;    // "float32 [1000], AVG"; "float32 [1000] to 2 tag 0"
   std::string dtype;        // "float32" or ""
   std::string via;          // "" or the path ("copy engines")
   std::string description;  // the Work's: "AllReduce(float32 [1000] cuda:0, AVG) #7 on nccl rank 0/2"
@@ -43,6 +50,11 @@ class CollectiveObserver {
   /// The group's first failure (timeout, dead peer, a refused call; not bad arguments). Returns text to
   /// append to the error the user sees (e.g. "flight recorder: dumped to ..."), or "".
   virtual std::string Failed(absl::string_view reason, const absl::Status& status) { return ""; }
+  /// The backend is about to free what its collectives use (NCCL: ncclCommAbort, whose cudaFree waits for
+  /// the whole device); every Work in flight has failed. An observer that enqueued GPU work waiting on a
+  /// peer lets it go here, so that the device drains. On the backend's thread, while no call is being
+  /// enqueued; it may come more than once.
+  virtual void Aborting() {}
 };
 
 /// While it lives, the collectives this thread issues carry `bucket` in their CollectiveInfo (DDP's reducer

@@ -2,6 +2,7 @@
 // once for every backend, then hand the call to the backend's Run* method.
 #include "dist/process_group/process_group.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -101,6 +102,10 @@ absl::Status ProcessGroup::NoteFailure(const absl::Status& status, absl::string_
   return absl::Status(status.code(), message);
 }
 
+void ProcessGroup::NotifyAborting() {
+  for (const auto& o : *Snapshot()) o->Aborting();
+}
+
 int64_t ProcessGroup::NumberBackendWork(const char* op, absl::string_view signature) {
   CollectiveInfo info{.seq = sequence_number_++, .op = op, .signature = std::string(signature)};
   for (const auto& o : *Snapshot()) o->Issued(info);
@@ -109,13 +114,17 @@ int64_t ProcessGroup::NumberBackendWork(const char* op, absl::string_view signat
 
 // --- Numbering and checking ------------------------------------------------------------------------
 
+// `peers`: null for a collective; for a point-to-point call, the text after its parentheses (" to 2 tag 0").
 std::shared_ptr<Work> ProcessGroup::Prepare(const char* op_name, absl::Span<const Tensor> contribution,
                                             const std::string& signature, absl::Status args_ok, Call* call,
-                                            const char* via) {
-  call->seq = sequence_number_++;
-  call->description = absl::StrCat(op_name, "(", signature, ") #", call->seq, " on ", backend_name(), " rank ", rank_,
-                                   "/", size_, via != nullptr ? absl::StrCat(" via ", via) : "");
-  CollectiveInfo info{.seq = call->seq, .op = op_name, .signature = WithoutDeviceIndex(signature),
+                                            const char* via, const std::string* peers) {
+  const int64_t n = peers != nullptr ? p2p_sequence_number_++ : sequence_number_++;
+  call->seq = peers != nullptr ? kPointToPointSeqBase + n : n;
+  call->description = absl::StrCat(op_name, "(", signature, ")", peers != nullptr ? *peers + " #p" : " #", n, " on ",
+                                   backend_name(), " rank ", rank_, "/", size_,
+                                   via != nullptr ? absl::StrCat(" via ", via) : "");
+  CollectiveInfo info{.seq = call->seq, .op = op_name,
+                      .signature = WithoutDeviceIndex(signature) + (peers != nullptr ? *peers : ""),
                       .via = via != nullptr ? via : "", .description = call->description,
                       .bucket = CollectiveBucketScope::Current()};
   for (const Tensor& t : contribution) {
@@ -234,6 +243,52 @@ std::shared_ptr<Work> ProcessGroup::Barrier() {
   Call call;
   if (auto failed = Prepare("Barrier", {}, "", absl::OkStatus(), &call)) return failed;
   return RunBarrier(call);
+}
+
+// --- Point-to-point ----------------------------------------------------------------------------------
+
+std::shared_ptr<Work> ProcessGroup::Send(const Tensor& tensor, int dst, int tag) {
+  return PointToPoint("Send", {P2POp{P2POp::Kind::kSend, tensor, dst, tag}});
+}
+
+std::shared_ptr<Work> ProcessGroup::Recv(const Tensor& tensor, int src, int tag) {
+  return PointToPoint("Recv", {P2POp{P2POp::Kind::kRecv, tensor, src, tag}});
+}
+
+std::shared_ptr<Work> ProcessGroup::BatchSendRecv(std::vector<P2POp> ops) {
+  return PointToPoint("BatchSendRecv", std::move(ops));
+}
+
+std::shared_ptr<Work> ProcessGroup::PointToPoint(const char* op_name, std::vector<P2POp> ops) {
+  const bool batch = op_name == std::string("BatchSendRecv");
+  absl::Status ok = ops.empty() ? absl::InvalidArgumentError("no ops to issue") : absl::OkStatus();
+  std::vector<std::string> parts;
+  std::vector<Tensor> tensors;
+  std::string peers;  // " to 2 tag 0" for one op; a batch names each op's peer inside its parentheses
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& op = ops[i];
+    const bool send = op.kind == P2POp::Kind::kSend;
+    peers = absl::StrCat(send ? " to " : " from ", op.peer, " tag ", op.tag);
+    parts.push_back(batch ? absl::StrCat(send ? "send " : "recv ", TensorSignature(op.tensor), peers)
+                          : TensorSignature(op.tensor));
+    tensors.push_back(op.tensor);
+    const std::string which = batch ? absl::StrCat("op ", i, ": ") : "";
+    absl::Status s = op.tensor.defined() ? CheckTensor(op.tensor) : absl::InvalidArgumentError("the tensor is undefined");
+    if (s.ok() && (op.peer < 0 || op.peer >= size_ || op.peer == rank_)) {
+      s = absl::InvalidArgumentError(absl::StrCat(
+          "peer ", op.peer, op.peer == rank_ ? " is this rank (a rank does not send to itself; copy the tensor)"
+                                             : absl::StrCat(" is not a rank of this group (size ", size_, ")")));
+    }
+    if (s.ok() && (op.tag < 0 || op.tag >= (1 << 24))) {
+      s = absl::InvalidArgumentError(absl::StrCat("tag ", op.tag, " is outside [0, 2^24)"));
+    }
+    if (ok.ok() && !s.ok()) ok = absl::InvalidArgumentError(absl::StrCat(which, s.message()));
+  }
+  if (batch) peers.clear();
+  Call call;
+  if (auto failed = Prepare(op_name, tensors, absl::StrJoin(parts, ", "), ok, &call, nullptr, &peers)) return failed;
+  ops.erase(std::remove_if(ops.begin(), ops.end(), [](const P2POp& op) { return op.tensor.numel() == 0; }), ops.end());
+  return RunPointToPoint(std::move(ops), call);
 }
 
 }  // namespace tinyddp::dist

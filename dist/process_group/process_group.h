@@ -16,6 +16,9 @@
 //   * Thread-safety: calls on one group must come from one thread at a time (they define the order).
 //   * The timeout of a collective counts from when it was issued. The group's first failure (a timeout,
 //     a dead peer) is told to its observers (collective_observer.h), whose text the error carries.
+//   * Point-to-point calls (Send, Recv, BatchSendRecv) are not collectives: only the two ranks named take
+//     part, so they are numbered apart ("#p3", p2p_sequence_number()) and the collectives keep the same
+//     numbers on every rank. Otherwise the same rules: issue order, timeouts, argument errors, observers.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_PROCESS_GROUP_H_
 #define TINYDDP_DIST_PROCESS_GROUP_PROCESS_GROUP_H_
 
@@ -49,6 +52,15 @@ const char* ReduceOpName(ReduceOp op);
 
 /// "float32 [1000]" (and " cuda:0" on a GPU): how tensors appear in Work descriptions.
 std::string TensorSignature(const Tensor& tensor);
+
+/// One half of a point-to-point transfer (torch.distributed.P2POp).
+struct P2POp {
+  enum class Kind : uint8_t { kSend, kRecv };
+  Kind kind;
+  Tensor tensor;  // kSend: read; kRecv: written in place (caller keeps it alive until the Work completes)
+  int peer;       // the other rank, != rank()
+  int tag = 0;    // in [0, 2^24); must match between the two sides (Gloo); NCCL ignores it as PyTorch's NCCL does
+};
 
 class ProcessGroup {
  public:
@@ -95,6 +107,22 @@ class ProcessGroup {
   /// Completes once every rank has entered the barrier.
   std::shared_ptr<Work> Barrier();
 
+  // --- Point-to-point. Each rank runs its calls in issue order, collectives and these alike (Gloo's
+  // worker thread, NCCL's stream), and the ops of one BatchSendRecv together: two ranks that each Send
+  // to the other before they Recv deadlock (on Gloo at once, whose sends wait for the receiver; on NCCL
+  // once messages outgrow its buffers) until the timeout. Issue such a pair as one BatchSendRecv. ---
+
+  /// Sends `tensor` to rank `dst` (isend). Messages between one pair of ranks arrive in the order they were
+  /// sent; the receiving side must post a Recv of the same numel/dtype naming this rank.
+  std::shared_ptr<Work> Send(const Tensor& tensor, int dst, int tag = 0);
+  /// Receives into `tensor` from rank `src` (irecv).
+  std::shared_ptr<Work> Recv(const Tensor& tensor, int src, int tag = 0);
+  /// batch_isend_irecv: issues all `ops` together (NCCL: inside one ncclGroupStart/End, so a send-forward /
+  /// receive-backward pair of a 1F1B step cannot deadlock); one Work that completes when all have.
+  std::shared_ptr<Work> BatchSendRecv(std::vector<P2POp> ops);
+  /// How many point-to-point calls this rank has issued so far (its own count: "#p3").
+  int64_t p2p_sequence_number() const { return p2p_sequence_number_; }
+
   // --- Seams for wings (docs/design.md). Each has a default for groups that cannot do it. ---
 
   /// The CUDA stream this group runs its collectives on; a null Stream for groups of host threads.
@@ -106,8 +134,9 @@ class ProcessGroup {
   /// the group's timeout naming `description`. Null for groups that cannot watch GPU work.
   virtual std::shared_ptr<Work> WatchReplay(std::string description) { return nullptr; }
   /// AllReduce (or AllReduceCoalesced) of `tensors` carried by `impl` (external_all_reduce.h) instead of
-  /// the backend's kernels; its description ends "via <impl->path_name()>". Unimplemented on a backend
-  /// that carries none (Gloo). Precondition: every rank makes this call at the same position.
+  /// the backend's kernels, as one of the group's collectives; its description ends "via
+  /// <impl->path_name()>". Unimplemented on a backend that carries none (Gloo). Precondition: every rank
+  /// makes this call at the same position.
   std::shared_ptr<Work> AllReduceExternal(std::shared_ptr<ExternalAllReduce> impl, absl::Span<const Tensor> tensors,
                                           ReduceOp op);
   /// A fresh key space ("<purpose>/<n>") in the group's store for a module set up beside the group (the
@@ -134,6 +163,9 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) = 0;
   virtual std::shared_ptr<Work> RunReduce(const Tensor& tensor, const Call& call) = 0;
   virtual std::shared_ptr<Work> RunBarrier(const Call& call) = 0;
+  /// Send, Recv, BatchSendRecv: `ops` hold at least one element each, name peers of the group other than
+  /// this rank, and are issued together; the Work completes when all have.
+  virtual std::shared_ptr<Work> RunPointToPoint(std::vector<P2POp> ops, const Call& call) = 0;
   /// AllReduceExternal's backend step. Default: Unimplemented ("<backend> carries no external all_reduce").
   virtual std::shared_ptr<Work> RunAllReduceExternal(std::shared_ptr<ExternalAllReduce> impl,
                                                      std::vector<Tensor> tensors, const Call& call);
@@ -149,13 +181,17 @@ class ProcessGroup {
   /// arguments), tells every observer (`reason`: "timeout", "error", "abort", ...) and returns `status`
   /// with the text they returned appended; afterwards returns `status` unchanged. Thread-safe.
   absl::Status NoteFailure(const absl::Status& status, absl::string_view reason);
+  /// For a backend about to free its resources after a failure: tells every observer (Aborting).
+  void NotifyAborting();
 
  private:
   // Numbers `call`, tells the observers, lets them refuse it, checks `args_ok`. Returns the Work to hand
   // back at once (refused, bad arguments, or no element in `contribution`: OK everywhere), or null: run it.
   std::shared_ptr<Work> Prepare(const char* op_name, absl::Span<const Tensor> contribution,
                                 const std::string& signature, absl::Status args_ok, Call* call,
-                                const char* via = nullptr);
+                                const char* via = nullptr, const std::string* peers = nullptr);
+  // Send, Recv, BatchSendRecv: checks each op, numbers the call apart ("#p3"), drops empty ops, runs it.
+  std::shared_ptr<Work> PointToPoint(const char* op_name, std::vector<P2POp> ops);
   std::shared_ptr<Work> PrepareAllReduce(const char* op_name, absl::Span<const Tensor> tensors, ReduceOp op,
                                          Call* call, const char* via = nullptr);
   // Every tensor defined, accepted by CheckTensor, and all of one dtype and device.
@@ -166,6 +202,7 @@ class ProcessGroup {
   const std::chrono::milliseconds timeout_;
   const std::string group_name_;
   int64_t sequence_number_ = 0;
+  int64_t p2p_sequence_number_ = 0;
   std::shared_ptr<Store> store_;
   int64_t sub_stores_ = 0;
   // Copied on write: the backends' threads read a snapshot while AddObserver replaces it.

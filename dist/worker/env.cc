@@ -120,6 +120,13 @@ absl::StatusOr<WorkerEnv> ReadWorkerEnv(const EnvVars& vars) {
         "WORLD_SIZE, MASTER_ADDR and MASTER_PORT yourself (plus LOCAL_RANK and LOCAL_WORLD_SIZE when several ranks "
         "share a machine whose MASTER_ADDR is not a loopback address)."));
   }
+  if (absl::Status s = ReadLauncherVariables(vars, env); !s.ok()) return s;
+  return env;
+}
+
+absl::StatusOr<WorkerEnv> ReadWorkerEnv() { return ReadWorkerEnv(CurrentEnvironment()); }
+
+absl::Status ReadLauncherVariables(const EnvVars& vars, WorkerEnv& env) {
   auto hosted = vars.find(kLauncherStoreEnv);
   env.launcher_hosts_store = hosted != vars.end() && hosted->second == "1";
   auto restart = vars.find(kRestartCountEnv);
@@ -127,9 +134,7 @@ absl::StatusOr<WorkerEnv> ReadWorkerEnv(const EnvVars& vars) {
     return absl::InvalidArgumentError(absl::StrCat(kRestartCountEnv, "=", restart->second,
                                                    " is not a number; it is set by the launcher (0, 1, ...)"));
   }
-  return env;
+  return absl::OkStatus();
 }
-
-absl::StatusOr<WorkerEnv> ReadWorkerEnv() { return ReadWorkerEnv(CurrentEnvironment()); }
 
 }  // namespace tinyddp::dist

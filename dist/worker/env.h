@@ -59,6 +59,10 @@ EnvVars CurrentEnvironment();
 absl::StatusOr<WorkerEnv> ReadWorkerEnv(const EnvVars& vars);
 /// ReadWorkerEnv(CurrentEnvironment()).
 absl::StatusOr<WorkerEnv> ReadWorkerEnv();
+/// The part of ReadWorkerEnv that any reader of a launcher's workers shares (a translating engine's too):
+/// kLauncherStoreEnv into launcher_hosts_store, kRestartCountEnv into restart_count. InvalidArgument for a
+/// restart count that is not a number.
+absl::Status ReadLauncherVariables(const EnvVars& vars, WorkerEnv& env);
 
 /// True when a launcher started this process as one rank of a job: RANK or WORLD_SIZE is set.
 bool IsWorker(const EnvVars& vars);

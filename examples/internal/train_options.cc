@@ -300,9 +300,10 @@ absl::Status Validate(const TrainOptions& o) {
       Check(!o.join || o.grad_accum_steps == 1, "join",
             "shadows one batch per step: use --grad_accum_steps=1 with it"),
       OnlyFor(o, "optimizer_in_backward", o.optimizer_in_backward, {"full"}),
-      Check(!o.optimizer_in_backward || o.zero == 0, "optimizer_in_backward",
-            "is not built for --zero: ZeRO's step all-gathers the parameters, a collective, which must not run at "
-            "times that differ from rank to rank; use --zero=0"),
+      Check(!o.optimizer_in_backward || o.zero != 3, "optimizer_in_backward",
+            "is not built for --zero=3: ZeRO-3 steps each layer inside its own backward op, already as soon as "
+            "its gradient is reduce-scattered; use --zero=1 or --zero=2 (each bucket's shard stepped as its "
+            "reduce-scatter lands) or drop the flag"),
       Check(!o.optimizer_in_backward || (o.tp == 1 && !o.join && !o.find_unused_parameters), "optimizer_in_backward",
             "is not built for --tp (its optimizer steps shards of a split model), --join (a shadowing rank steps "
             "after its zero-gradient backward) or --find_unused_parameters (unused gradients are settled only at "

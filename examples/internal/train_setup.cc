@@ -222,8 +222,12 @@ absl::Status SplitModel(const TrainOptions& o, const Job& job, Setup& s) {
 // it holds no state while training.
 absl::Status ShardOptimizer(const TrainOptions& o, Setup& s) {
   auto factory = [o](std::vector<autograd::Variable> params) { return MakeOptimizer(o, std::move(params)); };
-  ASSIGN_OR_RETURN(s.zero, dist::zero::ZeroRedundancyOptimizer::Attach(*s.ddp, factory, s.gradient_shards));
+  ASSIGN_OR_RETURN(s.zero, dist::zero::ZeroRedundancyOptimizer::Attach(*s.ddp, factory, s.gradient_shards,
+                                                                        {.in_backward = o.optimizer_in_backward}));
   RETURN_IF_ERROR(s.zero->LoadConsolidatedStateTensors(s.optimizer->StateTensors()));
+  // bf16: ZeRO moved the compute copies into its flat buffers; the vessel, which never steps, lets go of the
+  // old ones (else a rank would hold a second bfloat16 copy of the model beside plain DDP's one).
+  s.optimizer->SetComputeCopies({});
   return s.optimizer->LoadStateTensors({});
 }
 

@@ -151,6 +151,7 @@ std::unique_ptr<GemmPlan> MakePlan(cublasLtHandle_t lt, const GemmKey& key, cons
   SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, op_first);
   SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, op_second);
   if (key.epilogue != Epilogue::kNone) SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, LtEpilogue(key.epilogue));
+  if (const int32_t sms = GemmSmCountTarget(); sms > 0) SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, sms);
   if (HasBias(key.epilogue)) {
     // The bias has D's type (cuBLASLt's default); the heuristic reads the pointer's alignment.
     SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);

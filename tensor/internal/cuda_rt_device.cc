@@ -1,6 +1,7 @@
 // tensor/cuda_device.h with the CUDA runtime: device count and selection, descriptions, raw copies.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -55,6 +56,13 @@ std::string DeviceDescription(int device) {
   return absl::StrFormat("%s, %d GiB, sm_%d%d", prop.name, static_cast<int>(prop.totalGlobalMem >> 30), prop.major,
                          prop.minor);
 }
+
+namespace {
+std::atomic<int> gemm_sm_count_target{0};
+}  // namespace
+
+void SetGemmSmCountTarget(int sms) { gemm_sm_count_target.store(sms < 0 ? 0 : sms); }
+int GemmSmCountTarget() { return gemm_sm_count_target.load(); }
 
 int64_t DeviceTotalMemory(int device) {
   if (device < 0 || device >= DeviceCount()) return 0;

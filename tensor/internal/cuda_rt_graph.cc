@@ -75,7 +75,10 @@ absl::Status CudaGraph::Capture(const Stream& stream, const std::function<void()
     return CudaError("cudaStreamEndCapture", err);
   }
   cudaGraphExec_t exec = nullptr;
-  if (cudaError_t err = cudaGraphInstantiate(&exec, graph, 0); err != cudaSuccess) {
+  // UseNodePriority: each kernel keeps the priority of the stream it was captured on (the reducer's
+  // update stream is the most urgent); without it a replay runs every node at the launch stream's.
+  if (cudaError_t err = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
+      err != cudaSuccess) {
     cudaGraphDestroy(graph);
     internal::ReleaseGraphPool(pool);
     return CudaError("cudaGraphInstantiate", err);

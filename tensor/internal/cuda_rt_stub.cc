@@ -27,6 +27,8 @@ void SetDevice(int) { NoCuda("SetDevice"); }
 int CurrentDevice() { return 0; }
 std::string DeviceDescription(int) { return "no CUDA (CPU-only build)"; }
 int64_t DeviceTotalMemory(int) { return 0; }
+void SetGemmSmCountTarget(int) {}
+int GemmSmCountTarget() { return 0; }
 void DeviceSynchronize() {}
 void MemcpyAsync(void*, const void*, size_t, CopyKind, void*) { NoCuda("MemcpyAsync"); }
 

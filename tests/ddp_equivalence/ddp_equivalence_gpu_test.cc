@@ -13,6 +13,7 @@
 #include "autograd/functions.h"
 #include "dist/accel/copy_engine/copy_engine_hook.h"
 #include "dist/accel/fused_optimizer/fused_optimizer.h"
+#include "dist/ddp/bf16_compress_hook.h"
 #include "dist/ddp/ddp.h"
 #include "dist/testing/ddp_testing.h"
 #include "dist/process_group/nccl/process_group_nccl.h"

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "dist/ddp/bf16_compress_hook.h"
 #include "dist/ddp/comm_hooks.h"
 #include "dist/ladder/ladder.h"
 #include "dist/testing/ddp_testing.h"

@@ -49,6 +49,19 @@ TEST(OptimizerInBackward, EndsWithThePlainLoopsBitsForSgdAdamWBf16AndAccumulatio
   }
 }
 
+TEST(OptimizerInBackward, UnderZeroOneAndTwoEndsWithTheBitsOfTheShardsSteppedAfterBackward) {
+  for (const char* zero : {"--zero=1", "--zero=2"}) {
+    SCOPED_TRACE(zero);
+    const std::vector<std::string> setup = {zero, "--optimizer=adamw", "--lr=0.01", "--grad_accum_steps=2"};
+    const std::string after = TrainToTheEnd(absl::StrCat("after_", zero + 7), setup);
+    std::vector<std::string> inside = setup;
+    inside.push_back("--optimizer_in_backward");
+    const std::string stepped_inside = TrainToTheEnd(absl::StrCat("in_", zero + 7), inside);
+    ASSERT_FALSE(after.empty());
+    EXPECT_TRUE(SameModelAndOptimizer(after, stepped_inside)) << after << " vs " << stepped_inside;
+  }
+}
+
 TEST(OptimizerInBackward, ItsCheckpointsResumeWithoutTheFlagAndTheOtherWayRound) {
   const std::vector<std::string> adamw = {"--optimizer=adamw", "--lr=0.01"};
   const std::string plain = TrainToTheEnd("whole", adamw);
@@ -70,7 +83,7 @@ TEST(OptimizerInBackward, ItsCheckpointsResumeWithoutTheFlagAndTheOtherWayRound)
 
 TEST(OptimizerInBackward, WhatItDoesNotServeIsRefusedSayingWhy) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
-      {{"--zero=1"}, "is not built for --zero"},
+      {{"--zero=3"}, "is not built for --zero=3"},
       {{"--ddp=bucketed"}, "--optimizer_in_backward applies to --ddp=full"},
       {{"--join"}, "is not built for --tp"},
       {{"--find_unused_parameters"}, "--find_unused_parameters"},

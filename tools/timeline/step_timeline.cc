@@ -70,7 +70,8 @@ int64_t BackwardComputeEnd(const TraceSpan& b, const std::vector<TraceSpan>& com
   if (last_comm_start >= 0) end = std::min(end, last_comm_start);
   for (const TraceSpan& s : compute) {
     const bool nested = s.start_us > b.start_us && s.end_us <= b.end_us && &s != &b;
-    if (nested && s.name != "backward") end = std::min(end, s.start_us);
+    // An update inside backward (--optimizer_in_backward) runs between gradients: backward computes on after it.
+    if (nested && s.name != "backward" && s.name != kUpdateInBackward) end = std::min(end, s.start_us);
   }
   return end;
 }

@@ -19,7 +19,8 @@
 //   - the start of the last all_reduce that starts inside it: the last bucket holds the gradients
 //     computed last, and its all_reduce cannot start before they exist; and
 //   - the start of the first span nested inside it: DDP's fused per-bucket optimizers run after the
-//     gradients, inside the end-of-backward wait.
+//     gradients, inside the end-of-backward wait. Not a span named "optimizer in backward": a bucket's
+//     update inside backward (--optimizer_in_backward), after which backward computes on.
 // The compute lane is busy during all its spans (except "step", which only encloses the others), with
 // backward cut at that estimate. Exposed = the communication spans' union minus busy time, per step.
 // Parts: a forward or backward span may hold nested spans named after it and a word ("forward layer",
@@ -44,6 +45,9 @@ namespace tinyddp::dist {
 inline constexpr int kHostLaneTid = 0;
 inline constexpr int kComputeLaneTid = 1;
 inline constexpr int kCommLaneTid = 2;
+/// The name of a bucket's update recorded inside backward (--optimizer_in_backward): nested in backward, it
+/// does not mark the end of backward's computation.
+inline constexpr char kUpdateInBackward[] = "optimizer in backward";
 
 struct TimeInterval {
   int64_t start_us = 0;

@@ -119,6 +119,23 @@ TEST(StepTimeline, SpansNestedInBackwardEndItsComputationAndCountAsBusy) {
   ASSERT_EQ(s.host.size(), 1u);  // the host lane, kept apart
 }
 
+TEST(StepTimeline, UpdatesInsideBackwardDoNotEndItsComputation) {
+  // --optimizer_in_backward on a CPU: bucket 0's update runs at 35-38 between gradients, backward computes on
+  // until the last bucket's all_reduce starts at 55; bucket 1's update at 62-66 is in the end-of-backward wait.
+  TraceBuilder b;
+  b.Span(0, 0, "forward", 0, 10)
+      .Span(0, 0, "backward", 10, 70)
+      .Span(0, 0, kUpdateInBackward, 35, 38, /*i=*/0)
+      .Span(0, 0, kUpdateInBackward, 62, 66, /*i=*/1)
+      .Span(0, 2, "all_reduce", 20, 30, /*i=*/0)
+      .Span(0, 2, "all_reduce", 55, 60, /*i=*/1);
+  absl::StatusOr<StepTimeline> t = BuildStepTimeline(b.Build());
+  ASSERT_TRUE(t.ok()) << t.status();
+  const RankStep& s = t->steps[0][0];
+  EXPECT_EQ(s.backward_compute[0].end_us, 55);  // not 35: the first update is not the end
+  EXPECT_EQ(Pairs(s.exposed), (std::vector<std::pair<int64_t, int64_t>>{{55, 60}}));
+}
+
 TEST(StepTimeline, CommunicationAfterBackwardIsExposedUnlessSomethingComputesBesideIt) {
   // No overlap at all (one all_reduce after backward), with an optimizer that starts before it ends.
   TraceBuilder b;

@@ -301,7 +301,7 @@ void DrawCompute(SvgCanvas& svg, const Frame& f, const RankStep& r, double y, co
             {absl::StrCat("backward ", FormatDurationUs(static_cast<double>(s.duration_us()))), "backward", "bwd"});
       }
     } else {
-      const std::string name = s.name == "optimizer" ? (nested ? "opt" : "optimizer") : s.name;
+      const std::string name = absl::StartsWith(s.name, "optimizer") ? (nested ? "opt" : "optimizer") : s.name;
       LabelInside(
           svg, x, w, y + kLaneHeight / 2 + 4,
           {absl::StrCat(name, " ", FormatDurationUs(static_cast<double>(s.duration_us()))), name, s.name.substr(0, 3)});

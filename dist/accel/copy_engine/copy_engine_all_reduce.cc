@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dist/accel/copy_engine/copy_engine_reduce.h"
+#include "tensor/stream.h"
 
 namespace tinyddp::dist {
 namespace {
@@ -197,6 +198,7 @@ absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> CopyEngineAllReduce::Create
   for (int e = 0; e < copy_engine::kNumPlanEvents; ++e) {
     if (e != copy_engine::kDoneEvent) cudaEventCreateWithFlags(&ce->events_[e], cudaEventDisableTiming);
   }
+  cudaEventCreateWithFlags(&ce->last_end_, cudaEventDisableTiming);
   return ce;
 }
 
@@ -205,8 +207,8 @@ CopyEngineAllReduce::CopyEngineAllReduce(std::shared_ptr<Store> store, int rank,
     : store_(std::move(store)), rank_(rank), device_(device), timeout_(timeout), planner_(rank) {}
 
 CopyEngineAllReduce::~CopyEngineAllReduce() {
-  // Destroyed once no call is in flight (the group holds this while it has calls of it in flight); the
-  // peer's mappings of our memory die with it.
+  // Destroyed once no call is in flight (each call's Work holds this until it ended, and the group as its
+  // observer); the peer's mappings of our memory die with it.
   const DeviceGuard on_device(device_);
   registered_.clear();
   for (const auto& [handle, base] : peer_allocations_) cudaIpcCloseMemHandle(base);
@@ -220,6 +222,7 @@ CopyEngineAllReduce::~CopyEngineAllReduce() {
   for (cudaEvent_t e : events_) {
     if (e != nullptr) cudaEventDestroy(e);
   }
+  if (last_end_ != nullptr) cudaEventDestroy(last_end_);
 }
 
 absl::StatusOr<Bytes> CopyEngineAllReduce::Exchange(const std::string& key, const Bytes& mine) {
@@ -263,6 +266,13 @@ bool CopyEngineAllReduce::Takes(DType dtype, int64_t numel, ReduceOp op) const {
 // --- The scratch -------------------------------------------------------------------------------------
 
 absl::Status CopyEngineAllReduce::Prepare(const std::vector<Tensor>& tensors, ReduceOp op) {
+  // Its calls synchronise with the peer outside the stream (and growing the scratch below allocates and
+  // talks to the peer): nothing a CUDA graph could record. Refuse a capture before anything is done.
+  if (cuda::Stream::Current(device_).IsCapturing()) {
+    return absl::FailedPreconditionError(
+        "an external all_reduce cannot be recorded into a CUDA graph (its implementation synchronises outside "
+        "the stream); use the group's AllReduce inside a graph");
+  }
   for (const Tensor& t : tensors) {
     if (t.dtype() != DType::kFloat32 || !SumOrAvg(op)) {
       return absl::InvalidArgumentError(absl::StrCat("the copy-engine all_reduce takes float32 SUM or AVG, not ",
@@ -484,7 +494,20 @@ absl::Status CopyEngineAllReduce::Enqueue(const std::vector<Tensor>& tensors, Re
       return absl::InternalError(CudaError("enqueueing the copy-engine all_reduce", err));
     }
   }
+  // The call's end, for the group's next call of another kind (Issued): `done` is the group's event, which
+  // it recycles once this call's Work is gone, so the module records its own right behind it.
+  if (cudaError_t err = cudaEventRecord(last_end_, drain_); err != cudaSuccess) {
+    return absl::InternalError(CudaError("recording the copy-engine all_reduce's end", err));
+  }
+  group_stream_ = stream;
   return absl::OkStatus();
+}
+
+void CopyEngineAllReduce::Issued(const CollectiveInfo& info) {
+  if (group_stream_ == nullptr || info.via == kPathName) return;
+  if (cuda::Stream::Current(device_).IsCapturing()) return;
+  cudaStreamWaitEvent(group_stream_, last_end_, 0);
+  group_stream_ = nullptr;  // ordered, until this module's next call
 }
 
 absl::Status CopyEngineAllReduce::WaitForCallsInFlight(const char* before) {
@@ -496,7 +519,7 @@ absl::Status CopyEngineAllReduce::WaitForCallsInFlight(const char* before) {
   return absl::OkStatus();
 }
 
-void CopyEngineAllReduce::Release() {
+void CopyEngineAllReduce::Aborting() {
   // Far ahead of any sequence number this rank will reach, in the wrap-around order the waits use. The
   // group calls this under the same lock as Enqueue, so the planner's sequence number is stable.
   uint32_t host[copy_engine::kNumFlags];

@@ -45,11 +45,15 @@
 // other peer-to-peer, else Create returns null with the reason. The scratch grows (a collective
 // exchange, host-blocking, the first time a bigger call comes: Prepare) to the largest call seen; it grows
 // identically on both ranks since both make the same calls.
+// Beside the group, as an observer of it (pg.AddObserver(module): CopyEngineHook does), the module keeps
+// what is its own out of the group's collective path: any other call the group issues starts after this
+// module's last call ended (Issued; Enqueue let the group's stream go early), and on an abort its waits
+// are let go (Aborting).
 // Timeouts: a peer that dies leaves a wait on one of the three streams pending; the group's watchdog
-// fails the Work after its timeout and calls Release(), which satisfies every wait locally so the
-// streams drain (with garbage).
-// Not thread-safe: one thread makes the calls (the group's launching thread); Release may come from the
-// group's watchdog, under the group's lock, as Enqueue.
+// fails the Work after its timeout and, as it aborts, tells its observers: Aborting() satisfies every
+// wait locally so the streams drain (with garbage).
+// Not thread-safe: one thread makes the calls (the group's launching thread, which also brings Issued);
+// Aborting comes from the group's watchdog, under the group's launch lock, as Enqueue.
 #ifndef TINYDDP_DIST_ACCEL_COPY_ENGINE_COPY_ENGINE_ALL_REDUCE_H_
 #define TINYDDP_DIST_ACCEL_COPY_ENGINE_COPY_ENGINE_ALL_REDUCE_H_
 
@@ -64,6 +68,7 @@
 
 #include "absl/status/statusor.h"
 #include "dist/accel/copy_engine/copy_engine_plan.h"
+#include "dist/process_group/collective_observer.h"
 #include "dist/process_group/external_all_reduce.h"
 #include "dist/store/store.h"
 #include "tensor/tensor.h"
@@ -83,7 +88,7 @@ struct CopyEngineOptions {
   bool allow_one_gpu = false;
 };
 
-class CopyEngineAllReduce final : public ExternalAllReduce {
+class CopyEngineAllReduce final : public ExternalAllReduce, public CollectiveObserver {
  public:
   /// The path's name in descriptions, fingerprints, DDP's bucket table and the trace.
   static constexpr char kPathName[] = "copy engines";
@@ -92,6 +97,9 @@ class CopyEngineAllReduce final : public ExternalAllReduce {
   /// ProcessGroup::SubStore). Returns null, and why in `*why_not`, when the pair cannot use it
   /// (another host, no peer access, the same GPU, no stream memory operations, a veto); an error only
   /// when the store fails or times out. `device`: this rank's GPU. `timeout` bounds every exchange.
+  /// Before its first call through a group (AllReduceExternal), add it to that group's observers
+  /// (pg.AddObserver(module)): without it the group's next call would not wait for the end of this
+  /// module's calls, nor would an abort let their waits go.
   static absl::StatusOr<std::unique_ptr<CopyEngineAllReduce>> Create(std::shared_ptr<Store> store, int rank,
                                                                      int device, std::chrono::milliseconds timeout,
                                                                      const CopyEngineOptions& options,
@@ -109,14 +117,23 @@ class CopyEngineAllReduce final : public ExternalAllReduce {
   // --- ExternalAllReduce -------------------------------------------------------------------------------
   const char* path_name() const override { return kPathName; }
   /// Makes the scratch big enough for `tensors` (collective the first time a call is bigger than any
-  /// before; host-blocking then, free afterwards). InvalidArgument unless float32 SUM/AVG (any size).
+  /// before; host-blocking then, free afterwards). InvalidArgument unless float32 SUM/AVG (any size);
+  /// FailedPrecondition while the current stream is capturing a CUDA graph.
   absl::Status Prepare(const std::vector<Tensor>& tensors, ReduceOp op) override;
   /// Enqueues the plan of the call (copy_engine_plan.h), scaled by 1 for SUM and 0.5 for AVG, starting on
   /// `stream` and recording `done` on the drain stream. `stream` itself is not ordered after the end: it
-  /// may start the next call at once. Precondition: Prepare() succeeded for these tensors.
+  /// may start the next call at once (Issued orders the group's other calls). Precondition: Prepare()
+  /// succeeded for these tensors.
   absl::Status Enqueue(const std::vector<Tensor>& tensors, ReduceOp op, CUstream_st* stream,
                        CUevent_st* done) override;
-  void Release() override;
+
+  // --- CollectiveObserver, of the group that carries the calls -----------------------------------------
+  /// A call of the group other than this module's: the group's stream waits for this module's last call
+  /// to end first (not in a capture: a replay runs on the caller's stream, already ordered after it).
+  void Issued(const CollectiveInfo& info) override;
+  /// Satisfies every wait this rank has enqueued, so that its streams drain (results are garbage from
+  /// then on), before the group frees its communicator.
+  void Aborting() override;
 
   /// Collective, host-blocking: pairs each of `buffers` with the peer's buffer at the same position
   /// and maps the peer's here, so that a later call on exactly one of them sends the reduced half
@@ -167,6 +184,8 @@ class CopyEngineAllReduce final : public ExternalAllReduce {
   cudaStream_t helper_ = nullptr;   // additions, beside the group's stream (copies)
   cudaStream_t drain_ = nullptr;    // what the peer sends back into my tensors, and each call's end
   cudaEvent_t events_[copy_engine::kNumPlanEvents] = {};  // the plan's own events (kDoneEvent is the caller's)
+  cudaEvent_t last_end_ = nullptr;      // the end of the last call, recorded after its `done`
+  cudaStream_t group_stream_ = nullptr;  // the group's stream while not yet ordered after last_end_
   struct Registered {
     Tensor mine;                      // kept alive while registered
     float* peer = nullptr;            // the peer's paired buffer, mapped here

@@ -56,6 +56,7 @@ Pair Connect(const RankContext& ctx, std::chrono::milliseconds timeout = std::ch
                                         CopyEngineOptions{}, &p.why_not);
   EXPECT_TRUE(ce.ok()) << ce.status();
   if (ce.ok()) p.ce = std::move(*ce);
+  if (p.ce != nullptr) p.pg->AddObserver(p.ce);  // as CopyEngineHook attaches it
   return p;
 }
 

@@ -104,6 +104,8 @@ absl::Status CopyEngineHook::SetUp(ProcessGroup& pg) {
                                                &off_reason_));
   module_ = std::move(module);
   device_ = pg.device_index();
+  // Beside the group: its other calls wait for the copy engines' last end, and an abort lets their waits go.
+  if (module_ != nullptr) pg.AddObserver(module_);
   return absl::OkStatus();
 }
 

@@ -1,8 +1,8 @@
 // CopyEngineHook: a DDP comm hook (dist/ddp/comm_hooks.h) that a program opts into, and the one place
 // that decides whether a bucket is averaged by the copy engines (copy_engine_all_reduce.h: DMA over
 // NVLink, which leaves the SMs to the backward it overlaps) or by the group's own all_reduce (AllReduceHook,
-// DDP's default). It attaches through DdpOptions::comm_hook and reaches the group only through
-// ProcessGroup's acceleration seams (device_index, SubStore, AllReduceExternal):
+// DDP's default). It attaches through DdpOptions::comm_hook and runs its buckets through the group's one
+// seam for it, ProcessGroup::AllReduceExternal (setup uses the generic device_index and SubStore):
 //
 //   ASSIGN_OR_RETURN(std::shared_ptr<CopyEngineHook> copy_engines, CopyEngineHook::Create(*pg));
 //   options.comm_hook = copy_engines->AsCommHook();          // the bucket table names each bucket's path

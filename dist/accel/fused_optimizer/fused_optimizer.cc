@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Attach(Distribut
   std::unique_ptr<FusedOptimizer> fused(new FusedOptimizer(ddp, std::move(factory), options));
   fused->Rebuild();
   FusedOptimizer* self = fused.get();
-  ddp.SetBucketReducedCallback([self](int b) { return self->OnBucketReduced(b); },
+  ddp.SetBucketReducedCallback([self](const GradBucket& b) { return self->OnBucketReduced(b.index); },
                                options.in_backward ? Reducer::CallbackTiming::kInBackward
                                                    : Reducer::CallbackTiming::kAfterBackward);
   return fused;

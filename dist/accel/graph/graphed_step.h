@@ -2,9 +2,9 @@
 // all_reduces, the optimizer, the loss - recorded once into a CUDA graph (tensor/cuda_graph.h) and replayed
 // with one launch per step. What wins the launch-bound regime: a tiny MLP's step is ~40 small kernels, and
 // the host needs longer to enqueue them one by one than the GPU needs to run them. A wing (dist/accel/):
-// the caller opts in by running its step through it; it reaches the process group only through its seams
-// (ProcessGroup::collective_stream, WatchReplay, and an observer of the collectives issued while the step
-// is recorded: collective_observer.h), and DDP through its public accessors.
+// the caller opts in by running its step through it; it attaches to the process group at one seam,
+// ProcessGroup::WatchReplay, and otherwise uses what any module may (collective_stream, and an observer of
+// the collectives issued while the step is recorded: collective_observer.h), and DDP's public accessors.
 //
 //   GraphedStep step(device, [&] { return TrainStep(static_inputs, static_labels); }, ddp.get(), {&optimizer});
 //   for (...) {

@@ -237,7 +237,6 @@ absl::StatusOr<RankFlightRecord> ReadFlightRing(const std::string& path) {
     const RingSlot& s = slots[i];
     // seq < 0: never used, or being rewritten at this moment (the recorder marks a slot before it writes).
     if (s.seq < 0 || s.state <= 0 || s.state > static_cast<int32_t>(FlightState::kFailed)) continue;
-    if (static_cast<uint64_t>(s.seq) % h.capacity != i) continue;  // torn
     r.entries.push_back(EntryFromSlot(s));
   }
   std::sort(r.entries.begin(), r.entries.end(), [](const FlightEntry& a, const FlightEntry& b) { return a.seq < b.seq; });

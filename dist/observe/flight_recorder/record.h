@@ -95,7 +95,8 @@ struct RingHeader {
   int64_t heartbeat_us;   // written every second by a thread of the process (flight_recorder.cc)
 };
 
-/// One slot; collective #seq lives in slot seq % capacity until #seq + capacity replaces it.
+/// One slot; the recorder fills them in turn (collectives and point-to-point calls alike), so a call lives
+/// in its slot until `capacity` later calls have been issued.
 struct RingSlot {
   int64_t seq;            // -1: never used
   int32_t state;          // FlightState

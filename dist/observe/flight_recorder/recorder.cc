@@ -167,7 +167,7 @@ void FlightRecorder::Issued(const CollectiveInfo& info) {
   const int64_t seq = info.seq;
   const int64_t now = NowMicros();
   std::lock_guard<std::mutex> lock(mu_);
-  RingSlot& s = SlotOf(seq);
+  RingSlot& s = slots_[issued_++ % capacity_];
   // Readers in other processes skip a slot whose seq is negative: mark it while the fields change.
   s.seq = -2;
   std::atomic_thread_fence(std::memory_order_release);
@@ -187,11 +187,19 @@ void FlightRecorder::Issued(const CollectiveInfo& info) {
   header_->updated_us = now;
 }
 
+RingSlot* FlightRecorder::SlotOf(int64_t seq) const {
+  for (uint64_t back = 1; back <= std::min<uint64_t>(issued_, capacity_); ++back) {
+    if (RingSlot& s = slots_[(issued_ - back) % capacity_]; s.seq == seq) return &s;
+  }
+  return nullptr;
+}
+
 void FlightRecorder::Started(int64_t seq) {
   const int64_t now = NowMicros();
   std::lock_guard<std::mutex> lock(mu_);
-  RingSlot& s = SlotOf(seq);
-  if (s.seq != seq || s.state != static_cast<int32_t>(FlightState::kEnqueued)) return;
+  RingSlot* slot = SlotOf(seq);
+  if (slot == nullptr || slot->state != static_cast<int32_t>(FlightState::kEnqueued)) return;
+  RingSlot& s = *slot;
   s.started_us = now;
   s.state = static_cast<int32_t>(FlightState::kStarted);
   header_->updated_us = now;
@@ -200,11 +208,12 @@ void FlightRecorder::Started(int64_t seq) {
 void FlightRecorder::Ended(int64_t seq, const absl::Status& status) {
   const int64_t now = NowMicros();
   std::lock_guard<std::mutex> lock(mu_);
-  RingSlot& s = SlotOf(seq);
-  if (s.seq != seq || s.state == static_cast<int32_t>(FlightState::kCompleted) ||
-      s.state == static_cast<int32_t>(FlightState::kFailed)) {
+  RingSlot* slot = SlotOf(seq);
+  if (slot == nullptr || slot->state == static_cast<int32_t>(FlightState::kCompleted) ||
+      slot->state == static_cast<int32_t>(FlightState::kFailed)) {
     return;  // overwritten by a newer collective, or finished already (the first outcome stays)
   }
+  RingSlot& s = *slot;
   if (s.started_us == 0) s.started_us = now;  // it ran, if only to fail: the host saw no separate start
   s.completed_us = now;
   if (!status.ok()) CopyToField(status.ToString(), s.error, sizeof(s.error));

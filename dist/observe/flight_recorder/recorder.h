@@ -42,7 +42,7 @@
 
 namespace tinyddp::dist {
 
-/// Collectives remembered per group (PyTorch keeps 2000 when asked to). A slot is 456 bytes.
+/// Collectives (and point-to-point calls: Send, Recv, BatchSendRecv) remembered per group (PyTorch keeps 2000 when asked to). A slot is 456 bytes.
 inline constexpr uint32_t kFlightRecorderCapacity = 1024;
 
 class FlightRecorder : public CollectiveObserver {
@@ -81,7 +81,9 @@ class FlightRecorder : public CollectiveObserver {
   const std::string& group() const { return group_; }
 
  private:
-  RingSlot& SlotOf(int64_t seq) const { return slots_[static_cast<uint64_t>(seq) % capacity_]; }
+  // Issued writes the next slot in turn (collectives and point-to-point calls, numbered apart, share the
+  // ring); Started and Ended look back from the newest for #seq's slot: null once overwritten.
+  RingSlot* SlotOf(int64_t seq) const;
 
   const std::string group_;
   const int rank_;
@@ -90,6 +92,7 @@ class FlightRecorder : public CollectiveObserver {
   uint32_t capacity_ = 0;
   void* mapping_ = nullptr;  // header + slots: a shared file mapping, or anonymous memory
   size_t mapping_bytes_ = 0;
+  uint64_t issued_ = 0;  // calls written into the ring so far
   RingHeader* header_ = nullptr;
   RingSlot* slots_ = nullptr;
   mutable std::mutex mu_;  // one writer at a time; readers in other processes read racily (see record.h)

@@ -123,6 +123,26 @@ TEST(FlightRecorder, KeepsTheLastCapacityCollectives) {
   }
 }
 
+TEST(FlightRecorder, PointToPointCallsTakeTheirOwnSlotsBesideTheCollectives) {
+  const std::string dir = testing::MakeTempDir();
+  FlightRecorder recorder("pg2", "gloo", 0, 4, seconds(5), dir, /*capacity=*/8);
+  // Collective #3 and point-to-point #p3 share nothing but the last digit: neither overwrites the other.
+  for (int64_t n = 0; n < 4; ++n) {
+    Issue(recorder, n, AllReduceOf(n + 1));
+    Issue(recorder, kPointToPointSeqBase + n, {.op = "Send", .signature = "float32 [9] to 2 tag 0", .numel = 9});
+  }
+  recorder.Ended(kPointToPointSeqBase + 3, absl::DeadlineExceededError("Send(float32 [9]) to 2 tag 0 #p3 timed out"));
+  recorder.Ended(3, absl::OkStatus());
+  absl::StatusOr<RankFlightRecord> ring = ReadFlightRing(recorder.ring_path());
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  ASSERT_EQ(ring->entries.size(), 8u);
+  EXPECT_EQ(ring->entries[3].seq, 3);
+  EXPECT_EQ(ring->entries[3].state, FlightState::kCompleted);
+  EXPECT_EQ(ring->entries[7].seq, kPointToPointSeqBase + 3);
+  EXPECT_EQ(ring->entries[7].Fingerprint(), "Send(float32 [9] to 2 tag 0)");
+  EXPECT_EQ(ring->entries[7].state, FlightState::kFailed);
+}
+
 TEST(FlightRecorder, DumpIsJsonThatReadsBackAsTheSnapshot) {
   const std::string dir = testing::MakeTempDir();
   FlightRecorder recorder("pg0", "gloo", 0, 2, seconds(3), dir);

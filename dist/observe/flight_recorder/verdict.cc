@@ -124,9 +124,17 @@ Liveness LivenessOf(const RankFlightRecord& r, int64_t now_us) {
   return now_us - r.heartbeat_us > kHeartbeatSilenceUs ? Liveness::kGone : Liveness::kAlive;
 }
 
-FlightVerdict JudgeFlightRecords(const std::vector<RankFlightRecord>& input, const std::vector<int>& ranks_here,
+FlightVerdict JudgeFlightRecords(const std::vector<RankFlightRecord>& all, const std::vector<int>& ranks_here,
                                  int64_t now_us) {
   if (now_us == 0) now_us = NowMicros();
+  // Point-to-point calls (numbered apart, each between two ranks) say nothing about where the ranks'
+  // collectives parted: the verdict reads the collectives only.
+  std::vector<RankFlightRecord> input = all;
+  for (RankFlightRecord& r : input) {
+    r.entries.erase(std::remove_if(r.entries.begin(), r.entries.end(), [](const FlightEntry& e) {
+      return e.op == "Send" || e.op == "Recv" || e.op == "BatchSendRecv";
+    }), r.entries.end());
+  }
   FlightVerdict v;
   if (input.empty()) {
     v.verdict = "no flight records";

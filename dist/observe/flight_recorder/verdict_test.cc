@@ -171,6 +171,24 @@ TEST(FlightRecorderAnalysis, ReportsTheFirstSequenceNumberWhereRanksDisagree) {
   EXPECT_TRUE(even.culprits.empty());
 }
 
+TEST(FlightRecorderAnalysis, PointToPointCallsAreNotComparedAcrossRanks) {
+  RankFlightRecord r0 = Rank(0, 2, 11), r1 = Rank(1, 2, 11);
+  for (RankFlightRecord* r : {&r0, &r1}) Add(*r, FlightState::kStarted);
+  // Rank 0's first point-to-point call is a Send, rank 1's a Recv, still in flight: a pipeline, not a
+  // disagreement. The verdict is about collective #12, where both wait.
+  for (RankFlightRecord* r : {&r0, &r1}) {
+    FlightEntry e;
+    e.seq = kPointToPointSeqBase;
+    e.state = FlightState::kStarted;
+    e.op = r == &r0 ? "Send" : "Recv";
+    e.signature = r == &r0 ? "float32 [5] to 1 tag 0" : "float32 [5] from 0 tag 0";
+    r->entries.push_back(e);
+  }
+  const FlightVerdict v = JudgeFlightRecords({r0, r1}, {}, kNow);
+  EXPECT_FALSE(Has(v.verdict, "disagree")) << v.verdict;
+  EXPECT_TRUE(Has(v.verdict, "#12")) << v.verdict;
+}
+
 TEST(FlightRecorderAnalysis, ARankWithoutAnyRecordIsNamedUnlessItRanElsewhere) {
   RankFlightRecord r0 = Rank(0, 3, 4), r1 = Rank(1, 3, 4);
   Add(r0, FlightState::kFailed, "DEADLINE_EXCEEDED: x");

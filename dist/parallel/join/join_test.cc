@@ -25,6 +25,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "dist/accel/fused_optimizer/fused_optimizer.h"
+#include "dist/ddp/bf16_compress_hook.h"
 #include "dist/ddp/comm_hooks.h"
 #include "dist/ddp/ddp.h"
 #include "dist/testing/ddp_testing.h"

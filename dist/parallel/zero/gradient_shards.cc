@@ -45,7 +45,7 @@ void GradientShards::DrainOne() {
   Staged& oldest = staged_.front();
   // A failure is the reducer's to report: it waits on the same collective.
   oldest.work->SynchronizeStream().IgnoreError();
-  staging_bytes_ -= static_cast<int64_t>(oldest.buffer.nbytes());
+  if (world_ > 1) staging_bytes_ -= static_cast<int64_t>(oldest.buffer.nbytes());
   staged_.pop_front();
 }
 
@@ -80,7 +80,8 @@ CommFuture GradientShards::Run(ProcessGroup& pg, GradBucket& bucket) {
   // collectives one after another anyway (Gloo's thread, NCCL's stream), so what waits is only this copy;
   // the reduce-scatter of bucket b still overlaps autograd computing bucket b+1's gradients.
   while (!staged_.empty()) DrainOne();
-  Tensor flat = Tensor::Empty({padded}, bucket.dtype, device);
+  const Tensor& block = Block(bucket.index, bucket.numel, bucket.dtype, device);
+  Tensor flat = world_ == 1 ? block : Tensor::Empty({padded}, bucket.dtype, device);  // one rank: no staging
   int64_t offset = 0;
   for (Tensor& grad : bucket.gradients) {
     Tensor into = flat.Rows(offset, offset + grad.numel());
@@ -94,21 +95,26 @@ CommFuture GradientShards::Run(ProcessGroup& pg, GradBucket& bucket) {
   }
   // The parameters' references: their gradients' memory goes back to the allocator now (on GPU, reusable by
   // the compute stream, which is ordered after the copies above).
-  if (reducer_ != nullptr) {
-    for (const autograd::Variable& p : reducer_->BucketParameters(bucket.index)) p.set_grad(Tensor());
-  }
-  const Tensor& block = Block(bucket.index, bucket.numel, bucket.dtype, device);
+  for (const autograd::Variable& p : bucket.parameters) p.set_grad(Tensor());
   std::shared_ptr<Work> work = pg.ReduceScatter(block, flat, ReduceOp::kAvg);
-  staging_bytes_ += static_cast<int64_t>(flat.nbytes());
+  if (world_ > 1) staging_bytes_ += static_cast<int64_t>(flat.nbytes());
   peak_staging_bytes_ = std::max(peak_staging_bytes_, staging_bytes_);
-  staged_.push_back(Staged{bucket.index, flat, work});
+  const cuda::Stream compute = device.is_cuda() ? cuda::Stream::Current(device.index) : cuda::Stream();
+  staged_.push_back(Staged{bucket.index, flat, work, compute});
   // At the end of backward the reducer waits for the bucket (in launch order), then this frees what is
-  // staged up to it: nothing stays staged between steps.
+  // staged up to it: nothing stays staged between steps. On a GPU only on the stream that staged it: with
+  // the optimizer inside backward the reducer may complete a bucket on a side stream (reducer.h), and a
+  // buffer freed there would go back to the compute stream's pool while the reduce-scatter still reads it;
+  // the next bucket's hook, or the end of backward, frees it on the compute stream instead.
   std::weak_ptr<GradientShards> self = weak_from_this();
   const int index = bucket.index;
   return CommFuture{work, [self, index] {
-                      if (auto shards = self.lock()) {
-                        while (!shards->staged_.empty() && shards->staged_.front().bucket <= index) shards->DrainOne();
+                      auto shards = self.lock();
+                      while (shards && !shards->staged_.empty() && shards->staged_.front().bucket <= index) {
+                        const Staged& oldest = shards->staged_.front();
+                        const Device on = oldest.buffer.device();
+                        if (on.is_cuda() && cuda::Stream::Current(on.index).handle() != oldest.stream.handle()) break;
+                        shards->DrainOne();
                       }
                     }};
 }

@@ -8,7 +8,8 @@
 // where the reducer makes no flat buckets and hands the hook the gradients autograd made. The hook
 //   1. copies the bucket's gradients into a staging buffer of the bucket's (padded) size, after waiting for
 //      the previous bucket's reduce-scatter, whose staging buffer it frees: one bucket is staged at a time,
-//   2. drops the parameters' gradients (.grad becomes undefined: their memory returns to the allocator),
+//   2. drops the parameters' gradients (GradBucket::parameters; .grad becomes undefined: their memory
+//      returns to the allocator),
 //   3. reduce-scatters the staging buffer into this rank's block of the bucket, which it keeps (Block()),
 //      with the blocks of shard_layout.h, so the sums are ZeRO-1's and DDP's bit for bit,
 //   4. at the end of backward, once the reducer has waited for it (CommFuture::then), frees the staging.
@@ -22,6 +23,9 @@
 // FSDP2 gives each parameter a sharded DTensor .grad. tinyddp does as DeepSpeed: after backward the
 // parameters have no gradient (a clipping or logging pass must read the blocks, Block(), or gather them);
 // this rank's averaged gradients are its blocks.
+//
+// One rank: its block is the whole bucket, so the gradients are staged straight into it (the reduce-scatter
+// over one rank copies nothing) and no staging buffer is made: one rank holds what plain DDP holds.
 //
 // Why a copy: the reducer's view layout would let autograd write straight into a bucket, but then every
 // bucket needs its own buffer until its reduce-scatter has read it (the whole gradient again). Writing into
@@ -41,9 +45,9 @@
 #include <vector>
 
 #include "dist/ddp/comm_hooks.h"
-#include "dist/ddp/reducer.h"
 #include "dist/parallel/zero/shard_layout.h"
 #include "dist/process_group/process_group.h"
+#include "tensor/stream.h"
 #include "tensor/tensor.h"
 
 namespace tinyddp::dist::zero {
@@ -59,10 +63,6 @@ class GradientShards : public std::enable_shared_from_this<GradientShards> {
   /// staged, its gradients dropped, reduce-scattered into Block(). Path "NCCL reduce_scatter to shards" or
   /// "Gloo reduce_scatter to shards". It holds this object.
   CommHook Hook();
-  /// Gives the hook the parameters whose gradients it drops (ZeroRedundancyOptimizer::Attach does this).
-  /// Precondition: before the first backward; `reducer` outlives this object's use.
-  void Bind(const Reducer& reducer) { reducer_ = &reducer; }
-
   /// Elements of one rank's block of a bucket of `numel` elements of `element_size` bytes.
   int64_t ShardNumel(int64_t numel, int64_t element_size) const;
   /// This rank's averaged gradient block of bucket `bucket`, [ShardNumel(numel, dtype size)]: made (zeros)
@@ -83,12 +83,12 @@ class GradientShards : public std::enable_shared_from_this<GradientShards> {
 
   const int world_, rank_;
   const BlockSize size_;
-  const Reducer* reducer_ = nullptr;
   std::vector<Tensor> blocks_;  // by bucket index
   struct Staged {
     int bucket = 0;
     Tensor buffer;               // the bucket's gradients, padded
     std::shared_ptr<Work> work;  // the reduce-scatter reading it
+    cuda::Stream stream;         // GPU: the (compute) stream it was staged on, whose pool it returns to
   };
   std::deque<Staged> staged_;  // in flight, oldest first; at most one
   int64_t staging_bytes_ = 0, peak_staging_bytes_ = 0;

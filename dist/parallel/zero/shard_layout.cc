@@ -27,6 +27,9 @@ BlockSize BlockSizeFor(const char* backend_name) {
 int64_t ShardNumel(int64_t numel, int world, int64_t element_size, BlockSize size) {
   TINYDDP_CHECK_OP(numel >= 1 && world >= 1 && element_size >= 1, "zero::ShardNumel", "numel ", numel, ", world ",
                    world, ", element_size ", element_size, " must all be >= 1");
+  // One rank owns the whole bucket: no sum to order, a block at offset 0 is aligned, and padding would only
+  // make the one rank hold more than plain DDP does.
+  if (world == 1) return numel;
   if (size == BlockSize::kAligned) return RoundUp(CeilDiv(numel, world), kAlignedElements);
   // Gloo's ring (gloo/allreduce.cc): at least 2 segments per rank so that sending one overlaps reducing
   // the other, segments of at most 1 MiB, and the same number of segments on every rank; each rank's

@@ -40,7 +40,7 @@ enum class BlockSize { kGlooChunks, kAligned };
 BlockSize BlockSizeFor(const char* backend_name);
 
 /// Elements in one rank's block of a bucket of `numel` elements of `element_size` bytes on `world` ranks.
-/// At least ceil(numel / world), and a few elements more (the padding), per rank:
+/// At least ceil(numel / world), and a few elements more (the padding), per rank (one rank: numel, no padding):
 ///   kGlooChunks  below 2 for a bucket of up to 2 * world MiB, below its segments per rank beyond;
 ///   kAligned     below 16.
 /// Preconditions: numel >= 1, world >= 1, element_size >= 1.

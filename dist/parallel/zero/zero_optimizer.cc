@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/check.h"
+#include "dist/parallel/zero/shard_state.h"
 #include "tensor/ops.h"
 
 namespace tinyddp::dist::zero {
@@ -30,7 +31,8 @@ std::string ShardMemory::ToString() const {
 }
 
 absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> ZeroRedundancyOptimizer::Attach(
-    DistributedDataParallel& ddp, OptimizerFactory factory, std::shared_ptr<GradientShards> gradients) {
+    DistributedDataParallel& ddp, OptimizerFactory factory, std::shared_ptr<GradientShards> gradients,
+    ZeroOptions zero_options) {
   TINYDDP_CHECK_OP(factory != nullptr, kOp, "empty optimizer factory");
   const DdpOptions& options = ddp.options();
   const char* path = ddp.reducer().num_buckets() > 0 ? ddp.BucketPath(0) : "";
@@ -59,24 +61,28 @@ absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> ZeroRedundancyOptimizer
                   : "DdpOptions::comm_hook = zero::ReduceScatterHook(pg), gradient_as_bucket_view=true",
         " and find_unused_parameters=false, and register no fused optimizer (ZeRO is the optimizer)"));
   }
-  if (gradients) gradients->Bind(ddp.reducer());  // the hook drops these parameters' gradients
-  std::unique_ptr<ZeroRedundancyOptimizer> zero(new ZeroRedundancyOptimizer(ddp, std::move(factory), std::move(gradients)));
+  std::unique_ptr<ZeroRedundancyOptimizer> zero(
+      new ZeroRedundancyOptimizer(ddp, std::move(factory), std::move(gradients), zero_options));
+  // The buckets as they are now (later ones arrive with the callback): each becomes a shard.
+  for (int b = 0; b < ddp.reducer().num_buckets(); ++b) {
+    zero->shards_.push_back(zero->MakeShard(ddp.reducer().grad_bucket(b)));
+  }
   ZeroRedundancyOptimizer* self = zero.get();
-  ddp.SetBucketReducedCallback([self](int bucket) { return self->OnBucketReduced(bucket); });
+  ddp.SetBucketReducedCallback([self](const GradBucket& bucket) { return self->OnBucketReduced(bucket); },
+                               zero_options.in_backward ? Reducer::CallbackTiming::kInBackward
+                                                        : Reducer::CallbackTiming::kAfterBackward);
   return zero;
 }
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(DistributedDataParallel& ddp, OptimizerFactory factory,
-                                                 std::shared_ptr<GradientShards> gradients)
+                                                 std::shared_ptr<GradientShards> gradients, ZeroOptions options)
     : ddp_(ddp),
-      reducer_(ddp.reducer()),
       pg_(ddp.process_group()),
       module_(ddp.module()),
       params_(ddp.module().NamedParameters()),
       factory_(std::move(factory)),
-      gradients_(std::move(gradients)) {
-  Build();
-}
+      gradients_(std::move(gradients)),
+      options_(options) {}
 
 ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
   ddp_.SetBucketReducedCallback(nullptr);  // DDP steps nothing from now on
@@ -86,8 +92,8 @@ ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
   }
 }
 
-void ZeroRedundancyOptimizer::Build() {
-  const int world = pg_.size(), rank = pg_.rank();
+ZeroRedundancyOptimizer::Shard ZeroRedundancyOptimizer::MakeShard(const GradBucket& bucket) {
+  const int world = pg_.size(), rank = pg_.rank(), b = bucket.index;
   const std::vector<std::pair<autograd::Variable, Tensor>> copies = module_.ComputeCopies();  // bf16 only
   auto has_copy = [&](const autograd::Variable& p) {
     for (const auto& entry : copies) {
@@ -95,75 +101,120 @@ void ZeroRedundancyOptimizer::Build() {
     }
     return false;
   };
-  std::vector<Shard> shards(reducer_.num_buckets());
-  for (int b = 0; b < reducer_.num_buckets(); ++b) {
-    Shard& s = shards[b];
-    const std::vector<autograd::Variable> bucket_params = reducer_.BucketParameters(b);
-    for (const autograd::Variable& p : bucket_params) {
-      size_t index = 0;
-      while (index < params_.size() && !params_[index].second.Is(p)) ++index;
-      TINYDDP_CHECK_OP(index < params_.size(), kOp, "bucket ", b, " holds a parameter the module does not list");
-      s.params.push_back(ParamSpan{index, s.numel, p.numel()});
-      s.numel += p.numel();
-    }
-    // Where this rank's averaged block of the bucket arrives, and so how large a block is: ZeRO-1's block
-    // of the reducer's flat bucket (padded by ReduceScatterHook's padded_numel), or ZeRO-2's own.
-    const Tensor& first = bucket_params[0].data();
-    Tensor grads;  // ZeRO-1: the flat gradient bucket
-    if (gradients_ != nullptr) {
-      s.shard_numel = gradients_->ShardNumel(s.numel, static_cast<int64_t>(DTypeSize(first.dtype())));
-      s.grad_block = gradients_->Block(b, s.numel, first.dtype(), first.device());
-    } else {
-      grads = reducer_.BucketBuffer(b);
-      TINYDDP_CHECK_OP(grads.defined() && grads.numel() % world == 0 && grads.numel() >= s.numel, kOp, "bucket ", b,
-                       " is not a flat buffer padded to whole blocks; hint: ZeRO-1 needs gradient_as_bucket_view and "
-                       "DdpOptions::comm_hook = zero::ReduceScatterHook(pg)");
-      s.shard_numel = grads.numel() / world;
-      s.grad_block = grads.Rows(rank * s.shard_numel, (rank + 1) * s.shard_numel);
-    }
-    const int64_t padded = world * s.shard_numel;
-
-    // The parameters move into one flat buffer laid out like their gradients: the all-gather then writes
-    // them in place, and block `rank` of it is what this rank's optimizer steps.
-    s.flat = Tensor::Zeros({padded}, first.dtype(), first.device());
-    for (size_t i = 0; i < s.params.size(); ++i) {
-      const autograd::Variable& p = bucket_params[i];
-      Tensor view = s.flat.Rows(s.params[i].offset, s.params[i].offset + s.params[i].numel).View(p.shape());
-      ops::CopyInto(view, p.data());
-      p.set_data(view);
-    }
-    // bf16: the compute copies move into a bfloat16 buffer of the same layout, which the all-gather fills.
-    const bool bf16 = has_copy(bucket_params[0]);
-    if (bf16) s.copies = Tensor::Zeros({padded}, DType::kBFloat16, first.device());
-    for (size_t i = 0; i < s.params.size(); ++i) {
-      const autograd::Variable& p = bucket_params[i];
-      TINYDDP_CHECK_OP(has_copy(p) == bf16, kOp, "parameters '", params_[s.params[0].index].first, "' and '",
-                       params_[s.params[i].index].first, "' of bucket ", b, " differ in precision; hint: set the "
-                       "precision of the whole model (Module::SetPrecision)");
-      if (!bf16) continue;
-      module_.SetComputeCopy(p, s.copies.Rows(s.params[i].offset, s.params[i].offset + s.params[i].numel)
-                                    .View(p.shape()));
-    }
-
-    const int64_t begin = rank * s.shard_numel, end = begin + s.shard_numel;
-    s.master = autograd::Variable(s.flat.Rows(begin, end), /*requires_grad=*/true, absl::StrCat("zero.bucket", b));
-    s.master.set_grad(s.grad_block);
-    s.optimizer = factory_({s.master});
-    TINYDDP_CHECK_OP(s.optimizer != nullptr, kOp, "the optimizer factory returned null");
-    // bf16: the step writes the block's compute copies in the same pass as its float32 masters.
-    if (bf16) s.optimizer->SetComputeCopies({{s.master, s.copies.Rows(begin, end)}});
-    if (lr_ >= 0) s.optimizer->set_lr(lr_);
+  Shard s;
+  s.bucket_params = bucket.parameters;
+  const std::vector<autograd::Variable>& bucket_params = bucket.parameters;
+  TINYDDP_CHECK_OP(!bucket_params.empty(), kOp, "bucket ", b, " lists no parameters");
+  for (const autograd::Variable& p : bucket_params) {
+    size_t index = 0;
+    while (index < params_.size() && !params_[index].second.Is(p)) ++index;
+    TINYDDP_CHECK_OP(index < params_.size(), kOp, "bucket ", b, " holds a parameter the module does not list");
+    s.params.push_back(ParamSpan{index, s.numel, p.numel()});
+    s.numel += p.numel();
   }
-  shards_ = std::move(shards);
-  generation_ = reducer_.layout_generation();
+  // How large this rank's block is: ZeRO-1's block of the reducer's flat bucket (padded by
+  // ReduceScatterHook's padded_numel), or ZeRO-2's own. The block itself is not held here: each step takes
+  // it from the bucket the callback brings, so that buckets DDP dropped at its rebuild are freed at once.
+  const Tensor& first = bucket_params[0].data();
+  if (gradients_ != nullptr) {
+    s.shard_numel = gradients_->ShardNumel(s.numel, static_cast<int64_t>(DTypeSize(first.dtype())));
+  } else {
+    const Tensor& grads = bucket.buffer;
+    TINYDDP_CHECK_OP(grads.defined() && grads.numel() % world == 0 && grads.numel() >= s.numel, kOp, "bucket ", b,
+                     " is not a flat buffer padded to whole blocks; hint: ZeRO-1 needs gradient_as_bucket_view and "
+                     "DdpOptions::comm_hook = zero::ReduceScatterHook(pg)");
+    s.shard_numel = grads.numel() / world;
+    s.gradient_bytes = static_cast<int64_t>(grads.nbytes());
+  }
+  const int64_t padded = world * s.shard_numel;
+
+  // The parameters move into one flat buffer laid out like their gradients: the all-gather then writes
+  // them in place, and block `rank` of it is what this rank's optimizer steps. Their old storage goes back
+  // to the allocator as they leave it (nothing else holds it): no second copy of the model.
+  s.flat = Tensor::Zeros({padded}, first.dtype(), first.device());
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    const autograd::Variable& p = bucket_params[i];
+    Tensor view = s.flat.Rows(s.params[i].offset, s.params[i].offset + s.params[i].numel).View(p.shape());
+    ops::CopyInto(view, p.data());
+    p.set_data(view);
+  }
+  // bf16: the compute copies move into a bfloat16 buffer of the same layout, which the all-gather fills.
+  const bool bf16 = has_copy(bucket_params[0]);
+  if (bf16) s.copies = Tensor::Zeros({padded}, DType::kBFloat16, first.device());
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    const autograd::Variable& p = bucket_params[i];
+    TINYDDP_CHECK_OP(has_copy(p) == bf16, kOp, "parameters '", params_[s.params[0].index].first, "' and '",
+                     params_[s.params[i].index].first, "' of bucket ", b, " differ in precision; hint: set the "
+                     "precision of the whole model (Module::SetPrecision)");
+    if (!bf16) continue;
+    module_.SetComputeCopy(p, s.copies.Rows(s.params[i].offset, s.params[i].offset + s.params[i].numel)
+                                  .View(p.shape()));
+  }
+
+  const int64_t begin = rank * s.shard_numel, end = begin + s.shard_numel;
+  s.master = autograd::Variable(s.flat.Rows(begin, end), /*requires_grad=*/true, absl::StrCat("zero.bucket", b));
+  s.optimizer = factory_({s.master});
+  TINYDDP_CHECK_OP(s.optimizer != nullptr, kOp, "the optimizer factory returned null");
+  // bf16: the step writes the block's compute copies in the same pass as its float32 masters.
+  if (bf16) s.optimizer->SetComputeCopies({{s.master, s.copies.Rows(begin, end)}});
+  if (lr_ >= 0) s.optimizer->set_lr(lr_);
+  return s;
 }
 
-absl::Status ZeroRedundancyOptimizer::OnBucketReduced(int bucket) {
-  ReshardIfRebuilt();  // the first backward after DDP's bucket rebuild: the shards follow, before any step
+bool ZeroRedundancyOptimizer::Fits(int b, const GradBucket& bucket) const {
+  if (b >= static_cast<int>(shards_.size())) return false;
+  const Shard& s = shards_[b];
+  if (s.bucket_params.size() != bucket.parameters.size()) return false;
+  for (size_t i = 0; i < s.bucket_params.size(); ++i) {
+    if (!s.bucket_params[i].Is(bucket.parameters[i])) return false;
+  }
+  return true;  // the same parameters in the same order: the same blocks (the gradients come with the bucket)
+}
+
+absl::Status ZeroRedundancyOptimizer::OnBucketReduced(const GradBucket& bucket) {
   if (!status_.ok()) return status_;  // the parameters already disagree across ranks: step nothing more
-  Shard& s = shards_.at(bucket);
-  // The reduce-scatter has completed (the current stream is ordered after it): grad_block is the average.
+  // The reduction has completed (the current stream is ordered after it): the block holds the average.
+  if (Fits(bucket.index, bucket)) {
+    Step(bucket);
+    if (!options_.in_backward) Gather(bucket.index);
+  } else {
+    deferred_.push_back(bucket);  // DDP rebuilt it: cut again at the last bucket, where every rank is alike
+  }
+  if (!bucket.is_last) return status_;
+
+  // The last bucket: on every rank after every reduce-scatter of this backward, and (in backward too) at
+  // its end, on the compute stream. On a GPU that stream first waits for the steps made on the side stream.
+  if (stepped_in_backward_) {
+    cuda::Stream::Current(pg_.device_index()).Wait(stepped_);
+    stepped_in_backward_ = false;
+  }
+  Recut(bucket.index);
+  if (options_.in_backward) {  // the all-gathers held back during backward, in bucket order
+    for (size_t b = 0; b < shards_.size() && status_.ok(); ++b) Gather(static_cast<int>(b));
+  }
+  stepped_in_backward_ = false;
+  // Whatever runs next on this stream (the next forward, an evaluation, a checkpoint) sees the new parameters.
+  DrainGathers();
+  return status_;
+}
+
+void ZeroRedundancyOptimizer::Step(const GradBucket& bucket) {
+  Shard& s = shards_.at(bucket.index);
+  // This rank's averaged block: of the reducer's flat bucket (ZeRO-1), or ZeRO-2's own.
+  const Tensor block = gradients_ ? gradients_->Block(bucket.index, s.numel, s.flat.dtype(), s.flat.device())
+                                  : bucket.buffer.Rows(pg_.rank() * s.shard_numel, (pg_.rank() + 1) * s.shard_numel);
+  s.master.set_grad(block);
   s.optimizer->Step();
+  s.master.set_grad(Tensor());
+  // In backward on a GPU the step ran on the reducer's side stream: the all-gathers at the end wait for it.
+  if (options_.in_backward && pg_.device_index() >= 0) {
+    stepped_.Record(cuda::Stream::Current(pg_.device_index()));
+    stepped_in_backward_ = true;
+  }
+}
+
+void ZeroRedundancyOptimizer::Gather(int b) {
+  Shard& s = shards_.at(b);
   // Every rank's new block to every rank, in place; the group's stream waits for the step's kernels first.
   // bf16: the compute copies travel (2 bytes an element); the float32 masters stay where they were stepped.
   if (s.copies.defined()) {
@@ -173,10 +224,51 @@ absl::Status ZeroRedundancyOptimizer::OnBucketReduced(int bucket) {
   } else {
     s.gather = pg_.AllGather(s.flat, s.master.data());
   }
-  // After the last bucket: whatever runs next on this stream (the next forward, an evaluation, a
-  // checkpoint) sees the new parameters.
-  if (bucket + 1 == static_cast<int>(shards_.size())) DrainGathers();
-  return status_;
+}
+
+void ZeroRedundancyOptimizer::Recut(int last) {
+  // DDP rebuilt its buckets (once, after the first step; reducer.h): the buckets in deferred_ hold other
+  // parameters than their shards. Their parameters come only from shards that no longer fit (a shard that
+  // fits holds exactly its bucket's parameters), so only those shards' state is consolidated: collective,
+  // the same shards on every rank, here at the last bucket where every rank issues it at the same point.
+  std::vector<size_t> moving;  // old shards whose parameters move
+  for (const GradBucket& d : deferred_) {
+    if (d.index < static_cast<int>(shards_.size())) moving.push_back(d.index);
+  }
+  for (size_t k = last + 1; k < shards_.size(); ++k) moving.push_back(k);
+  if (moving.empty() && deferred_.empty()) return;
+  DrainGathers();
+  if (const absl::Status s = GatherMasters(); !s.ok()) return Fail(s);  // bf16: the values the new shards copy
+  // Shard by shard, each old optimizer dropped as soon as its state is gathered, so that the state is
+  // held once (consolidated), not twice; each new shard then takes its parameters' part out of it.
+  nn::TensorMap state;
+  for (size_t k : moving) {
+    absl::StatusOr<nn::TensorMap> gathered = GatherConsolidatedState(pg_, {StateOf(shards_[k])}, Params());
+    if (!gathered.ok()) {
+      return Fail(absl::Status(gathered.status().code(), absl::StrCat("ZeRO: re-sharding after DDP's bucket "
+                                                                      "rebuild: ", gathered.status().message())));
+    }
+    state.merge(*gathered);
+    shards_[k].optimizer.reset();
+  }
+  shards_.resize(last + 1);
+  for (const GradBucket& bucket : deferred_) {
+    Shard& s = shards_[bucket.index];
+    s = MakeShard(bucket);
+    nn::TensorMap mine;
+    for (const ParamSpan& p : s.params) {
+      const std::string prefix = absl::StrCat("state.", p.index, ".");
+      for (auto it = state.lower_bound(prefix); it != state.end() && it->first.rfind(prefix, 0) == 0;) {
+        mine.insert(*it);
+        it = state.erase(it);
+      }
+    }
+    const absl::Status loaded = ScatterConsolidatedState(pg_.rank(), {StateOf(s)}, Params(), mine);
+    TINYDDP_CHECK_OP(loaded.ok(), kOp, "re-sharding after the bucket rebuild: ", loaded.ToString());  // our own
+    Step(bucket);
+    if (!options_.in_backward) Gather(bucket.index);
+  }
+  deferred_.clear();
 }
 
 void ZeroRedundancyOptimizer::DrainGathers() {
@@ -186,7 +278,7 @@ void ZeroRedundancyOptimizer::DrainGathers() {
     const absl::Status status = s.gather->SynchronizeStream();  // GPU: an event wait; CPU: waits for Gloo
     s.gather.reset();
     if (!status.ok()) {
-      Fail(absl::Status(status.code(), absl::StrCat("ZeRO-1: all_gather of bucket ", b, "'s parameters on rank ",
+      Fail(absl::Status(status.code(), absl::StrCat("ZeRO: all_gather of bucket ", b, "'s parameters on rank ",
                                                     pg_.rank(), ": ", status.message())));
     }
   }
@@ -201,35 +293,12 @@ absl::Status ZeroRedundancyOptimizer::GatherMasters() {
   for (size_t b = 0; b < shards_.size(); ++b) {
     const absl::Status s = pg_.AllGather(shards_[b].flat, shards_[b].master.data())->Wait();
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("ZeRO-1: all_gather of bucket ", b, "'s float32 parameters on rank ",
+      return absl::Status(s.code(), absl::StrCat("ZeRO: all_gather of bucket ", b, "'s float32 parameters on rank ",
                                                  pg_.rank(), ": ", s.message()));
     }
   }
   masters_behind_ = false;
   return absl::OkStatus();
-}
-
-void ZeroRedundancyOptimizer::ReshardIfRebuilt() {
-  if (generation_ == reducer_.layout_generation() || !status_.ok()) return;
-  // DDP rebuilt its buckets (once, after the first step; reducer.h): blocks now cut the buckets elsewhere,
-  // so the parameters and the state are consolidated over the old layout and cut again over the new one.
-  // Collective: every rank meets the new buckets at the same point (the end of the same backward, before
-  // the first step, or a checkpoint's consolidation). The parameters hold the same values as at the
-  // rebuild (nothing stepped them since), so the shards are what they would have been then.
-  DrainGathers();  // left in flight only when a bucket's reduce-scatter failed and the steps stopped
-  if (const absl::Status s = GatherMasters(); !s.ok()) {
-    Fail(s);
-    return;
-  }
-  absl::StatusOr<nn::TensorMap> state = GatherState();
-  if (!state.ok()) {
-    Fail(absl::Status(state.status().code(),
-                      absl::StrCat("ZeRO-1: re-sharding after the bucket rebuild: ", state.status().message())));
-    return;
-  }
-  Build();
-  const absl::Status loaded = ScatterState(*state);
-  TINYDDP_CHECK_OP(loaded.ok(), kOp, "re-sharding after the bucket rebuild: ", loaded.ToString());  // our own state
 }
 
 void ZeroRedundancyOptimizer::SetLr(double lr) {
@@ -247,7 +316,7 @@ ShardMemory ZeroRedundancyOptimizer::Memory() const {
     m.shard_elements += s.shard_numel;
     m.master_weight_bytes += s.shard_numel * static_cast<int64_t>(DTypeSize(s.flat.dtype()));
     m.parameter_bytes += static_cast<int64_t>(s.flat.nbytes() + (s.copies.defined() ? s.copies.nbytes() : 0));
-    if (!gradients_ && static_cast<int>(b) < reducer_.num_buckets()) m.gradient_bytes += static_cast<int64_t>(reducer_.BucketBuffer(static_cast<int>(b)).nbytes());
+    m.gradient_bytes += s.gradient_bytes;
     int64_t state = 0;  // bytes of this shard's per-element state (scalars such as Adam's step left out)
     for (const auto& [name, t] : s.optimizer->StateTensors()) {
       if (t.dim() > 0) state += static_cast<int64_t>(t.nbytes());

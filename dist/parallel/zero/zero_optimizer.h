@@ -7,6 +7,8 @@
 //                            bucket padded to whole blocks (CommHook::padded_numel) and reduce-scattered;
 //   the bucket callback      Attach() takes DistributedDataParallel::SetBucketReducedCallback: once a
 //                            bucket's reduce-scatter has arrived, this rank's block is stepped and gathered.
+//                            The callback hands over the bucket (GradBucket: its parameters, its flat
+//                            buffer), which is all ZeRO needs: it holds no reference to DDP's reducer.
 //
 //   DdpOptions options;
 //   options.comm_hook = zero::ReduceScatterHook(*pg);                  // 1. before DDP: the buckets' path
@@ -31,6 +33,19 @@
 //             blocking; CPU: the thread waits): when Backward returns, the parameters are the new ones.
 // Wire bytes: reduce-scatter (N-1)/N + all-gather (N-1)/N of the parameters = one ring all_reduce.
 //
+// The optimizer inside backward (ZeroOptions::in_backward, `--optimizer_in_backward`; DDP's timing
+// Reducer::CallbackTiming::kInBackward, as dist/accel/fused_optimizer uses it): bucket k's block is stepped
+// already while backward computes the earlier layers' gradients, as soon as its reduce-scatter has landed
+// (GPU: on the reducer's side stream, ordered after the reduce-scatter by an event; CPU: at the first
+// gradient hook after Gloo finished it). That timing differs from rank to rank, and a collective must be
+// issued at the same point on every rank, so the all-gathers are not issued there: they all go out at the
+// end of backward, in bucket order, after the last bucket's step (the last bucket is always finished at the
+// end of backward), and the current stream (CPU: the thread) waits for them before Backward returns, as
+// without the flag: the next forward reads gathered parameters. On a GPU the compute stream is first ordered
+// after the side stream's steps (an event), so each all-gather reads its stepped block. The arithmetic per
+// element is the same, so the bits are those of the step after backward (zero_in_backward_test.cc).
+// Gradient accumulation: backwards under NoSync run no callback, so only the last micro-step updates.
+//
 // The next forward cannot overlap the all-gathers: the first layer's parameters sit in the last bucket
 // (buckets follow the order gradients arrive, last layer first), which is reduced, stepped and gathered
 // last. What overlaps is each all-gather with the step of the following buckets, and on GPU the host
@@ -40,9 +55,13 @@
 // gradient bucket, padded), so the all-gather writes them in place and the rank's block of that buffer is
 // the float32 master the optimizer steps: no copy, no extra memory. Under ZeRO-1 a parameter's .grad after
 // backward holds the average only in this rank's block (the rest is this rank's local gradient).
-// DDP rebuilds its buckets once, after the first step (reducer.h); the shards follow the first time they
-// meet the new buckets, at the end of the next synchronised backward, before stepping (collective: the
-// state is consolidated over the old blocks and cut again over the new ones, the same on every rank).
+// DDP rebuilds its buckets once, after the first step (reducer.h); the shards follow bucket by bucket, each
+// the first time its callback brings a bucket it was not cut from. The state moves through its consolidated
+// form (collective, so at the same point on every rank: the first such bucket after backward, or with the
+// optimizer inside backward the end of that backward, where the buckets to re-cut wait to be stepped); the
+// old shards' state is dropped as soon as it is consolidated, and each parameter's part of the consolidated
+// state as soon as its new shard took it, so the re-sharding briefly holds one full copy of the state (what
+// plain DDP holds throughout), not two.
 //
 // Mixed precision (nn/precision.h, bf16): the layers compute with bfloat16 copies, which become views into
 // a second flat buffer per bucket. The step of block r writes its float32 masters and, in the same pass,
@@ -54,7 +73,7 @@
 // DDP in the coalesced layout and GradientShards::Hook() as its comm hook. The hook keeps only this rank's
 // averaged block of each bucket (the parameters' own gradients are dropped as each bucket is staged), and
 // each shard's optimizer reads its block from there; the rest (flat parameters, step, all-gather,
-// checkpoints, bf16) is unchanged.
+// checkpoints, bf16, the optimizer inside backward) is unchanged.
 //
 // Checkpoints stay those of plain DDP: ConsolidatedStateTensors gathers the shards into the full
 // per-parameter state an nn::Optimizer over all parameters would hold (PyTorch's names, "state.3.exp_avg"),
@@ -74,7 +93,7 @@
 #include "absl/status/statusor.h"
 #include "autograd/variable.h"
 #include "dist/ddp/ddp.h"
-#include "dist/ddp/reducer.h"
+#include "dist/ddp/comm_hooks.h"
 #include "dist/parallel/zero/gradient_shards.h"
 #include "dist/parallel/zero/shard_layout.h"
 #include "dist/parallel/zero/shard_state.h"
@@ -82,8 +101,16 @@
 #include "nn/module.h"
 #include "nn/optimizer.h"
 #include "nn/tensor_map.h"
+#include "tensor/stream.h"
 
 namespace tinyddp::dist::zero {
+
+/// How the shards step.
+struct ZeroOptions {
+  /// Step each bucket's block during backward, as soon as its reduce-scatter has landed (see above); the
+  /// all-gathers still go out at the end of backward.
+  bool in_backward = false;
+};
 
 /// Builds an optimizer over the given parameters (e.g. a lambda making nn::SGD with fixed options).
 using OptimizerFactory = std::function<std::unique_ptr<nn::Optimizer>(std::vector<autograd::Variable>)>;
@@ -132,8 +159,12 @@ class ZeroRedundancyOptimizer {
   /// the result is destroyed before `ddp` (destroying it detaches it; DDP then steps nothing).
   /// ZeRO-2: with `gradients`, the DDP must use gradients->Hook() in the coalesced layout
   /// (gradient_as_bucket_view = false) instead, and each shard steps with its block of `gradients`.
+  /// With options.in_backward the blocks are stepped during backward (Reducer::CallbackTiming::kInBackward).
+  /// DDP's buckets are read once, here; later layouts (DDP's rebuild) arrive with the callback's GradBucket,
+  /// and no reference to the reducer is kept.
   static absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> Attach(
-      DistributedDataParallel& ddp, OptimizerFactory factory, std::shared_ptr<GradientShards> gradients = nullptr);
+      DistributedDataParallel& ddp, OptimizerFactory factory, std::shared_ptr<GradientShards> gradients = nullptr,
+      ZeroOptions options = {});
   ~ZeroRedundancyOptimizer();
   ZeroRedundancyOptimizer(const ZeroRedundancyOptimizer&) = delete;
   ZeroRedundancyOptimizer& operator=(const ZeroRedundancyOptimizer&) = delete;
@@ -142,6 +173,7 @@ class ZeroRedundancyOptimizer {
   /// re-sharding): the parameters are then not the same on every rank, and training must stop.
   /// DistributedDataParallel::status() reports it too (the bucket callback returns it).
   const absl::Status& status() const { return status_; }
+  bool in_backward() const { return options_.in_backward; }
 
   /// Sets the learning rate of every shard's optimizer (an LR schedule calls it before each step).
   void SetLr(double lr);
@@ -164,28 +196,36 @@ class ZeroRedundancyOptimizer {
 
  private:
   ZeroRedundancyOptimizer(DistributedDataParallel& ddp, OptimizerFactory factory,
-                          std::shared_ptr<GradientShards> gradients);
+                          std::shared_ptr<GradientShards> gradients, ZeroOptions options);
 
   // One bucket's shard.
   struct Shard {
+    std::vector<autograd::Variable> bucket_params;  // the DDP bucket it was cut from (GradBucket::parameters)
+    int64_t gradient_bytes = 0;      // ZeRO-1: of that bucket's flat gradient buffer (DDP's; Memory())
     std::vector<ParamSpan> params;   // ParamSpan::index: position in params_; bucket order
     int64_t numel = 0;               // elements of the bucket's parameters
     int64_t shard_numel = 0;         // one block
     Tensor flat;                     // [world * shard_numel]: the parameters (views into it), padding at the end
     Tensor copies;                   // bf16: the same layout in bfloat16, the compute copies (views); else undefined
-    Tensor grad_block;               // this rank's averaged block: of the reducer's bucket, or ZeRO-2's
-    autograd::Variable master;       // this rank's block of `flat`, as a leaf with grad = grad_block
+    autograd::Variable master;       // this rank's block of `flat`, as a leaf (its grad: during Step only)
     std::unique_ptr<nn::Optimizer> optimizer;  // over {master}
     std::shared_ptr<Work> gather;    // the all-gather in flight, until the end of backward
   };
 
-  // Builds shards_ for the reducer's current buckets (parameters re-pointed into new flat buffers).
-  void Build();
-  // DDP's bucket callback: steps this rank's block of `bucket` and starts its all-gather; after the last
-  // bucket, orders the current stream (or thread) after every all-gather. Returns status().
-  absl::Status OnBucketReduced(int bucket);
-  // When DDP rebuilt its buckets since Build(): the shards follow (collective; failures go to status_).
-  void ReshardIfRebuilt();
+  // A shard cut from `bucket`: its parameters move into a new flat buffer (views), an optimizer over this
+  // rank's block. Not collective.
+  Shard MakeShard(const GradBucket& bucket);
+  // True when `b`'s shard was cut from `bucket` as it is now (DDP has not rebuilt it since).
+  bool Fits(int b, const GradBucket& bucket) const;
+  // DDP's bucket callback: steps this rank's block of `bucket` and all-gathers it (in backward: steps only,
+  // the gathers follow the last bucket). Returns status().
+  absl::Status OnBucketReduced(const GradBucket& bucket);
+  // At the last bucket `last`: the shards of the buckets DDP rebuilt (deferred_) are cut again, their state
+  // consolidated (collective) and handed over, and they are stepped. Failures go to status_.
+  void Recut(int last);
+  // Steps shard `b` (in backward on a GPU: records stepped_); starts its all-gather.
+  void Step(const GradBucket& bucket);
+  void Gather(int b);
   // Orders the current stream (CPU: the thread) after every all-gather in flight; failures go to status_.
   void DrainGathers();
   // bf16: all-gathers the float32 parameters, current only in this rank's blocks since the last step.
@@ -196,20 +236,23 @@ class ZeroRedundancyOptimizer {
   // Cuts `state` (validated) into this rank's blocks and loads them into the shards' optimizers.
   absl::Status ScatterState(const nn::TensorMap& state);
   // The shards and the parameters as shard_state.h moves them.
+  static ShardedState StateOf(const Shard& s);
   std::vector<ShardedState> States() const;
   std::vector<ParamInfo> Params() const;
 
   DistributedDataParallel& ddp_;
-  const Reducer& reducer_;  // ddp_'s
   ProcessGroup& pg_;        // ddp_'s
   nn::Module& module_;      // ddp_'s
   std::vector<std::pair<std::string, autograd::Variable>> params_;  // module_.NamedParameters()
   OptimizerFactory factory_;
   std::shared_ptr<GradientShards> gradients_;  // ZeRO-2; null under ZeRO-1
-  std::vector<Shard> shards_;
-  int64_t generation_ = -1;  // the reducer layout shards_ follow
+  const ZeroOptions options_;
+  std::vector<Shard> shards_;  // by bucket index
   double lr_ = -1;           // < 0: the factory's own
   bool masters_behind_ = false;  // bf16: the float32 parameters outside this rank's blocks are stale
+  std::vector<GradBucket> deferred_;  // buckets DDP rebuilt, to cut again and step at the last bucket
+  cuda::Event stepped_;               // in backward on a GPU: recorded after each step on the side stream
+  bool stepped_in_backward_ = false;  // in this backward
   absl::Status status_;      // the first failure of a collective of ours (status())
 };
 

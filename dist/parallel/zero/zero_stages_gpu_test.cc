@@ -57,7 +57,8 @@ nn::TensorMap ComputeCopies(const nn::Module& model) {
 }
 
 // `stage` 2 or 3 beside plain DDP, 5 steps, compared after each.
-void TrainBothAndCompare(const RankContext& ctx, int stage, Opt kind, nn::Precision precision) {
+void TrainBothAndCompare(const RankContext& ctx, int stage, Opt kind, nn::Precision precision,
+                         bool in_backward = false) {
   auto pg = testing::ConnectNccl(ctx);
   ASSERT_NE(pg, nullptr);
   const Device device = Device::CUDA(ctx.rank);
@@ -85,7 +86,7 @@ void TrainBothAndCompare(const RankContext& ctx, int stage, Opt kind, nn::Precis
     auto made = DistributedDataParallel::Create(*zero_model, pg, options);
     ASSERT_TRUE(made.ok()) << made.status();
     ddp = std::move(*made);
-    auto attached = zero::ZeroRedundancyOptimizer::Attach(*ddp, Factory(kind), shards);
+    auto attached = zero::ZeroRedundancyOptimizer::Attach(*ddp, Factory(kind), shards, {.in_backward = in_backward});
     ASSERT_TRUE(attached.ok()) << attached.status();
     sharded = std::move(*attached);
     EXPECT_STREQ(ddp->BucketPath(0), "NCCL reduce_scatter to shards");
@@ -105,8 +106,10 @@ void TrainBothAndCompare(const RankContext& ctx, int stage, Opt kind, nn::Precis
     const Variable logits = ddp ? ddp->Forward(Variable(mine.x)) : fsdp->Forward(Variable(mine.x));
     autograd::Backward(autograd::CrossEntropy(logits, mine.labels));
     ASSERT_TRUE(ddp ? ddp->status().ok() : fsdp->status().ok());
+    if (in_backward) EXPECT_GE(ddp->reducer().buckets_finished_in_backward(), 1) << "step " << step + 1;
     const std::string when = absl::StrCat("ZeRO-", stage, " after step ", step + 1, " (", zero_testing::Name(kind),
-                                          ") on ", ctx.world_size, " GPU(s), ", nn::PrecisionName(precision));
+                                          ") on ", ctx.world_size, " GPU(s), ", nn::PrecisionName(precision),
+                                          in_backward ? ", stepped inside backward" : "");
     absl::StatusOr<nn::TensorMap> state = sharded ? sharded->ConsolidatedStateTensors() : fsdp->ConsolidatedStateTensors();
     ASSERT_TRUE(state.ok()) << state.status();
     zero_testing::ExpectSameBits(*state, plain_opt->StateTensors(), "state " + when);
@@ -144,6 +147,11 @@ void AllStages(const RankContext& ctx) {
     TrainBothAndCompare(ctx, 3, kind, nn::Precision::kFloat32);
   }
   TrainBothAndCompare(ctx, 2, Opt::kAdamW, nn::Precision::kBFloat16);
+  // ZeRO-2 with the optimizer inside backward: each block stepped on the reducer's side stream.
+  for (Opt kind : {Opt::kSgdMomentum, Opt::kAdamW}) {
+    TrainBothAndCompare(ctx, 2, kind, nn::Precision::kFloat32, /*in_backward=*/true);
+  }
+  TrainBothAndCompare(ctx, 2, Opt::kAdamW, nn::Precision::kBFloat16, /*in_backward=*/true);
   for (Opt kind : {Opt::kSgdMomentum, Opt::kAdamW}) TrainBothAndCompare(ctx, 3, kind, nn::Precision::kBFloat16);
 }
 

@@ -10,7 +10,8 @@
 namespace tinyddp::dist::zero {
 
 absl::StatusOr<nn::TensorMap> ZeroRedundancyOptimizer::ConsolidatedStateTensors() {
-  ReshardIfRebuilt();  // DDP rebuilt its buckets at a Forward whose backward has not run yet (collective)
+  // (When DDP rebuilt its buckets at a Forward whose backward has not run yet, the shards still hold the old
+  // layout, whose state is just as complete: the parameters move only at that backward's end.)
   if (!status_.ok()) return status_;  // the shards disagree across ranks: there is no one state to save
   RETURN_IF_ERROR(GatherMasters());  // bf16: the module's float32 parameters, for the model file
   return GatherState();
@@ -20,11 +21,13 @@ absl::Status ZeroRedundancyOptimizer::LoadConsolidatedStateTensors(const nn::Ten
   return ScatterState(state);
 }
 
+ShardedState ZeroRedundancyOptimizer::StateOf(const Shard& s) {
+  return {s.params, s.shard_numel, s.optimizer.get(), s.flat.dtype(), s.flat.device()};
+}
+
 std::vector<ShardedState> ZeroRedundancyOptimizer::States() const {
   std::vector<ShardedState> states;
-  for (const Shard& s : shards_) {
-    states.push_back({s.params, s.shard_numel, s.optimizer.get(), s.flat.dtype(), s.flat.device()});
-  }
+  for (const Shard& s : shards_) states.push_back(StateOf(s));
   return states;
 }
 

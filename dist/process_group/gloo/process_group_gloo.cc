@@ -207,7 +207,7 @@ void ProcessGroupGloo::WorkerLoop() {
     }
     task.work->MarkStarted();  // for traces: when this collective really ran (Work::HostInterval)
     NotifyStarted(task.seq);
-    absl::Status status = RunTask(task, tag++);
+    absl::Status status = RunTask(task, IsPointToPoint(task.seq) ? 0 : tag++);  // p2p: not every rank's
     NotifyEnded(task.seq, status);
     if (!status.ok() && broken_.ok()) {
       // The group's first failure: the observers hear of it (a flight recorder dumps, this entry included,

@@ -7,7 +7,7 @@
 //   * algorithms  Gloo's ring allreduce, broadcast, allgather, reduce, barrier; reduce-scatter is our ring
 //                 on Gloo's primitives (gloo_ring_reduce_scatter.h). Reductions: host_reduce.h.
 //   * asynchrony  one worker thread runs the collectives in issue order, which is every rank's order; the
-//                 caller gets a Work at once.
+//                 caller gets a Work at once. Point-to-point calls queue there too, without a collective tag.
 // One timeout (GlooOptions::timeout) bounds the rendezvous, Gloo's connection setup and every collective,
 // counted from when it was issued: a queue behind a stuck collective fails at its deadline, not one timeout
 // after another. Gloo's exceptions become the Work's status (a timeout is DeadlineExceeded naming the
@@ -21,10 +21,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -67,6 +69,9 @@ class ProcessGroupGloo : public ProcessGroup {
   std::shared_ptr<Work> RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) override;
   std::shared_ptr<Work> RunReduce(const Tensor& tensor, const Call& call) override;
   std::shared_ptr<Work> RunBarrier(const Call& call) override;
+  /// On the worker thread: posts every op's send or receive (Gloo's unbound buffers), then waits for all
+  /// (point_to_point.cc).
+  std::shared_ptr<Work> RunPointToPoint(std::vector<P2POp> ops, const Call& call) override;
   /// CPU tensors of float32, float64, bfloat16, int32 or int64.
   absl::Status CheckTensor(const Tensor& tensor) const override;
 
@@ -88,6 +93,9 @@ class ProcessGroupGloo : public ProcessGroup {
   absl::Status RunTask(Task& task, uint32_t tag);
 
   std::shared_ptr<gloo::Context> context_;
+  // Messages issued so far per (peer, tag, is a send), counted on the issuing thread: a message's Gloo slot
+  // carries its count, so the n-th Send to a peer meets that peer's n-th Recv (FIFO per pair and tag).
+  std::map<std::tuple<int, int, bool>, uint32_t> p2p_counts_;
   std::mutex mu_;
   std::condition_variable queue_cv_;
   std::deque<Task> queue_;

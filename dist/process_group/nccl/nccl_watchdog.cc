@@ -118,9 +118,8 @@ void NcclWatchdog::ReapFinishedLocked() {
 
 // --- The abort -----------------------------------------------------------------------------------------
 
-std::vector<std::shared_ptr<ExternalAllReduce>> NcclWatchdog::FailInFlight(const absl::Status& cause,
-                                                                            const WorkNCCL* culprit,
-                                                                            const char* reason, absl::Status* status) {
+void NcclWatchdog::FailInFlight(const absl::Status& cause, const WorkNCCL* culprit, const char* reason,
+                                absl::Status* status) {
   // The observers see the Works end first, then hear of the failure (a flight recorder dumps, so its dump
   // shows them failed, and says where it is); the Works then fail with that text appended.
   std::vector<std::shared_ptr<WorkNCCL>> victims;
@@ -138,18 +137,12 @@ std::vector<std::shared_ptr<ExternalAllReduce>> NcclWatchdog::FailInFlight(const
   // after an abort must never read as success (WorkNCCL::Wait checks the failure after seeing the event).
   std::lock_guard<std::mutex> lock(works_mu_);
   if (broken_ == cause) broken_ = *status;  // later calls quote it, with where the dump is
-  std::vector<std::shared_ptr<ExternalAllReduce>> externals;
-  for (const auto& w : victims) {
-    w->Fail(FailureOf(*w, *status, culprit));
-    const std::shared_ptr<ExternalAllReduce>& e = w->external();
-    if (e != nullptr && std::find(externals.begin(), externals.end(), e) == externals.end()) externals.push_back(e);
-  }
-  return externals;
+  for (const auto& w : victims) w->Fail(FailureOf(*w, *status, culprit));
 }
 
 void NcclWatchdog::Abort(const absl::Status& cause, const WorkNCCL* culprit, const char* reason) {
   absl::Status status;
-  const std::vector<std::shared_ptr<ExternalAllReduce>> externals = FailInFlight(cause, culprit, reason, &status);
+  FailInFlight(cause, culprit, reason, &status);
   // Every waiter has its error now. Freeing the communicator needs the launching thread out of NCCL.
   std::unique_lock<std::timed_mutex> launch(nccl_->launch_mu, std::defer_lock);
   if (!launch.try_lock_for(kLaunchLockWait)) {
@@ -160,15 +153,15 @@ void NcclWatchdog::Abort(const absl::Status& cause, const WorkNCCL* culprit, con
                                   "for over ", kLaunchLockWait.count() / 1000, " s (its launch queue is full behind the "
                                   "hung collective), so this error cannot be returned to it.")));
   }
-  AbortCommunicatorLocked(externals);
+  AbortCommunicatorLocked();
 }
 
-void NcclWatchdog::AbortCommunicatorLocked(const std::vector<std::shared_ptr<ExternalAllReduce>>& externals) {
-  // External calls first: each implementation with a call in flight satisfies its waits on a peer that is
-  // gone locally, so its streams drain. Only then NCCL: ncclCommAbort frees device memory, and cudaFree
-  // waits for the whole device, including an external call's stream still waiting for its peer (measured:
-  // aborting NCCL first hung the watchdog for good on one H200).
-  for (const auto& e : externals) e->Release();
+void NcclWatchdog::AbortCommunicatorLocked() {
+  // The observers first: GPU work of theirs that waits on a peer (an external all_reduce's) lets go, so its
+  // streams drain. Only then NCCL: ncclCommAbort frees device memory, and cudaFree waits for the whole
+  // device, including a stream still waiting for its peer (measured: aborting NCCL first hung the
+  // watchdog for good on one H200, behind an external all_reduce's waits).
+  group_->NotifyAborting();
   if (nccl_->comm != nullptr) ncclCommAbort(nccl_->comm);  // NCCL kernels exit; the streams move on
   nccl_->comm = nullptr;
 }
@@ -201,18 +194,15 @@ void NcclWatchdog::Stop() {
     std::lock_guard<std::mutex> lock(works_mu_);
     unfinished = first_unfinished();
   }
-  std::vector<std::shared_ptr<ExternalAllReduce>> externals;
-  if (unfinished != nullptr) {  // cut short after all: fail it, and release external calls (their streams drain)
+  if (unfinished != nullptr) {  // cut short after all: fail it (the group is then aborted below)
     const absl::Status status = absl::AbortedError(
         absl::StrCat(unfinished->description(), " was still in flight when its group was destroyed"));
     absl::Status same;
-    externals = FailInFlight(status, unfinished.get(), /*reason=*/nullptr, &same);
+    FailInFlight(status, unfinished.get(), /*reason=*/nullptr, &same);
   }
   // A group that failed (or whose last launch asked for an abort the watchdog had no time to make) is
   // aborted, never finalized: finalizing waits for collectives that will never complete.
-  if (!externals.empty() || (nccl_->comm != nullptr && (!broken_.ok() || !abort_request_.ok()))) {
-    AbortCommunicatorLocked(externals);
-  }
+  if (nccl_->comm != nullptr && (!broken_.ok() || !abort_request_.ok())) AbortCommunicatorLocked();
   for (auto& w : in_flight_) w->ReleaseTensors();
 }
 

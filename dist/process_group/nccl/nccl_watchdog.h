@@ -4,8 +4,9 @@
 // It holds every Work in flight (and its tensors) until its end event completes, tells the observers when
 // each started and ended on the GPU, and polls ncclCommGetAsyncError. On an NCCL error, or a collective
 // past the group's timeout (counted from when it was issued), it aborts: the Works fail with a clear status
-// (with what the observers add, e.g. where the flight recorder dumped), external implementations with
-// calls in flight are released, then the communicator is aborted, and the group refuses further calls.
+// (with what the observers add, e.g. where the flight recorder dumped), the observers hear that the group
+// is aborting (what waits on a peer lets go), then the communicator is aborted, and the group refuses
+// further calls.
 //
 // Two locks, so that the watchdog never waits on an enqueue: the launching thread holds
 // NcclCommunicator::launch_mu for a whole enqueue; `works_mu_` (the Works, the failure) is held only for
@@ -28,7 +29,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "dist/process_group/external_all_reduce.h"
 #include "dist/process_group/nccl/process_group_nccl.h"
 #include "dist/process_group/nccl/work_nccl.h"
 
@@ -80,14 +80,13 @@ class NcclWatchdog {
   static constexpr size_t kReapEvery = 64;
   // Marks the group broken and fails every unfinished Work: `culprit` with `cause`, the others as aborted
   // along with it. With a `reason`, the group hears of its failure (NoteFailure) in between, and `*status`
-  // is `cause` with what the observers added. Returns the external implementations to release.
-  std::vector<std::shared_ptr<ExternalAllReduce>> FailInFlight(const absl::Status& cause, const WorkNCCL* culprit,
-                                                               const char* reason, absl::Status* status);
+  // is `cause` with what the observers added.
+  void FailInFlight(const absl::Status& cause, const WorkNCCL* culprit, const char* reason, absl::Status* status);
   // FailInFlight, then with launch_mu (waited for at most kLaunchLockWait, else the process exits)
   // AbortCommunicatorLocked.
   void Abort(const absl::Status& cause, const WorkNCCL* culprit, const char* reason);
-  // The externals' Release(), then ncclCommAbort. Requires launch_mu.
-  void AbortCommunicatorLocked(const std::vector<std::shared_ptr<ExternalAllReduce>>& externals);
+  // The observers' Aborting(), then ncclCommAbort. Requires launch_mu.
+  void AbortCommunicatorLocked();
 
   ProcessGroupNCCL* const group_;
   NcclCommunicator* const nccl_;

@@ -171,7 +171,6 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
     else ncclCommAbort(comm);
     nccl_->comm = nullptr;
   }
-  last_external_.reset();
   cudaFree(barrier_buffer_);
 }
 
@@ -237,23 +236,12 @@ std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Ten
   DeviceScope scope(device_);
   cudaStream_t compute = CurrentStream(device_);
   const bool captured = Capturing(compute);
-  if (captured && external != nullptr) {
-    return EndNow(call, absl::FailedPreconditionError(absl::StrCat(
-                            call.description, ": an external all_reduce cannot be recorded into a CUDA graph (its "
-                            "implementation synchronises outside the stream); use the group's AllReduce inside a "
-                            "graph")));
-  }
   auto work = std::make_shared<WorkNCCL>(call.description, timeout(), device_, events_, std::move(tensors), compute,
                                          external, call.seq, captured);
   cudaStream_t stream = static_cast<cudaStream_t>(nccl_stream_.handle());
-  // 1. The NCCL stream waits for everything queued on the caller's stream so far, and for the end of the
-  // last call if it was external (which may have left this stream before it ended) and of another
-  // implementation. Not in a capture: a replay runs on the caller's stream, already ordered after it.
+  // 1. The NCCL stream waits for everything queued on the caller's stream so far.
   cudaError_t err = cudaEventRecord(work->start_event(), compute);
   if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, work->start_event(), 0);
-  if (err == cudaSuccess && !captured && last_external_ != nullptr && last_external_->external() != external) {
-    err = cudaStreamWaitEvent(stream, last_external_->end_event(), 0);
-  }
   if (err != cudaSuccess) {
     return EndNow(call, absl::InternalError(absl::StrCat(call.description, ": CUDA error while enqueueing: ",
                                                          cudaGetErrorString(err))));
@@ -261,7 +249,6 @@ std::shared_ptr<Work> ProcessGroupNCCL::Launch(const Call& call, std::vector<Ten
   // 2-3. The collective and its end event.
   if (absl::Status s = enqueue(stream, work->end_event()); !s.ok()) return EndNow(call, std::move(s), true);
   if (captured) return work;  // the graph holds it; each replay is watched instead (WatchReplay)
-  last_external_ = external != nullptr ? work : nullptr;
   watchdog_->Watch(work);
   return work;
 }
@@ -321,6 +308,22 @@ std::shared_ptr<Work> ProcessGroupNCCL::RunBarrier(const Call& call) {
   // NCCL has no barrier; a one-element all-reduce completes only once every rank has joined it.
   return LaunchNccl(call, {}, [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm, stream);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupNCCL::RunPointToPoint(std::vector<P2POp> ops, const Call& call) {
+  std::vector<Tensor> tensors;
+  for (const P2POp& op : ops) tensors.push_back(op.tensor);
+  return LaunchNccl(call, std::move(tensors), [&](ncclComm_t comm, cudaStream_t stream) {
+    // One group: NCCL schedules the sends and receives together, so a rank that sends to its next
+    // neighbour and receives from its previous one (or both ways with one peer) cannot deadlock.
+    ncclGroupStart();
+    for (const P2POp& op : ops) {
+      const Tensor& t = op.tensor;
+      if (op.kind == P2POp::Kind::kSend) ncclSend(t.data_ptr(), t.numel(), ToNccl(t.dtype()), op.peer, comm, stream);
+      else ncclRecv(t.data_ptr(), t.numel(), ToNccl(t.dtype()), op.peer, comm, stream);
+    }
+    return ncclGroupEnd();
   });
 }
 

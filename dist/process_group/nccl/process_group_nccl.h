@@ -19,7 +19,7 @@
 // CUDA graphs (tensor/cuda_graph.h): on a capturing stream the same steps are recorded, not run (the start
 // event's wait pulls the NCCL stream into the capture; SynchronizeStream joins it back). Such a Work is
 // captured: Wait() refuses, the watchdog does not hold it, each replay is watched instead (WatchReplay).
-// External all_reduces are refused under capture. Sequence numbers are taken at capture, not at replays.
+// Sequence numbers are taken at capture, not at replays.
 #ifndef TINYDDP_DIST_PROCESS_GROUP_NCCL_PROCESS_GROUP_NCCL_H_
 #define TINYDDP_DIST_PROCESS_GROUP_NCCL_PROCESS_GROUP_NCCL_H_
 
@@ -76,7 +76,12 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Work> RunReduceScatter(const Tensor& output, const Tensor& input, const Call& call) override;
   std::shared_ptr<Work> RunReduce(const Tensor& tensor, const Call& call) override;
   std::shared_ptr<Work> RunBarrier(const Call& call) override;
-  /// Steps 1-3 with `impl` issuing step 2; the watchdog releases `impl` when it aborts.
+  /// ncclSend/ncclRecv inside one ncclGroupStart/End on the NCCL stream, ordered and watched like a
+  /// collective (NCCL has no tags: messages between a pair match in issue order, as in PyTorch). The first
+  /// transfer between two ranks also connects them, inside ncclGroupEnd: the calling thread waits there
+  /// until the peer makes its matching call, a wait no timeout bounds (NCCL's blocking communicator).
+  std::shared_ptr<Work> RunPointToPoint(std::vector<P2POp> ops, const Call& call) override;
+  /// Steps 1-3 with `impl` issuing step 2 (what else `impl` needs it does as an observer of the group).
   std::shared_ptr<Work> RunAllReduceExternal(std::shared_ptr<ExternalAllReduce> impl, std::vector<Tensor> tensors,
                                              const Call& call) override;
   /// CUDA tensors on device_index() of float32, float64, bfloat16, int32 or int64.
@@ -86,8 +91,8 @@ class ProcessGroupNCCL : public ProcessGroup {
   ProcessGroupNCCL(int rank, int size, std::chrono::milliseconds timeout, int device,
                    std::unique_ptr<NcclCommunicator> nccl, std::shared_ptr<Store> store);
 
-  // Steps 1-3 above: step 1 (and the order after an external call), then `enqueue(stream, end)` issues
-  // step 2 and records the end event; then the watchdog holds the Work. `external`: null for NCCL's calls.
+  // Steps 1-3 above: step 1, then `enqueue(stream, end)` issues step 2 and records the end event; then the
+  // watchdog holds the Work. `external`: the implementation (kept alive by the Work), null for NCCL's calls.
   template <typename Enqueue>
   std::shared_ptr<Work> Launch(const Call& call, std::vector<Tensor> tensors,
                                std::shared_ptr<ExternalAllReduce> external, Enqueue&& enqueue);
@@ -105,9 +110,8 @@ class ProcessGroupNCCL : public ProcessGroup {
   void* barrier_buffer_ = nullptr;  // one float on device_, all-reduced by Barrier()
   // The communicator and the lock the launching thread holds for a whole enqueue (nccl_watchdog.h).
   std::unique_ptr<NcclCommunicator> nccl_;
-  std::shared_ptr<WorkNCCL> last_external_;  // the last call, if external (Launch); under the launch lock
   std::unique_ptr<NcclWatchdog> watchdog_;
-  friend class NcclWatchdog;  // tells the observers (NotifyStarted, NotifyEnded, NoteFailure)
+  friend class NcclWatchdog;  // tells the observers (NotifyStarted, NotifyEnded, NoteFailure, NotifyAborting)
 };
 
 }  // namespace tinyddp::dist

@@ -235,14 +235,17 @@ bool Has(const std::vector<std::string>& lines, const std::string& line) {
 
 // An external all_reduce of a one-rank group (whose result is the tensor itself, here stamped with 7 in
 // its first element so that ordering shows) that runs on a stream of its own and ends only once its gate
-// opens: a host function holds that stream until then. Real streams and events; what it exercises is what
-// the group does around any external call.
-class GatedAllReduce : public ExternalAllReduce {
+// opens: a host function holds that stream until then. Like the copy engines, it leaves the group's stream
+// before it ends and attaches beside the group as an observer (external_all_reduce.h): Issued orders the
+// group's other calls after its end, Aborting opens the gate. Real streams and events; what it exercises
+// is what the group does around any external call, and that its observer seams come in time.
+class GatedAllReduce : public ExternalAllReduce, public CollectiveObserver {
  public:
   explicit GatedAllReduce(int device) {
     cudaSetDevice(device);
     cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking);
     cudaEventCreateWithFlags(&start_, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&end_, cudaEventDisableTiming);
     cudaMalloc(&seven_, sizeof(float));
     const float seven = 7.0f;
     cudaMemcpy(seven_, &seven, sizeof(float), cudaMemcpyHostToDevice);
@@ -252,6 +255,7 @@ class GatedAllReduce : public ExternalAllReduce {
     cudaStreamSynchronize(side_);
     cudaStreamDestroy(side_);
     cudaEventDestroy(start_);
+    cudaEventDestroy(end_);
     cudaFree(seven_);
   }
   const char* path_name() const override { return "a gate"; }
@@ -261,9 +265,18 @@ class GatedAllReduce : public ExternalAllReduce {
     cudaStreamWaitEvent(side_, start_, 0);
     cudaLaunchHostFunc(side_, &GatedAllReduce::WaitForGate, &open_);
     cudaMemcpyAsync(tensors[0].data_ptr(), seven_, sizeof(float), cudaMemcpyDeviceToDevice, side_);
-    return cudaEventRecord(done, side_) == cudaSuccess ? absl::OkStatus() : absl::InternalError("cudaEventRecord");
+    if (cudaEventRecord(done, side_) != cudaSuccess || cudaEventRecord(end_, side_) != cudaSuccess) {
+      return absl::InternalError("cudaEventRecord");
+    }
+    group_stream_ = stream;
+    return absl::OkStatus();
   }
-  void Release() override {
+  void Issued(const CollectiveInfo& info) override {
+    if (group_stream_ == nullptr || info.via == path_name()) return;
+    cudaStreamWaitEvent(group_stream_, end_, 0);
+    group_stream_ = nullptr;
+  }
+  void Aborting() override {
     released_ = true;
     Open();
   }
@@ -278,17 +291,20 @@ class GatedAllReduce : public ExternalAllReduce {
 
   cudaStream_t side_ = nullptr;
   cudaEvent_t start_ = nullptr;
+  cudaEvent_t end_ = nullptr;
+  cudaStream_t group_stream_ = nullptr;  // left before the call's end; Issued orders it after end_
   float* seven_ = nullptr;
   std::atomic<bool> open_{false};
   std::atomic<bool> released_{false};
 };
 
-TEST(ProcessGroupNcclExternal, IsNumberedDescribedAndTheNextNcclCallWaitsForItsEnd) {
+TEST(ProcessGroupNcclExternal, IsNumberedDescribedAndItsObserverOrdersTheNextNcclCallAfterItsEnd) {
   SKIP_WITHOUT_GPU();
   RunOnRanks(1, [](const RankContext& ctx) {
     auto pg = Connect(ctx);
     ASSERT_NE(pg, nullptr);
     auto gate = std::make_shared<GatedAllReduce>(pg->device_index());
+    pg->AddObserver(gate);
     Tensor t = Tensor::Full({5}, 1.0, DType::kFloat32, Device::CUDA(pg->device_index()));
     const int64_t seq = pg->sequence_number();
     std::shared_ptr<Work> external = pg->AllReduceExternal(gate, {t}, ReduceOp::kSum);
@@ -296,7 +312,8 @@ TEST(ProcessGroupNcclExternal, IsNumberedDescribedAndTheNextNcclCallWaitsForItsE
     EXPECT_EQ(external->description(),
               absl::StrCat("AllReduce(float32 [5] cuda:0, SUM) #", seq, " on nccl rank 0/1 via a gate"));
     // The external call left the group's stream at once, but has not ended: the gate is closed. An NCCL
-    // collective issued now must wait for its end, so it cannot have completed either.
+    // collective issued now waits for its end (its observer's Issued came before the group enqueued it),
+    // so it cannot have completed either.
     std::shared_ptr<Work> nccl = pg->AllReduce(t);
     EXPECT_FALSE(external->IsCompleted());
     EXPECT_FALSE(nccl->IsCompleted()) << "the NCCL call ran before the external call on the same stream ended";
@@ -308,7 +325,7 @@ TEST(ProcessGroupNcclExternal, IsNumberedDescribedAndTheNextNcclCallWaitsForItsE
   });
 }
 
-TEST(ProcessGroupNcclExternal, ACallThatNeverEndsIsAbortedByTheWatchdogWhichReleasesIt) {
+TEST(ProcessGroupNcclExternal, ACallThatNeverEndsIsAbortedByTheWatchdogWhoseAbortingObserversRelease) {
   SKIP_WITHOUT_GPU();
   RunOnRanks(1, [](const RankContext& ctx) {
     auto pg = Connect(ctx, std::chrono::seconds(2));
@@ -316,6 +333,7 @@ TEST(ProcessGroupNcclExternal, ACallThatNeverEndsIsAbortedByTheWatchdogWhichRele
     auto log = std::make_shared<LogObserver>();
     pg->AddObserver(log);
     auto gate = std::make_shared<GatedAllReduce>(pg->device_index());
+    pg->AddObserver(gate);
     Tensor t = Tensor::Full({5}, 1.0, DType::kFloat32, Device::CUDA(pg->device_index()));
     const int64_t seq = pg->sequence_number();
     std::shared_ptr<Work> work = pg->AllReduceExternal(gate, {t}, ReduceOp::kSum);
@@ -323,10 +341,10 @@ TEST(ProcessGroupNcclExternal, ACallThatNeverEndsIsAbortedByTheWatchdogWhichRele
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_PRED2(Contains, std::string(s.message()), "via a gate did not finish within 2000 ms");
     EXPECT_PRED2(Contains, std::string(s.message()), "\nObservers: told of the failure.");
-    // The watchdog fails the Work first (so its end event never reads as success), then releases the call:
-    // the release follows the failure by moments.
+    // The watchdog fails the Work first (so its end event never reads as success), then tells the
+    // observers it aborts (the gate opens): that follows the failure by moments.
     for (int i = 0; i < 1000 && !gate->released(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    EXPECT_TRUE(gate->released()) << "the watchdog aborted the group without releasing the external call";
+    EXPECT_TRUE(gate->released()) << "the watchdog aborted the group without telling its observers first";
     // The observers saw it issued (portable: no device index), ended failed, then the failure, once.
     EXPECT_EQ(log->Lines(),
               (std::vector<std::string>{absl::StrCat("issued #", seq, " AllReduce(float32 [5] cuda, SUM) via a gate"),

@@ -62,7 +62,7 @@ class WorkNCCL : public Work {
   using Clock = std::chrono::steady_clock;
 
   /// `caller_stream`: where it was issued (its start event is recorded there). `external`: the
-  /// implementation of an external all_reduce, else null. `seq`: its sequence number. `captured`: recorded
+  /// implementation of an external all_reduce (kept alive as long as this Work), else null. `seq`: its sequence number. `captured`: recorded
   /// into a CUDA graph (it runs at every replay): Wait() refuses, SynchronizeStream() still orders the
   /// capturing stream after it, and the watchdog never holds it.
   WorkNCCL(std::string description, std::chrono::milliseconds default_timeout, int device,
@@ -82,7 +82,6 @@ class WorkNCCL : public Work {
   cudaEvent_t start_event() const { return start_; }
   cudaEvent_t end_event() const { return end_; }
   Clock::time_point enqueued_at() const { return enqueued_at_; }
-  const std::shared_ptr<ExternalAllReduce>& external() const { return external_; }
   int64_t seq() const { return seq_; }
   /// The end event completed (never for a captured Work) / the start event did (the stream reached it).
   bool GpuFinished() const;

@@ -61,9 +61,11 @@ void CheckOnRanks(int world) {
           << scattered / ctx.world_size << " elements), not " << gathered;
       const std::vector<float> got = t.ToVector<float>();
       ASSERT_EQ(got.size(), static_cast<size_t>(n)) << "the tensor must keep its length";
+      std::vector<std::vector<float>> inputs;  // every rank's, computed once (not once per element)
+      for (int r = 0; r < ctx.world_size; ++r) inputs.push_back(InputOf(r, n));
       for (int64_t i = 0; i < n; ++i) {
         double want = 0;
-        for (int r = 0; r < ctx.world_size; ++r) want += InputOf(r, n)[i];
+        for (int r = 0; r < ctx.world_size; ++r) want += inputs[r][i];
         ASSERT_NEAR(got[i], want, 1e-5 * (1 + std::fabs(want)))
             << "element " << i << " of " << n << " on rank " << ctx.rank << ", " << ctx.world_size << " ranks";
       }

@@ -1,5 +1,5 @@
 // Exercise 2 (docs/exercises.md): a DDP communication hook that sends gradients in half precision.
-// dist/ddp/comm_hooks.h explains hooks and has a bf16 one that all-reduces bfloat16 buckets; there is no
+// dist/ddp/comm_hooks.h explains hooks; bf16_compress_hook.h beside it all-reduces bfloat16 buckets; there is no
 // float16 dtype to all-reduce, so this one all-gathers everyone's fp16 bits and averages them itself.
 // fp16_compress_hook.cc is yours to write; reference/ holds a solution, for after.
 #ifndef TINYDDP_TESTS_EXERCISES_COMPRESS_HOOK_FP16_COMPRESS_HOOK_H_
