@@ -21,7 +21,7 @@ constexpr absl::string_view kKnown[] = {
     "TINYDDP_COPY_ENGINE_MIN_BYTES", "TINYDDP_CPU_ISA", "TINYDDP_PROGRAM", "TINYDDP_CHECKPOINT_DIR",
     "TINYDDP_RESTART_COUNT", "TINYDDP_ERROR_FILE", "TINYDDP_LAUNCHER_STORE", "TINYDDP_TEST_RANKS_CALL",
     "TINYDDP_STORE_SERVER_CHILD", "TINYDDP_STORE_SERVER_CHILD_SECRET", "TINYDDP_STORE_SERVER_CHILD_SPARE_FDS",
-    "TINYDDP_IN_PLACE_REPLACEMENT"};
+    "TINYDDP_IN_PLACE_REPLACEMENT", "TINYDDP_IN_PLACE_REPLACEMENTS"};
 
 // Levenshtein distance (insertions, deletions, substitutions), one row of the table at a time.
 size_t EditDistance(absl::string_view a, absl::string_view b) {

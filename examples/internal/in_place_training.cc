@@ -77,6 +77,7 @@ struct Trainer {
   int64_t order_epoch = -1;
   std::unique_ptr<SpanLog> spans;
   int64_t recovering_since_us = 0;  // the failed step's start, until the first step after it completes
+  const bool replacements_may_come = std::getenv(dist::in_place::kReplacementsEnv) != nullptr;
   std::shared_ptr<dist::Store> join_store;  // a replacement: the job's in-place store, and the replica it replaces
   int join_id = -1;
 
@@ -191,10 +192,10 @@ struct Trainer {
     }
   }
 
-  // With a budget for replacements (--max_restarts): the lead announces those that asked to join, and every
+  // With a budget for replacements (--max_restarts; the launcher says so in kReplacementsEnv): the lead announces those that asked to join, and every
   // member grows the group at the announced boundary. One store lookup a step until then.
   absl::Status MaybeGrow() {
-    if (options.max_restarts == 0) return absl::OkStatus();
+    if (!replacements_may_come) return absl::OkStatus();
     RETURN_IF_ERROR(replicas->AnnounceJoiners(at.step));
     ASSIGN_OR_RETURN(const bool due, replicas->GrowthDue(at.step));
     return due ? Recover(absl::OkStatus(), NowUs(), /*grow=*/true) : absl::OkStatus();

@@ -54,6 +54,11 @@ pid_t StartReplacement(const WorkerProcessSpec& spec, const std::pair<std::strin
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> KeepGoingAfterLoss::WorkerEnvironment(int round, int rank) {
+  if (replacements_left_ == 0) return {};
+  return {{kReplacementsEnv, absl::StrCat(replacements_left_)}};
+}
+
 std::chrono::milliseconds KeepGoingAfterLoss::HoldStop(const WorkerExit& exit, bool holding) {
   // A replica killed by a signal (a crash, the OOM killer, fencing of a frozen one) is replaced while the budget
   // lasts; one that exited by itself (fewer than --min_replicas, excluded) is not.

@@ -23,11 +23,14 @@ namespace tinyddp::dist::in_place {
 
 /// Set ("1") in a replacement's environment: it joins the replica group instead of the world (ddp_mlp).
 inline constexpr char kReplacementEnv[] = "TINYDDP_IN_PLACE_REPLACEMENT";
+/// Set in every worker's environment while replacements may come: the members then look for them each step.
+inline constexpr char kReplacementsEnv[] = "TINYDDP_IN_PLACE_REPLACEMENTS";
 
 class KeepGoingAfterLoss : public JobObserver {
  public:
   /// `replacements`: how many lost workers may be replaced over the job (0: the job goes on smaller).
   explicit KeepGoingAfterLoss(int replacements = 0) : replacements_left_(replacements) {}
+  std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int round, int rank) override;
   void RoundStarting(int round, const std::vector<WorkerProcessSpec>& specs) override { specs_ = specs; }
   std::chrono::milliseconds HoldStop(const WorkerExit& exit, bool holding) override;
   void Judge(JobResult& result) override;

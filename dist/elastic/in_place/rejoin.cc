@@ -1,7 +1,7 @@
 // ReplicaGroup's rejoin: a replacement joins at a step boundary (replica_group.h). Keys, in the job's
 // in-place store:
 //   join/count, join/<n>     the n-th request to join and the replica id that asks (the replacement writes)
-//   g<G>/grow                "<step>": generation G grows at the boundary before that step (the lead writes)
+//   g<G>/grow                a counter, 0 or the step at whose boundary generation G grows (the lead adds it)
 //   g<G+1>/decision          the grown membership (the lead writes it with the announcement)
 //   joined/<id>              "<G+1>": the generation that takes replica <id> in (the lead writes)
 #include <algorithm>
@@ -79,7 +79,8 @@ absl::Status ReplicaGroup::AnnounceJoiners(int64_t step) {
   ASSIGN_OR_RETURN(const Bytes stored, store_->CompareSet(DecisionKey(grown.generation), Bytes(), ToBytes(encoded)));
   if (ToText(stored) != encoded) return absl::OkStatus();
   joins_seen_ = count;
-  RETURN_IF_ERROR(store_->Set(absl::StrCat("g", membership_.generation, "/grow"), ToBytes(absl::StrCat(grown.step))));
+  // A counter, so that the members' lookup is one Add(key, 0), which never waits (0: nothing announced).
+  RETURN_IF_ERROR(store_->Add(absl::StrCat("g", membership_.generation, "/grow"), grown.step).status());
   for (int id : joiners) {
     RETURN_IF_ERROR(store_->Set(absl::StrCat("joined/", id), ToBytes(absl::StrCat(grown.generation))));
   }
@@ -88,9 +89,9 @@ absl::Status ReplicaGroup::AnnounceJoiners(int64_t step) {
 
 absl::StatusOr<bool> ReplicaGroup::GrowthDue(int64_t step) {
   if (grow_generation_ != membership_.generation) {
-    const std::string key = absl::StrCat("g", membership_.generation, "/grow");
-    if (!store_->Wait({key}, std::chrono::milliseconds(1)).ok()) return false;
-    ASSIGN_OR_RETURN(grow_at_, ReadNumber(*store_, key));
+    ASSIGN_OR_RETURN(const int64_t announced, store_->Add(absl::StrCat("g", membership_.generation, "/grow"), 0));
+    if (announced == 0) return false;
+    grow_at_ = announced;
     grow_generation_ = membership_.generation;
   }
   return step == grow_at_;
