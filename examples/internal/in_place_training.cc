@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,10 +20,10 @@
 #include "data/distributed_sampler.h"
 #include "dist/ddp/ddp.h"
 #include "dist/elastic/in_place/data_rule.h"
+#include "dist/elastic/in_place/keep_going.h"
 #include "dist/elastic/in_place/live_state.h"
 #include "dist/elastic/in_place/min_replicas.h"
 #include "dist/elastic/in_place/replica_group.h"
-#include "dist/elastic/in_place/keep_going.h"
 #include "dist/observe/blame/error_file.h"
 #include "dist/process_group/gloo/process_group_gloo.h"
 #include "dist/rendezvous.h"
@@ -33,7 +32,6 @@
 #include "dist/worker/env.h"
 #include "examples/internal/evaluate.h"
 #include "examples/internal/in_place_checkpoint.h"
-#include "nn/checkpoint.h"
 
 namespace tinyddp::examples {
 namespace {
