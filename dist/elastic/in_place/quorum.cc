@@ -2,6 +2,8 @@
 #include "dist/elastic/in_place/quorum.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +18,26 @@ Bytes ToBytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
 std::string ToString(const Bytes& b) { return std::string(b.begin(), b.end()); }
 
 std::string ArrivedKey(int64_t generation, int id) { return absl::StrCat("g", generation, "/arrived/", id); }
+
+// Waits until every previous member has arrived, or has arrived or is known gone, or the window has passed.
+// True when every one arrived.
+absl::StatusOr<bool> WaitForSurvivors(Store& store, int64_t generation, const std::vector<int>& previous,
+                                      std::chrono::milliseconds window, const std::function<bool(int id)>& gone) {
+  std::vector<std::string> keys;
+  for (int member : previous) keys.push_back(ArrivedKey(generation, member));
+  if (!gone) return store.Wait(keys, window).ok();
+  const auto deadline = std::chrono::steady_clock::now() + window;
+  const std::string arrivals = absl::StrCat("g", generation, "/arrivals");
+  for (;;) {  // a poll of a counter (Add 0 never waits) and of the kernel, every 5 ms
+    ASSIGN_OR_RETURN(const int64_t arrived, store.Add(arrivals, 0));
+    if (arrived >= static_cast<int64_t>(previous.size())) return true;
+    int64_t known_gone = 0;
+    for (int member : previous) known_gone += gone(member) ? 1 : 0;
+    if (arrived + known_gone >= static_cast<int64_t>(previous.size())) return false;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
 
 }  // namespace
 
@@ -54,17 +76,19 @@ std::string Membership::ToString() const {
                       " (state from ", source, ")");
 }
 
+
 absl::StatusOr<Membership> AgreeOnMembership(Store& store, int64_t generation, const std::vector<int>& previous, int id,
-                                             int64_t next_step, std::chrono::milliseconds window) {
+                                             int64_t next_step, std::chrono::milliseconds window,
+                                             const std::function<bool(int id)>& gone) {
   RETURN_IF_ERROR(store.Set(ArrivedKey(generation, id), ToBytes(absl::StrCat(next_step))));
+  RETURN_IF_ERROR(store.Add(absl::StrCat("g", generation, "/arrivals"), 1).status());
   // Wait for everyone, up to the window; then see who came. A dead or frozen member never does.
-  std::vector<std::string> keys;
-  for (int member : previous) keys.push_back(ArrivedKey(generation, member));
-  const bool everyone = store.Wait(keys, window).ok();
+  ASSIGN_OR_RETURN(const bool everyone, WaitForSurvivors(store, generation, previous, window, gone));
   Membership proposal;
   proposal.generation = generation;
   proposal.step = -1;
   for (int member : previous) {
+    if (!everyone && gone && gone(member)) continue;  // arrived or not, its process is gone
     if (!everyone && !store.Wait({ArrivedKey(generation, member)}, std::chrono::milliseconds(1)).ok()) continue;
     ASSIGN_OR_RETURN(const Bytes value, store.Get(ArrivedKey(generation, member)));
     int64_t step = 0;

@@ -4,7 +4,8 @@
 // Protocol for generation g (the members of generation g-1 are `previous`):
 //   1. each survivor writes "g<g>/arrived/<id>" = the next step it would run (the failed step, or the one
 //      after it if its own all_reduce of that step had completed: see below);
-//   2. it waits up to `window` for every previous member to arrive (a dead or frozen one never does);
+//   2. it waits up to `window` for every previous member to arrive (a dead or frozen one never does; one
+//      whose process is known to be gone ends the wait early, see AgreeOnMembership);
 //   3. it proposes "the members that arrived, and the largest next step among them" and writes the
 //      proposal with CompareSet("g<g>/decision", absent -> proposal): the first write wins, every later
 //      CompareSet returns the winner's value, so every survivor reads the same decision;
@@ -23,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,11 +45,14 @@ struct Membership {
   std::string ToString() const;
 };
 
-/// One survivor's part of generation `generation`'s quorum (see the header comment). Errors: FailedPrecondition
-/// ("excluded: ...") when the decision left `id` out; the store's error (its timeout bounds every call).
-/// Preconditions: `id` is in `previous`; every survivor passes the same generation and previous members.
+/// One survivor's part of generation `generation`'s quorum (see the header comment). `gone` (may be empty) says
+/// whether a member's process is known to be gone (ReplicaGroup asks the kernel about those on this host): the
+/// wait then ends as soon as every member has arrived or is gone, instead of at the end of the window. Errors:
+/// FailedPrecondition ("excluded: ...") when the decision left `id` out; the store's error (its timeout bounds
+/// every call). Preconditions: `id` is in `previous`; every survivor passes the same generation and previous.
 absl::StatusOr<Membership> AgreeOnMembership(Store& store, int64_t generation, const std::vector<int>& previous, int id,
-                                             int64_t next_step, std::chrono::milliseconds window);
+                                             int64_t next_step, std::chrono::milliseconds window,
+                                             const std::function<bool(int id)>& gone = {});
 
 /// A decision as the store holds it ("step;source;id,id,...") and back.
 std::string EncodeMembership(const Membership& m);

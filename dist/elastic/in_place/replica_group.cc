@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <fstream>
 #include <numeric>
 #include <string>
 
@@ -103,7 +105,7 @@ absl::StatusOr<Membership> ReplicaGroup::Shrink(int64_t next_step) {
   group_.reset();  // the abort: our connections close, and peers still waiting on us fail now, not at --timeout
   const std::vector<int> previous = membership_.members;
   ASSIGN_OR_RETURN(Membership decided, AgreeOnMembership(*store_, membership_.generation + 1, previous, id_, next_step,
-                                                         options_.window));
+                                                         options_.window, [this](int id) { return Gone(id); }));
   return Form(std::move(decided), previous, next_step);
 }
 
@@ -137,8 +139,23 @@ absl::StatusOr<Membership> ReplicaGroup::Form(Membership decided, std::vector<in
                  decided.ToString().c_str(), std::string(gloo.status().message()).c_str());
     previous = decided.members;
     ASSIGN_OR_RETURN(decided, AgreeOnMembership(*store_, decided.generation + 1, previous, id_, next_step,
-                                                options_.window));
+                                                options_.window, [this](int id) { return Gone(id); }));
   }
+}
+
+bool ReplicaGroup::Gone(int id) const {
+  if (id == id_) return false;
+  absl::StatusOr<Bytes> where = store_->Get(absl::StrCat("pid/", id));
+  if (!where.ok()) return false;
+  std::vector<std::string> parts = absl::StrSplit(std::string(where->begin(), where->end()), ' ');
+  int pid = 0;
+  if (parts.size() != 2 || parts[0] != HostName() || !absl::SimpleAtoi(parts[1], &pid) || pid <= 1) return false;
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));  // "pid (name) S ...": Z is a zombie, not yet reaped
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
 }
 
 void ReplicaGroup::Fence(const std::vector<int>& left_out) {

@@ -19,6 +19,9 @@
 // through the store, the lead announces the growth two steps ahead, and at that boundary every member and the
 // replacement form the next generation's group, in which the replacement adopts the live state (rejoin.cc).
 //
+// The quorum's wait for the survivors ends early when every member that has not arrived is known to be gone:
+// a process of this host that no longer exists (a SIGKILL) can never arrive. Elsewhere the window runs out.
+//
 // Not thread-safe: the training loop's thread only.
 #ifndef TINYDDP_DIST_ELASTIC_IN_PLACE_REPLICA_GROUP_H_
 #define TINYDDP_DIST_ELASTIC_IN_PLACE_REPLICA_GROUP_H_
@@ -86,6 +89,9 @@ class ReplicaGroup {
   // while it forms, agrees again (the next generation) without it, as often as it takes.
   absl::StatusOr<Membership> Form(Membership decided, std::vector<int> previous, int64_t next_step);
   void Fence(const std::vector<int>& left_out);
+  // Whether replica `id`'s process is known to be gone: it ran on this host (its "pid/<id>") and the kernel has
+  // no such process, or only its zombie. Unknown (another host, no record): false, and the quorum's window runs.
+  bool Gone(int id) const;
   absl::Status RecordPid();  // "pid/<id>" = "<host> <pid>", for fencing
 
   std::shared_ptr<Store> store_;  // the job's, under "in_place/": outlives every group
