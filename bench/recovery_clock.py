@@ -2,8 +2,8 @@
 """Times one failure of a ddp_mlp job from the outside: failure -> first completed step after it.
 
 Runs the command, stamps each line of its output (stdout and stderr merged) with a monotonic clock, and finds
-  the failure:   the fault injection's line ("fault injection (...): rank R, step K: kill"), printed and flushed
-                 by the victim right before it SIGKILLs itself;
+  the failure:   the fault injection's line ("fault injection (...): rank R, step K: kill" or ": stop"), printed
+                 and flushed by the victim right before it SIGKILLs (or SIGSTOPs) itself;
   the first completed step after it:
     --mode=in_place  the first "step N" line after the "in-place recovery: generation" line (ddp_mlp prints
                      one per completed step with --log_every=1);
@@ -44,7 +44,7 @@ def main():
         if log:
             log.write(f"{now - start:10.4f} {line}")
         if failed_at is None:
-            m = re.search(r"fault injection \(.*\): rank \d+, step (\d+): kill", line)
+            m = re.search(r"fault injection \(.*\): rank \d+, step (\d+): (kill|stop)", line)
             if m:
                 failed_at, failed_step = now, int(m.group(1))
             continue

@@ -34,7 +34,7 @@ def main():
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
            f'font-size="13"><rect width="100%" height="100%" fill="white"/>',
            f'<text x="{left}" y="28" font-size="16" font-weight="bold">{a.title}</text>']
-    last_end = max(spans[-1]["end_us"] for spans in lanes.values())
+    last_generation = max(s["generation"] for spans in lanes.values() for s in spans)
     for i, (rid, spans) in enumerate(sorted(lanes.items())):
         y = top + i * lane_h
         out.append(f'<text x="10" y="{y + 24}">replica {rid}</text>')
@@ -44,10 +44,10 @@ def main():
             tip = f'{s["name"]} (step {s["step"]}, generation {s["generation"]}): {(s["end_us"] - s["start_us"]) / 1e3:.1f} ms'
             out.append(f'<rect x="{x(s["start_us"]):.1f}" y="{y + 8}" width="{w:.1f}" height="24" fill="{color}" '
                        f'stroke="white" stroke-width="0.5"><title>{tip}</title></rect>')
-            if s["name"] != "step" and w > 60:
-                out.append(f'<text x="{x(s["start_us"]) + 4:.1f}" y="{y + 25}" fill="white">{s["name"]} '
-                           f'{(s["end_us"] - s["start_us"]) / 1e6:.2f} s</text>')
-        if spans[-1]["end_us"] < last_end - 1e6:  # lost: its lane stops
+            label = f'{s["name"]} {(s["end_us"] - s["start_us"]) / 1e3:.0f} ms'
+            if s["name"] != "step" and w > 7.5 * len(label):
+                out.append(f'<text x="{x(s["start_us"]) + 4:.1f}" y="{y + 25}" fill="white">{label}</text>')
+        if max(sp["generation"] for sp in spans) < last_generation:  # lost: its lane stops
             xe = x(spans[-1]["end_us"]) + 3
             out.append(f'<text x="{xe:.1f}" y="{y + 27}" fill="#e15759" font-size="18" font-weight="bold">&#10007; '
                        f'killed (SIGKILL) before step {spans[-1]["step"] + 1}</text>')
@@ -55,13 +55,13 @@ def main():
     ya = top + lane_h * len(lanes) + 10
     out.append(f'<line x1="{left}" y1="{ya}" x2="{width - 30}" y2="{ya}" stroke="#333"/>')
     seconds = (t1 - t0) / 1e6
-    step = 0.5 if seconds < 6 else 1.0
-    k = 0.0
-    while k <= seconds + 1e-9:
-        xt = x(t0 + k * 1e6)
+    step = next(v for v in [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10] if seconds / v <= 12)
+    k = 0
+    while k * step <= seconds + 1e-9:
+        xt = x(t0 + k * step * 1e6)
         out.append(f'<line x1="{xt:.1f}" y1="{ya}" x2="{xt:.1f}" y2="{ya + 5}" stroke="#333"/>'
-                   f'<text x="{xt - 8:.1f}" y="{ya + 20}" font-size="11">{k:g} s</text>')
-        k += step
+                   f'<text x="{xt - 8:.1f}" y="{ya + 20}" font-size="11">{round(k * step, 3):g} s</text>')
+        k += 1
     ly = ya + 45
     lx = left
     for name, color in COLORS.items():
@@ -69,9 +69,9 @@ def main():
                    f'<text x="{lx + 20}" y="{ly + 12}">{name}</text>')
         lx += 40 + 8 * len(name)
     out.append(f'<text x="{left}" y="{ly + 38}" font-size="12" fill="#555">Each bar is a span of that replica '
-               f'(wall clock). The survivors\' all_reduce fails at once (a closed socket); the quorum waits '
-               f'--recovery_window (2 s)</text>')
-    out.append(f'<text x="{left}" y="{ly + 54}" font-size="12" fill="#555">for the survivors, then they build a '
+               f'(wall clock). The survivors\' all_reduce fails at once (a closed socket); the quorum ends as soon as '
+               f'the killed one is</text>')
+    out.append(f'<text x="{left}" y="{ly + 54}" font-size="12" fill="#555">known gone (same host); then they build a '
                f'new Gloo group, take the source\'s state (weights, optimizer, step, cursor) and redo the step.</text>')
     out.append("</svg>")
     open(a.output, "w").write("\n".join(out) + "\n")
