@@ -64,6 +64,7 @@ const char* FaultActionName(FaultAction action) {
     case FaultAction::kKill: return "kill";
     case FaultAction::kNonFinite: return "nan";
     case FaultAction::kPreempt: return "preempt";
+    case FaultAction::kStop: return "stop";
   }
   return "?";
 }
@@ -98,8 +99,10 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view text) {
         spec.action = FaultAction::kNonFinite;
       } else if (value == "preempt") {
         spec.action = FaultAction::kPreempt;
+      } else if (value == "stop") {
+        spec.action = FaultAction::kStop;
       } else {
-        return Bad(text, absl::StrCat("action=", value, " is not one of hang, exit, kill, nan, preempt"));
+        return Bad(text, absl::StrCat("action=", value, " is not one of hang, exit, kill, nan, preempt, stop"));
       }
     } else if (key == "code") {
       if (!absl::SimpleAtoi(value, &spec.exit_code) || spec.exit_code < 1 || spec.exit_code > 255) {
@@ -141,6 +144,9 @@ FaultAction FaultInjector::Maybe(absl::string_view point, int64_t step) const {
     case FaultAction::kKill:
       ::raise(SIGKILL);
       for (;;) ::pause();
+    case FaultAction::kStop:
+      ::raise(SIGSTOP);          // every thread freezes; its sockets stay open (a SIGCONT resumes it)
+      return FaultAction::kNone;
     case FaultAction::kPreempt:
       ::kill(::getppid(), SIGTERM);  // the process that started the ranks, as a scheduler's preemption
       return FaultAction::kNone;     // this rank carries on; the signal reaches it through its launcher
@@ -152,21 +158,33 @@ FaultAction FaultInjector::Maybe(absl::string_view point, int64_t step) const {
 absl::Status CheckFaultInjectionEnvironment() {
   const char* text = std::getenv(kFaultEnv);
   if (text == nullptr || *text == '\0') return absl::OkStatus();
-  return ParseFaultSpec(text).status();
+  for (absl::string_view one : absl::StrSplit(text, ';', absl::SkipWhitespace())) {
+    if (absl::Status s = ParseFaultSpec(one).status(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 FaultAction MaybeInjectFault(absl::string_view point, int64_t step) {
-  static const FaultInjector* const injector = [] {
+  // Several faults may be given, separated by ';' (each with its own rank, step and point).
+  static const std::vector<FaultInjector>* const injectors = [] {
+    auto* all = new std::vector<FaultInjector>();
     const char* text = std::getenv(kFaultEnv);
-    if (text == nullptr || *text == '\0') return new FaultInjector();
-    absl::StatusOr<FaultSpec> spec = ParseFaultSpec(text);
-    if (!spec.ok()) {
-      std::fprintf(stderr, "fault injection off: %s\n", std::string(spec.status().message()).c_str());
-      return new FaultInjector();
+    if (text == nullptr || *text == '\0') return all;
+    for (absl::string_view one : absl::StrSplit(text, ';', absl::SkipWhitespace())) {
+      absl::StatusOr<FaultSpec> spec = ParseFaultSpec(one);
+      if (!spec.ok()) {
+        std::fprintf(stderr, "fault injection off: %s\n", std::string(spec.status().message()).c_str());
+        all->clear();
+        return all;
+      }
+      all->emplace_back(*std::move(spec), RankFromEnvironment(), RestartFromEnvironment());
     }
-    return new FaultInjector(*std::move(spec), RankFromEnvironment(), RestartFromEnvironment());
+    return all;
   }();
-  return injector->Maybe(point, step);
+  for (const FaultInjector& injector : *injectors) {
+    if (const FaultAction action = injector.Maybe(point, step); action != FaultAction::kNone) return action;
+  }
+  return FaultAction::kNone;
 }
 
 }  // namespace tinyddp

@@ -10,9 +10,11 @@
 //                                                       started the ranks (launch, or ddp_mlp's own spawner), as
 //                                                       a scheduler preempting the job does: at a known step
 //   TINYDDP_FAULT=rank=1,step=5,point=allreduce,action=hang   at another named point (see below)
+//   TINYDDP_FAULT=rank=2,step=4,action=stop             rank 2 freezes (SIGSTOP) before step 4
+//   TINYDDP_FAULT="rank=3,step=5,action=kill;rank=2,step=8,action=kill"   several faults, ';' between them
 //
 // Keys (comma-separated, each once): rank (a RANK, or * for every rank; required), step (required),
-// action (hang | exit | kill | nan | preempt; required), point (default "step"), code (exit's status, 1-255,
+// action (hang | exit | kill | nan | preempt | stop; required), point (default "step"), code (exit's status, 1-255,
 // default 1), restart (the launcher round it fires in: a number or *, default 0, so an elastic restart,
 // which sets TINYDDP_RESTART_COUNT, runs clean).
 //
@@ -22,6 +24,8 @@
 //               as this rank issues collective #step (its sequence number in the group), numbered but
 //               before it runs, so a kill here leaves the peers waiting inside that collective for a rank
 //               that is gone (e.g. in a DDP bucket's all_reduce)
+//   recovery    dist/elastic/in_place/replica_group.cc, as a survivor of recovery generation `step` has been
+//               counted in its quorum and is about to build the new group (a loss during the recovery)
 // Other layers add their own points (a collective, a bucket's all_reduce) by calling MaybeInjectFault
 // with a new name and listing it here. hang, exit and kill happen inside MaybeInjectFault; nan is
 // returned to the caller, which knows how to poison its own numbers. A fault fires when point, step,
@@ -50,6 +54,7 @@ enum class FaultAction {
   kKill,       // raise SIGKILL: the process vanishes as in an OOM kill
   kNonFinite,  // the caller makes this step's numbers NaN
   kPreempt,    // SIGTERM to the parent process (the launcher); this rank carries on
+  kStop,       // raise SIGSTOP: every thread freezes, connections stay open (a frozen rank)
 };
 
 /// "hang", "exit", "kill", "nan", "none".

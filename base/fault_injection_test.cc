@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -114,6 +115,33 @@ TEST(FaultInjector, HangKeepsTheProcessUntilASignalEndsIt) {
   const int status = RunInChild("rank=0,step=4,action=hang", /*signal_it_after_ready=*/true);
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
+}
+
+TEST(FaultInjector, StopFreezesTheProcessUntilItIsContinued) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const FaultInjector injector(*ParseFaultSpec("rank=0,step=4,action=stop"), 0, 0);
+    injector.Maybe("step", 4);  // stopped here; carries on when continued
+    ::_exit(9);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, WUNTRACED), pid);
+  ASSERT_TRUE(WIFSTOPPED(status)) << status;
+  EXPECT_EQ(WSTOPSIG(status), SIGSTOP);
+  ::kill(pid, SIGCONT);
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 9);
+}
+
+TEST(FaultInjection, SeveralFaultsSeparatedBySemicolonsAreCheckedEachAtStartup) {
+  ::setenv(kFaultEnv, "rank=3,step=5,action=kill;rank=2,point=recovery,step=1,action=kill", 1);
+  EXPECT_TRUE(CheckFaultInjectionEnvironment().ok());
+  ::setenv(kFaultEnv, "rank=3,step=5,action=kill;rank=2,step=1,action=explode", 1);
+  const absl::Status bad = CheckFaultInjectionEnvironment();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("explode"), absl::string_view::npos) << bad;
+  ::unsetenv(kFaultEnv);
 }
 
 }  // namespace

@@ -50,6 +50,8 @@
 #include "dist/init.h"                             // InitProcessGroup: env -> store -> NCCL or Gloo group
 #include "dist/ladder/ladder.h"                    // CreateDataParallel: --ddp=naive|flat|bucketed, the rungs
 #include "dist/elastic/spawn.h"                    // SpawnElasticWorkersIfNeeded: restarts, limits, observers
+#include "dist/elastic/in_place/keep_going.h"       // KeepGoingAfterLoss (--min_replicas): survivors not stopped
+#include "dist/elastic/in_place/min_replicas.h"     // CheckMinReplicas: what --min_replicas can keep going
 #include "dist/engines/engines.h"                  // UseClusterEngine: srun's, mpirun's, a pod's variables -> env://
 #include "dist/observe/debug_check/debug_check.h"   // AttachDebugCheck (TINYDDP_DISTRIBUTED_DEBUG=DETAIL)
 #include "dist/observe/fault/collective_fault.h"     // AttachCollectiveFaults (TINYDDP_FAULT point=collective)
@@ -69,6 +71,7 @@
 #include "dist/worker/env.h"                       // IsWorker, ReadWorkerEnv (restart_count)
 #include "examples/internal/durable_file.h"        // IsPermanent, kPermanentFailureExitCode: not restarted
 #include "examples/internal/evaluate.h"            // EvaluateShard, AllReduceEvalSums
+#include "examples/internal/in_place_training.h"   // RunInPlaceWorker (--min_replicas): lose a rank, keep training
 #include "examples/internal/loss_window.h"         // LossWindow: step losses on the device, non-finite check
 #include "examples/internal/memory_estimate.h"     // CheckMemoryFits: refuse a run too large for this host
 #include "examples/internal/metrics_writer.h"      // MetricsWriter (--metrics_out): JSON lines + SVG plot
@@ -768,6 +771,7 @@ absl::Status Train(const TrainOptions& options, const Job& job, Preemption* pree
 // other ranks notice the closed connections and report theirs, and recorded in the launcher's error
 // file, so that the launcher can tell the rank that failed first from those that stopped because of it.
 int RunWorker(TrainOptions options) {
+  if (options.min_replicas > 0 && IsInPlaceReplacement()) return RunInPlaceReplacement(options);  // a rejoin
   dist::InitOptions init;
   init.backend = dist::ParseBackend(options.backend).value();  // checked by ParseTrainOptions
   init.timeout = options.timeout;  // --timeout: every wait of this rank, from the store to each collective
@@ -800,6 +804,10 @@ int RunWorker(TrainOptions options) {
     // the legacy default stream, which would serialise with every other stream of the device).
     job.device = Device::CUDA(cuda::CurrentDevice());
     cuda::Stream::SetCurrent(cuda::Stream::Create(job.device.index));
+  }
+  if (options.min_replicas > 0) {  // the in-place loop owns the group from here: a loss replaces it
+    pg->reset();
+    return RunInPlaceWorker(options, std::move(job));
   }
   // --tp: the world becomes a mesh of data-parallel x tensor-parallel groups (collective; train_setup.h).
   absl::StatusOr<std::string> mesh = JoinMesh(options, job);
@@ -835,6 +843,12 @@ dist::ElasticSpawnOptions SpawnOptionsFor(const TrainOptions& options) {
   spawn.ignore_worker_limits = options.ignore_worker_limits;
   // After a failed run: the rank that failed first, then the flight recorder's verdict.
   spawn.job_observers = {std::make_shared<dist::Blame>("spawn"), dist::JobRecords::ForThisJob()};
+  // --min_replicas: one worker's death does not stop the others (last: its verdict is the job's).
+  // With --max_restarts, a lost replica is replaced (it rejoins in place) rather than the world restarted.
+  if (options.min_replicas > 0) {
+    spawn.job_observers.push_back(
+        std::make_shared<dist::in_place::KeepGoingAfterLoss>(static_cast<int>(options.max_restarts)));
+  }
   return spawn;
 }
 
@@ -877,6 +891,14 @@ int main(int argc, char** argv) {
       (!tinyddp::cuda::BuiltWithCuda() || tinyddp::cuda::DeviceCount() == 0)) {
     std::fprintf(stderr, "ddp_mlp: --backend=nccl: %s; use --backend=gloo (CPU ranks)\n",
                  tinyddp::cuda::BuiltWithCuda() ? "no GPU is visible" : "this build has no CUDA/NCCL");
+    return 2;
+  }
+  if (absl::Status in_place = tinyddp::dist::in_place::CheckMinReplicas(
+          {.min_replicas = options->min_replicas, .replicas = options->nproc, .backend = options->backend,
+           .tp = options->tp, .pp = options->pp, .zero = options->zero, .microbatches = options->microbatches, .join = options->join, .cuda_graph = options->cuda_graph,
+           .grad_accum_steps = options->grad_accum_steps, .ddp = options->ddp});
+      !in_place.ok()) {
+    std::fprintf(stderr, "ddp_mlp: %s\n", std::string(in_place.message()).c_str());
     return 2;
   }
   // Before anything large is allocated: do this host's ranks fit in its memory? Refused with the figures.

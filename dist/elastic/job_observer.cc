@@ -14,6 +14,7 @@ void AttachObservers(const std::vector<JobObserver*>& observers, int round, std:
       for (auto& kv : observer->WorkerEnvironment(round, spec.rank)) spec.env.push_back(kv);
     }
   }
+  for (JobObserver* observer : observers) observer->RoundStarting(round, specs);
   if (observers.empty()) return;
   options.hold_stop = [observers](const WorkerExit& exit, bool holding) {
     std::chrono::milliseconds hold{0};

@@ -35,6 +35,9 @@ class JobObserver {
   /// after restarts).
   virtual std::vector<std::pair<std::string, std::string>> WorkerEnvironment(int round, int rank) { return {}; }
 
+  /// Right before round `round`'s workers start, with their specs as they will run (environment included).
+  virtual void RoundStarting(int round, const std::vector<WorkerProcessSpec>& specs) {}
+
   /// A worker failed while the others still run: how long they may take to report their own failures
   /// before they are stopped (zero: stop them now). `holding`: an earlier failure's hold is running.
   virtual std::chrono::milliseconds HoldStop(const WorkerExit& exit, bool holding) { return {}; }

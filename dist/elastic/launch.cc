@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/elastic/in_place/keep_going.h"
 #include "dist/elastic/launch_flags.h"
 #include "dist/elastic/launcher.h"
 #include "dist/launch/gpu_report.h"
@@ -39,5 +40,9 @@ int main(int argc, char** argv) {
   }
   tinyddp::dist::Blame blame("launch");
   const auto flight_records = tinyddp::dist::JobRecords::ForThisJob();
-  return tinyddp::dist::RunLauncher(*options, {&blame, flight_records.get()});
+  // The program's --min_replicas (in-place recovery): one worker's death does not stop the others.
+  tinyddp::dist::in_place::KeepGoingAfterLoss keep_going(options->max_restarts);  // replacements: rejoin
+  std::vector<tinyddp::dist::JobObserver*> observers = {&blame, flight_records.get()};
+  if (tinyddp::dist::in_place::ProgramAsksToKeepGoing(options->program)) observers.push_back(&keep_going);
+  return tinyddp::dist::RunLauncher(*options, observers);
 }

@@ -34,6 +34,12 @@ ABSL_FLAG(std::string, timeout, "",
 ABSL_FLAG(int64_t, max_restarts, kDefaults.max_restarts,
           "when a rank fails, stop all and start them again, this many times; with --checkpoint_dir the "
           "restarted ranks resume from the last good checkpoint");
+ABSL_FLAG(int64_t, min_replicas, kDefaults.min_replicas,
+          "keep training when a rank dies or freezes, in place, while at least this many data-parallel replicas "
+          "remain: the survivors agree on who goes on, rebuild their group and redo the step (docs/fault_tolerance.md; "
+          "0 = off: the job stops, or restarts with --max_restarts)");
+ABSL_FLAG(double, recovery_window, kDefaults.recovery_window,
+          "with --min_replicas: seconds the survivors of a loss wait for each other before deciding who goes on");
 ABSL_FLAG(bool, allow_nonfinite, kDefaults.allow_nonfinite,
           "train on when the loss becomes NaN or infinite (by default the run stops, naming the step and rank)");
 // Model and optimisation.
@@ -136,7 +142,7 @@ namespace {
 const std::vector<FlagGroup>& Flags() {
   static const auto* groups = new std::vector<FlagGroup>{
       {"job shape", {"nproc", "backend", "ignore_worker_limits"}},
-      {"failures", {"timeout", "max_restarts", "allow_nonfinite"}},
+      {"failures", {"timeout", "max_restarts", "min_replicas", "recovery_window", "allow_nonfinite"}},
       {"model and optimisation",
        {"hidden", "optimizer", "precision", "lr_schedule", "lr", "momentum", "weight_decay", "warmup_steps",
         "lr_step_epochs", "lr_gamma", "epochs", "batch_size", "max_steps", "seed", "shuffle"}},
@@ -162,6 +168,8 @@ absl::StatusOr<TrainOptions> FromFlags() {
   ASSIGN_OR_RETURN(o.timeout, dist::ResolveJobTimeout(absl::GetFlag(FLAGS_timeout), "--timeout"));
   o.max_restarts = absl::GetFlag(FLAGS_max_restarts);
   o.allow_nonfinite = absl::GetFlag(FLAGS_allow_nonfinite);
+  o.min_replicas = absl::GetFlag(FLAGS_min_replicas);
+  o.recovery_window = absl::GetFlag(FLAGS_recovery_window);
   const std::string hidden = absl::GetFlag(FLAGS_hidden);
   o.hidden.clear();
   if (!hidden.empty()) {  // "" is no hidden layer at all: 784-10
@@ -319,6 +327,8 @@ absl::Status Validate(const TrainOptions& o) {
       Check(o.keep_checkpoints >= 1, "keep_checkpoints", absl::StrCat("must be >= 1, got ", o.keep_checkpoints)),
       Check(o.max_restarts >= 0 && o.max_restarts <= 1000, "max_restarts",
             absl::StrCat("must be in [0, 1000], got ", o.max_restarts)),
+      Check(o.recovery_window > 0 && o.recovery_window <= 3600, "recovery_window",
+            absl::StrCat("must be in (0, 3600] seconds, got ", o.recovery_window)),
       Check(o.checkpoint_every >= 0, "checkpoint_every",
             absl::StrCat("must be >= 0 (0 = after each epoch only), got ", o.checkpoint_every)),
       Check(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(), "checkpoint_every",

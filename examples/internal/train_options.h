@@ -33,6 +33,8 @@ struct TrainOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
   int64_t max_restarts = 0;       // when a rank fails, restart all this often (resuming from --checkpoint_dir)
   bool allow_nonfinite = false;   // train on through a NaN/Inf loss instead of stopping
+  int64_t min_replicas = 0;       // keep training in place while this many replicas live (0: off; dist/elastic/in_place)
+  double recovery_window = 2;     // --min_replicas: seconds the survivors of a loss wait for each other
 
   // Model and optimisation.
   std::vector<int64_t> hidden = {512, 512};

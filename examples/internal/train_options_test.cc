@@ -141,7 +141,7 @@ TEST(TrainOptions, HelpStopsParsingAndListsEveryFlagWithItsDefault) {
     const std::string arg = absl::StrCat("--", name, "=", flag->DefaultValue());
     EXPECT_TRUE(ParseTrainOptions({arg}, "").ok()) << arg;
   }
-  EXPECT_EQ(listed, 49);
+  EXPECT_EQ(listed, 51);
 }
 
 TEST(TrainOptions, OutOfRangeValuesNameTheFlag) {
