@@ -4,9 +4,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -65,6 +67,7 @@ const char* FaultActionName(FaultAction action) {
     case FaultAction::kNonFinite: return "nan";
     case FaultAction::kPreempt: return "preempt";
     case FaultAction::kStop: return "stop";
+    case FaultAction::kSleep: return "sleep";
   }
   return "?";
 }
@@ -73,7 +76,7 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view text) {
   FaultSpec spec;
   spec.text = std::string(text);
   std::set<std::string> seen;
-  bool has_code = false;
+  bool has_code = false, has_ms = false;
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
     const std::string key(absl::StripAsciiWhitespace(kv.first));
@@ -101,14 +104,21 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view text) {
         spec.action = FaultAction::kPreempt;
       } else if (value == "stop") {
         spec.action = FaultAction::kStop;
+      } else if (value == "sleep") {
+        spec.action = FaultAction::kSleep;
       } else {
-        return Bad(text, absl::StrCat("action=", value, " is not one of hang, exit, kill, nan, preempt, stop"));
+        return Bad(text, absl::StrCat("action=", value, " is not one of hang, exit, kill, nan, preempt, stop, sleep"));
       }
     } else if (key == "code") {
       if (!absl::SimpleAtoi(value, &spec.exit_code) || spec.exit_code < 1 || spec.exit_code > 255) {
         return Bad(text, absl::StrCat("code=", value, " must be an exit status in [1, 255]"));
       }
       has_code = true;
+    } else if (key == "ms") {
+      if (!absl::SimpleAtoi(value, &spec.sleep_ms) || spec.sleep_ms < 0 || spec.sleep_ms > 3'600'000) {
+        return Bad(text, absl::StrCat("ms=", value, " must be milliseconds in [0, 3600000]"));
+      }
+      has_ms = true;
     } else if (key == "restart") {
       if (!ParseRankLike(value, &spec.restart)) {
         return Bad(text, absl::StrCat("restart=", value, " is not a round number or *"));
@@ -121,6 +131,7 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view text) {
     if (seen.count(required) == 0) return Bad(text, absl::StrCat("missing ", required, "="));
   }
   if (has_code && spec.action != FaultAction::kExit) return Bad(text, "code= only applies to action=exit");
+  if (has_ms && spec.action != FaultAction::kSleep) return Bad(text, "ms= only applies to action=sleep");
   return spec;
 }
 
@@ -144,6 +155,9 @@ FaultAction FaultInjector::Maybe(absl::string_view point, int64_t step) const {
     case FaultAction::kKill:
       ::raise(SIGKILL);
       for (;;) ::pause();
+    case FaultAction::kSleep:
+      std::this_thread::sleep_for(std::chrono::milliseconds(spec_->sleep_ms));
+      return FaultAction::kNone;
     case FaultAction::kStop:
       ::raise(SIGSTOP);          // every thread freezes; its sockets stay open (a SIGCONT resumes it)
       return FaultAction::kNone;

@@ -11,11 +11,12 @@
 //                                                       a scheduler preempting the job does: at a known step
 //   TINYDDP_FAULT=rank=1,step=5,point=allreduce,action=hang   at another named point (see below)
 //   TINYDDP_FAULT=rank=2,step=4,action=stop             rank 2 freezes (SIGSTOP) before step 4
+//   TINYDDP_FAULT=rank=0,step=8,action=sleep,ms=3000    rank 0 sleeps 3 s before step 8, then carries on
 //   TINYDDP_FAULT="rank=3,step=5,action=kill;rank=2,step=8,action=kill"   several faults, ';' between them
 //
 // Keys (comma-separated, each once): rank (a RANK, or * for every rank; required), step (required),
-// action (hang | exit | kill | nan | preempt | stop; required), point (default "step"), code (exit's status, 1-255,
-// default 1), restart (the launcher round it fires in: a number or *, default 0, so an elastic restart,
+// action (hang | exit | kill | nan | preempt | stop | sleep; required), point (default "step"), code (exit's
+// status, 1-255, default 1), ms (sleep's milliseconds, default 1000), restart (the launcher round it fires in: a number or *, default 0, so an elastic restart,
 // which sets TINYDDP_RESTART_COUNT, runs clean).
 //
 // Points are names that code passes to MaybeInjectFault together with its step counter:
@@ -55,6 +56,7 @@ enum class FaultAction {
   kNonFinite,  // the caller makes this step's numbers NaN
   kPreempt,    // SIGTERM to the parent process (the launcher); this rank carries on
   kStop,       // raise SIGSTOP: every thread freezes, connections stay open (a frozen rank)
+  kSleep,      // sleep FaultSpec::sleep_ms, then carry on (a slow rank: gives a replacement time to start)
 };
 
 /// "hang", "exit", "kill", "nan", "none".
@@ -66,6 +68,7 @@ struct FaultSpec {
   std::string point = "step";
   FaultAction action = FaultAction::kNone;
   int exit_code = 1;           // kExit only
+  int64_t sleep_ms = 1000;     // kSleep only
   std::optional<int> restart = 0;  // nullopt: every round
   std::string text;            // as given, for messages
 };

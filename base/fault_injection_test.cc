@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -42,6 +43,8 @@ TEST(FaultSpec, RefusesMistakesNamingTheKeyAndShowingAnExample) {
       {"rank=1,step=-2,action=hang", "step=-2 is not a step number"},
       {"rank=1,step=5,action=exit,code=300", "code=300 must be an exit status in [1, 255]"},
       {"rank=1,step=5,action=hang,code=3", "code= only applies to action=exit"},
+      {"rank=1,step=5,action=hang,ms=30", "ms= only applies to action=sleep"},
+      {"rank=1,step=5,action=sleep,ms=-1", "ms=-1 must be milliseconds"},
       {"rank=1,step=5,action=hang,rank=2", "\"rank\" is given twice"},
       {"rank=1,step=5,action=hang,stpe=3", "unknown key \"stpe\""},
   };
@@ -132,6 +135,16 @@ TEST(FaultInjector, StopFreezesTheProcessUntilItIsContinued) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 9);
+}
+
+TEST(FaultInjector, SleepPausesTheRankForItsMillisecondsAndCarriesOn) {
+  const FaultSpec spec = *ParseFaultSpec("rank=0,step=4,action=sleep,ms=250");
+  EXPECT_EQ(spec.sleep_ms, 250);
+  const FaultInjector injector(spec, 0, 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(injector.Maybe("step", 4), FaultAction::kNone);  // the caller has nothing left to do
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
+  EXPECT_EQ(injector.Maybe("step", 5), FaultAction::kNone);
 }
 
 TEST(FaultInjection, SeveralFaultsSeparatedBySemicolonsAreCheckedEachAtStartup) {

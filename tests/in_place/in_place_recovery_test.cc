@@ -21,7 +21,7 @@ std::vector<std::string> Job(int nproc, const std::string& checkpoint_dir, std::
   std::vector<std::string> flags = {"--dataset=synthetic", "--synthetic_examples=2000", "--synthetic_input_size=32",
                                     "--hidden=24,24",      "--batch_size=32",            "--backend=gloo",
                                     "--optimizer=adamw",   "--lr=0.01",                  "--log_every=4",
-                                    "--timeout=4s",        "--recovery_window=2",        "--seed=3",
+                                    "--timeout=4s",        "--recovery_window=8",        "--seed=3",
                                     "--nproc=" + std::to_string(nproc)};
   if (!checkpoint_dir.empty()) flags.push_back("--checkpoint_dir=" + checkpoint_dir);
   flags.insert(flags.end(), more.begin(), more.end());
@@ -133,9 +133,11 @@ TEST(InPlaceRecovery, AKilledReplicaIsReplacedWithinMaxRestartsAndTheRejoinIsBit
   // one, --max_restarts=1), which asks to join; the lead takes it in two steps after it saw the request, with
   // the live state of replica 0 (no checkpoint read). When is up to the replacement's start, so the reference
   // is built from the step the run reports: 4 replicas to step 5, 3 to the growth step, then 4 to the end.
+  // Every replica pauses 3 s before step 9, so that the replacement has started and asked to join before the
+  // run ends, however slowly the machine starts a process (the steps themselves take milliseconds).
   const std::string dir = FreshDir("rejoin");
   const RunResult r = RunDdpMlp(Job(4, dir, {"--min_replicas=2", "--max_steps=30", "--max_restarts=1"}),
-                                {{"TINYDDP_FAULT", "rank=2,step=5,action=kill"}});
+                                {{"TINYDDP_FAULT", "rank=2,step=5,action=kill;rank=*,step=9,action=sleep,ms=3000"}});
   ASSERT_EQ(r.exit_code, 0) << Explain(r);
   EXPECT_TRUE(Has(r.err, "started a replacement for rank 2")) << r.err;
   EXPECT_TRUE(Has(r.out, "rejoin: replica 2 took the state of replica 0 at step")) << r.out;
