@@ -245,9 +245,11 @@ TEST(LaunchRestarts, AWorkerThatExits73IsNotRestarted) {
 TEST(LaunchRestarts, APermanentFailureOnOneNodeStopsEveryNode) {
   const std::string dir = t::MakeTempDir();
   const std::string port = std::to_string(FreePort());
-  // Rank 1 (node 1) fails for good; rank 0 would run on. Neither node may start a second round.
-  const std::string program =
-      absl::StrCat("echo started >> ", dir, "/starts.$RANK; if [ $RANK = 1 ]; then exit 73; fi; sleep 20");
+  // Rank 1 (node 1) fails for good once rank 0 has started (so that both rounds' starts are counted, not a
+  // race between rank 0's shell and node 1's news); rank 0 would run on. Neither node may start a second round.
+  const std::string program = absl::StrCat(
+      "echo started >> ", dir, "/starts.$RANK; if [ $RANK = 1 ]; then i=0; while [ ! -s ", dir,
+      "/starts.0 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; exit 73; fi; sleep 20");
   std::vector<Launched> nodes;
   for (int node = 0; node < 2; ++node) {
     nodes.push_back(Launch(dir, absl::StrCat("node", node),
